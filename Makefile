@@ -1,0 +1,52 @@
+# rackwise: `make demo` runs the default simulation, `make test` the whole suite.
+# Both work on a fresh Debian machine with Python 3.11+, make and apt: they install what they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint bench bench-place bench-sim bench-operator apiserver kind-up kind-e2e clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rackwise simulate --out simulations/results/default
+
+# The integration suite needs kube-apiserver 1.20 built from Debian's source (cached after the
+# first build) and etcd; scripts/build-apiserver.sh does both.
+apiserver:
+	bash scripts/build-apiserver.sh
+
+test: $(STAMP) apiserver
+	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check scheduler tests benchmarks
+	$(BIN)/ruff format --check scheduler tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: bench-place bench-sim bench-operator
+
+bench-place: $(STAMP)
+	$(BIN)/python -m benchmarks.placement
+
+bench-sim: $(STAMP)
+	$(BIN)/python -m benchmarks.simulation
+
+bench-operator: $(STAMP) apiserver
+	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator
+
+kind-up:
+	bash manifests/kind/kind-up.sh
+
+kind-e2e: $(STAMP)
+	bash manifests/kind/kind-up.sh && $(BIN)/pytest -q -m kind tests/e2e
+
+clean:
+	rm -rf $(VENV) simulations/results .pytest_cache .mypy_cache .ruff_cache

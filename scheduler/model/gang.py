@@ -1,0 +1,79 @@
+"""Gang requests: pods that start together or not at all."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from scheduler.model.topology import LEVELS
+
+
+class Pool(str, Enum):
+    TRAINING = "training"
+    BATCH_INFERENCE = "batch-inference"
+    ONLINE_INFERENCE = "online-inference"
+
+
+def pool_objective(pool: str) -> str:
+    """Each pool has its own objective: training packs, batch fills fragments, online spreads."""
+    return {"training": "pack", "batch-inference": "fill", "online-inference": "spread"}.get(
+        pool, "pack"
+    )
+
+
+class ParallelShape(BaseModel):
+    """dp x tp x pp in GPUs; tp GPUs form a tensor-parallel group that must stay on NVLink."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    dp: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+
+class GangRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1)
+    pods: int = Field(ge=1)
+    gpus_per_pod: int = Field(default=8, ge=0)
+    cpu_milli_per_pod: int = Field(default=0, ge=0)
+    memory_mib_per_pod: int = Field(default=0, ge=0)
+    pool: str = Pool.TRAINING.value
+    required_level: str | None = None
+    # level -> weight of keeping the gang inside one domain of that level
+    preferred_levels: dict[str, float] = Field(default_factory=dict)
+    shape: ParallelShape | None = None
+    priority: int = 0
+    # online inference: at most this many pods per rack (failure-domain spread)
+    max_pods_per_rack: int | None = Field(default=None, ge=1)
+    # gradient bytes each DP member holds; drives the traffic cost (default: 1 GB per GPU)
+    gradient_gb: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> GangRequest:
+        for level in [self.required_level, *self.preferred_levels]:
+            if level is not None and level not in LEVELS:
+                raise ValueError(f"unknown level {level!r}; levels are {', '.join(LEVELS)}")
+        if self.shape is not None:
+            if self.shape.gpus != self.gpus:
+                raise ValueError(
+                    f"shape dp*tp*pp={self.shape.gpus} must equal pods*gpus_per_pod={self.gpus}"
+                )
+            if self.tp_pods > 1 and self.pods % self.tp_pods:
+                raise ValueError(f"pods={self.pods} must be a multiple of the TP group size")
+        return self
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    @property
+    def tp_pods(self) -> int:
+        """Pods in one tensor-parallel group (1 when TP fits inside a pod)."""
+        if self.shape is None or self.gpus_per_pod == 0 or self.shape.tp <= self.gpus_per_pod:
+            return 1
+        return -(-self.shape.tp // self.gpus_per_pod)

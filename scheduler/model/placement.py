@@ -1,0 +1,67 @@
+"""Placement results and solver configuration."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PlacementStatus(str, Enum):
+    PLACED = "placed"
+    UNPLACEABLE = "unplaceable"
+
+
+class PodAssignment(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rank: int = Field(ge=0)
+    host: str
+
+
+class Placement(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    gang: str
+    policy: str
+    status: PlacementStatus
+    pods: tuple[PodAssignment, ...] = ()
+    # level -> number of distinct domains the gang spans
+    domains: dict[str, int] = Field(default_factory=dict)
+    # level -> GB crossing that level per training step (ring all-reduce, DFS rank order)
+    traffic_gb: dict[str, float] = Field(default_factory=dict)
+    cost: float = 0.0
+    bound: float = 0.0
+    gap: float = 0.0
+    optimal: bool = False
+    solve_seconds: float = 0.0
+    # what decided: "tree-dp", "cp-sat", "warm-start" or the baseline's name
+    engine: str = ""
+    reason: str = ""
+
+    @property
+    def placed(self) -> bool:
+        return self.status is PlacementStatus.PLACED
+
+    def hosts(self) -> dict[str, int]:
+        """host -> pods placed on it."""
+        counts: dict[str, int] = {}
+        for pod in self.pods:
+            counts[pod.host] = counts.get(pod.host, 0) + 1
+        return counts
+
+
+class PlaceConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    policy: str = "rackwise"
+    time_limit_s: float = Field(default=1.0, gt=0)
+    workers: int = Field(default=2, ge=1)
+    seed: int = 0
+    # a gap at or under this fraction counts as good enough to stop early
+    relative_gap: float = Field(default=0.0, ge=0)
+    # deterministic time budget (CP-SAT "deterministic seconds") for reproducible tests
+    deterministic_time: float | None = Field(default=None, gt=0)
+    # weight of breaking a fully free rack, as a share of one host crossing
+    fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
+    # "auto": exact tree DP where the objective decomposes along the tree, CP-SAT elsewhere;
+    # "cp-sat": CP-SAT always (warm-started from the DP and the baselines)
+    engine: Literal["auto", "cp-sat"] = "auto"

@@ -1,0 +1,110 @@
+"""`place()`: the one entry point the CLI, the simulator and the operator share."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
+from scheduler.model.topology import LEVELS
+from scheduler.placement import cpsat
+from scheduler.placement.baselines import BASELINES
+from scheduler.placement.bounds import lower_bound
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cost import domains_spanned, traffic
+from scheduler.placement.ranks import assign_ranks
+from scheduler.placement.reasons import explain
+from scheduler.placement.scoring import level_weights, ring_cost
+from scheduler.placement.snapshot import Snapshot
+
+RACKWISE = "rackwise"
+POLICIES: tuple[str, ...] = (RACKWISE, *BASELINES)
+
+
+class UnknownPolicy(ValueError):
+    pass
+
+
+def place(
+    snapshot: Snapshot, gangs: Iterable[GangRequest], config: PlaceConfig | None = None
+) -> list[Placement]:
+    """Place gangs one at a time in priority order (stable), all-or-nothing each.
+
+    The snapshot is not changed; each gang sees the capacity the earlier ones left."""
+    config = config or PlaceConfig()
+    if config.policy not in POLICIES:
+        raise UnknownPolicy(f"unknown policy {config.policy!r}; choose from {', '.join(POLICIES)}")
+    work = snapshot.copy()
+    ordered = sorted(gangs, key=lambda g: -g.priority)
+    results: dict[str, Placement] = {}
+    for gang in ordered:
+        placement = place_one(work, gang, config)
+        if placement.placed:
+            work.apply(gang, placement)
+        results[gang.name] = placement
+    return [results[g.name] for g in ordered]
+
+
+def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
+    start = time.perf_counter()
+    capacity = Capacity.of(snapshot, gang)
+    reason = explain(capacity)
+    if reason is not None:
+        return _unplaceable(gang, config.policy, reason, start)
+    weights = level_weights(snapshot.fabric, gang)
+    bound = lower_bound(capacity, weights)
+    if config.policy == RACKWISE:
+        solution = cpsat.solve(capacity, bound, weights, config)
+        counts = solution.counts if solution else None
+        optimal = solution.optimal if solution else False
+        engine = solution.engine if solution else "cp-sat"
+    else:
+        counts = BASELINES[config.policy](capacity, config.seed)
+        optimal, engine = False, config.policy
+    if counts is None:
+        return _unplaceable(gang, config.policy, "no placement found within the time limit", start)
+    return finalize(capacity, counts, config.policy, bound.value, optimal, start, engine)
+
+
+def finalize(
+    capacity: Capacity,
+    counts: Mapping[int, int],
+    policy: str,
+    bound: float,
+    optimal: bool,
+    start: float,
+    engine: str,
+) -> Placement:
+    fabric = capacity.snapshot.fabric
+    gang = capacity.gang
+    pods = assign_ranks(fabric, counts)
+    hosts = [h for h, n in counts.items() if n > 0]
+    flow = traffic(fabric, gang, pods)
+    objective = ring_cost(capacity, counts, level_weights(fabric, gang))
+    optimal = optimal or objective <= bound * (1 + 1e-9)
+    bound = objective if optimal else bound
+    return Placement(
+        gang=gang.name,
+        policy=policy,
+        status=PlacementStatus.PLACED,
+        pods=pods,
+        domains=domains_spanned(fabric, hosts),
+        traffic_gb={level: round(gb, 6) for level, gb in zip(LEVELS, flow.gb, strict=True)},
+        cost=flow.cost,
+        bound=bound,
+        gap=(objective - bound) / objective if objective > 0 else 0.0,
+        optimal=optimal,
+        solve_seconds=time.perf_counter() - start,
+        engine=engine,
+    )
+
+
+def _unplaceable(gang: GangRequest, policy: str, reason: str, start: float) -> Placement:
+    return Placement(
+        gang=gang.name,
+        policy=policy,
+        status=PlacementStatus.UNPLACEABLE,
+        reason=reason,
+        solve_seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,48 @@
+"""Topology-blind baselines: first-fit, random-fit and kube-scheduler's least-allocated spread."""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+from scheduler.placement.baselines.required import within_required
+from scheduler.placement.baselines.take import take
+from scheduler.placement.capacity import Capacity
+
+
+@within_required
+def first_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    """Hosts in fabric order, each filled before the next."""
+    return take(capacity, sorted(capacity.slots))
+
+
+@within_required
+def random_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    hosts = sorted(capacity.slots)
+    random.Random(f"{seed}/{capacity.gang.name}").shuffle(hosts)
+    return take(capacity, hosts)
+
+
+@within_required
+def least_allocated(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    """kube-scheduler's NodeResourcesLeastAllocated: each pod goes to the host with the largest
+    free share of its GPUs, one pod at a time, which spreads a gang as widely as it can."""
+    snapshot = capacity.snapshot
+    gang = capacity.gang
+    if gang.tp_pods > 1 or gang.max_pods_per_rack is not None:
+        return take(capacity, sorted(capacity.slots, key=lambda h: -capacity.slots[h]))
+    left = dict(capacity.slots)
+    gpus = {h: snapshot.fabric.hosts[h].gpus or 1 for h in left}
+    heap = [(-snapshot.free_gpus[h] / gpus[h], h) for h in left]
+    heapq.heapify(heap)
+    counts: dict[int, int] = {}
+    for _ in range(gang.pods):
+        if not heap:
+            return None
+        _, h = heapq.heappop(heap)
+        counts[h] = counts.get(h, 0) + 1
+        left[h] -= 1
+        if left[h]:
+            free = snapshot.free_gpus[h] - counts[h] * gang.gpus_per_pod
+            heapq.heappush(heap, (-free / gpus[h], h))
+    return counts

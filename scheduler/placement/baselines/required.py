@@ -1,0 +1,35 @@
+"""Give a topology-blind baseline the gang's required level: try each domain of that level in
+the baseline's own way and keep the first that holds the whole gang."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from scheduler.model.topology import LEVELS
+from scheduler.placement.capacity import Capacity
+
+Choose = Callable[[Capacity, int], dict[int, int] | None]
+
+
+def restrict(capacity: Capacity, level: int, domain: int) -> Capacity:
+    column = capacity.snapshot.fabric.domain[level]
+    slots = {h: s for h, s in capacity.slots.items() if column[h] == domain}
+    return Capacity(capacity.snapshot, capacity.gang, slots)
+
+
+def within_required(choose: Choose) -> Choose:
+    @functools.wraps(choose)
+    def wrapper(capacity: Capacity, seed: int) -> dict[int, int] | None:
+        required = capacity.gang.required_level
+        if required is None:
+            return choose(capacity, seed)
+        level = LEVELS.index(required)
+        for domain, cap in sorted(capacity.per_domain[level].items()):
+            if cap >= capacity.gang.pods:
+                found = choose(restrict(capacity, level, domain), seed)
+                if found is not None:
+                    return found
+        return None
+
+    return wrapper

@@ -1,0 +1,133 @@
+"""Topology-aware baselines.
+
+Kueue TAS (KEP-2724): find the lowest level at which one domain holds the gang (never above the
+required level), pick that domain, then descend level by level distributing the count over the
+children. BestFit takes children by free capacity, largest first, and for the last share picks
+the child with the least capacity that still fits it. LeastFreeCapacity takes the least free
+children first, filling fragments.
+
+Slurm topology/tree: the lowest-level switch whose subtree holds the job (the one with the
+fewest free slots among those), then its leaf switches (racks): a leaf that alone fits the
+remainder, tightest first, else the leaf with the most free slots; nodes in order inside a leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.model.topology import LEVELS
+from scheduler.placement.baselines.required import restrict
+from scheduler.placement.baselines.take import take
+from scheduler.placement.capacity import Capacity
+
+Pick = Callable[[list[tuple[int, int]], int], list[tuple[int, int]]]
+
+
+def _best_fit(children: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """(domain, capacity) pairs to use, each with its share, largest first, tightest last."""
+    out: list[tuple[int, int]] = []
+    rest = sorted(children, key=lambda dc: (-dc[1], dc[0]))
+    while n > 0 and rest:
+        fitting = [dc for dc in rest if dc[1] >= n]
+        if fitting:
+            d, _ = min(fitting, key=lambda dc: (dc[1], dc[0]))
+            out.append((d, n))
+            return out
+        d, c = rest.pop(0)
+        out.append((d, c))
+        n -= c
+    return out
+
+
+def _least_free(children: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    fitting = [dc for dc in children if dc[1] >= n]
+    if fitting:
+        d, _ = min(fitting, key=lambda dc: (dc[1], dc[0]))
+        return [(d, n)]
+    out: list[tuple[int, int]] = []
+    for d, c in sorted(children, key=lambda dc: (dc[1], dc[0])):
+        if n <= 0:
+            break
+        out.append((d, min(c, n)))
+        n -= c
+    return out
+
+
+def _start(capacity: Capacity) -> tuple[int, int] | None:
+    """(level, domain): the lowest level where one domain holds the gang, tightest such."""
+    n = capacity.gang.pods
+    top = len(LEVELS) - 1
+    if capacity.gang.required_level is not None:
+        top = LEVELS.index(capacity.gang.required_level)
+    for level in range(1, top + 1):
+        fitting = [(c, d) for d, c in capacity.per_domain[level].items() if c >= n]
+        if fitting:
+            return level, min(fitting)[1]
+    return None
+
+
+def _kueue(capacity: Capacity, pick: Pick) -> dict[int, int] | None:
+    start = _start(capacity)
+    if start is None:
+        if capacity.gang.required_level is not None:
+            return None
+        level, shares = len(LEVELS) - 1, pick(list(capacity.per_domain[-1].items()), capacity.gang.pods)
+    else:
+        level, shares = start[0], [(start[1], capacity.gang.pods)]
+    while level > 1:
+        children = _children(capacity, level - 1, level)
+        level, shares = level - 1, [x for d, s in shares for x in pick(children.get(d, []), s)]
+    hosts = _children(capacity, 0, 1)
+    counts: dict[int, int] = {}
+    for domain, share in shares:
+        by_fit = sorted(hosts[domain], key=lambda hc: (-hc[1], hc[0]))
+        got = take(capacity, [h for h, _ in by_fit], share)
+        if got is None:
+            return None
+        counts.update(got)
+    return counts if sum(counts.values()) == capacity.gang.pods else None
+
+
+def _children(capacity: Capacity, child: int, level: int) -> dict[int, list[tuple[int, int]]]:
+    """domain of `level` -> its (child domain, capacity) pairs."""
+    up = capacity.snapshot.fabric.ancestor[child][level]
+    out: dict[int, list[tuple[int, int]]] = {}
+    for d, c in capacity.per_domain[child].items():
+        out.setdefault(up[d], []).append((d, c))
+    return out
+
+
+def kueue_best_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    return _kueue(capacity, _best_fit)
+
+
+def kueue_least_free(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    return _kueue(capacity, _least_free)
+
+
+def slurm_tree(capacity: Capacity, seed: int) -> dict[int, int] | None:
+    start = _start(capacity)
+    if start is None:
+        if capacity.gang.required_level is not None:
+            return None
+        level, domain = len(LEVELS), -1
+    else:
+        level, domain = start
+    scope = capacity if domain < 0 else restrict(capacity, level, domain)
+    if level <= 2:
+        return take(scope, sorted(scope.slots))
+    leaves = list(scope.per_domain[2].items())
+    order: list[int] = []
+    n = capacity.gang.pods
+    while n > 0 and leaves:
+        fitting = [dc for dc in leaves if dc[1] >= n]
+        d, c = min(fitting, key=lambda dc: (dc[1], dc[0])) if fitting else max(
+            leaves, key=lambda dc: (dc[1], -dc[0])
+        )
+        leaves.remove((d, c))
+        order.append(d)
+        n -= c
+    rack = capacity.snapshot.fabric.domain[2]
+    position = {d: i for i, d in enumerate(order)}
+    hosts = sorted((h for h in scope.slots if rack[h] in position), key=lambda h: (position[rack[h]], h))
+    return take(scope, hosts)

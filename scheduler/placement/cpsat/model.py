@@ -1,0 +1,173 @@
+"""The CP-SAT model of one gang (design.md section 5), one function per constraint family.
+
+Variables: pods x and hosts used u per bin; a boolean y per domain at every level above the
+bins' leaf; per level the count k of domains spanned and a boolean `many` for k >= 2, so the
+ring crossings at that level are exactly k - 1 + many (0 when the gang stays in one domain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from scheduler.model.gang import pool_objective
+from scheduler.model.topology import LEVELS
+from scheduler.placement.bounds import Bound
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cpsat.bins import Bin
+
+SCALE = 1_000  # integer objective units per weighted GB (weights are >= 0.05 x 2 GB)
+HOST, NVLINK, RACK = 0, 1, 2
+
+
+@dataclass
+class GangModel:
+    model: cp_model.CpModel
+    bins: list[Bin]
+    pods: list[cp_model.IntVar]
+    used: list[cp_model.IntVar]
+    spanned: list[cp_model.LinearExprT] = field(default_factory=list)
+    used_domain: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    many: list[cp_model.IntVar] = field(default_factory=list)
+
+
+def build(capacity: Capacity, bins: list[Bin], bound: Bound, weights: list[int]) -> GangModel:
+    gang = capacity.gang
+    m = cp_model.CpModel()
+    pods = [m.new_int_var(0, min(b.capacity, gang.pods), f"x{i}") for i, b in enumerate(bins)]
+    used = [m.new_int_var(0, len(b.hosts), f"u{i}") for i, b in enumerate(bins)]
+    gm = GangModel(m, bins, pods, used)
+    m.add(sum(pods) == gang.pods)
+    _hosts_used(gm)
+    _tp_groups(gm, gang.tp_pods)
+    _domains(gm, capacity)
+    _spans(gm, capacity, bound)
+    _required(gm, gang.required_level)
+    if gang.max_pods_per_rack is not None:
+        _rack_cap(gm, gang.max_pods_per_rack)
+    _objective(gm, capacity, weights)
+    return gm
+
+
+def _hosts_used(gm: GangModel) -> None:
+    for b, x, u in zip(gm.bins, gm.pods, gm.used, strict=True):
+        gm.model.add(x <= b.slots * u)
+        gm.model.add(x >= u)
+
+
+def _tp_groups(gm: GangModel, group: int) -> None:
+    """A TP group of `group` pods stays on one host, or inside one real NVLink domain."""
+    if group == 1:
+        return
+    per_nvlink: dict[int, list[tuple[Bin, cp_model.IntVar]]] = {}
+    for b, x in zip(gm.bins, gm.pods, strict=True):
+        if b.nvlink is None:
+            _multiple_of(gm.model, [x], b.capacity, group, f"tp{id(b)}")
+        else:
+            per_nvlink.setdefault(b.nvlink, []).append((b, x))
+    for v, pairs in per_nvlink.items():
+        top = sum(b.capacity for b, _ in pairs)
+        _multiple_of(gm.model, [x for _, x in pairs], top, group, f"tpv{v}")
+
+
+def _multiple_of(
+    m: cp_model.CpModel, xs: list[cp_model.IntVar], top: int, group: int, name: str
+) -> None:
+    groups = m.new_int_var(0, top // group, name)
+    m.add(sum(xs) == group * groups)
+
+
+def _domains(gm: GangModel, capacity: Capacity) -> None:
+    """y[level, domain] = 1 when the gang has a pod in it; linked through pod counts."""
+    fabric = capacity.snapshot.fabric
+    m = gm.model
+    members: dict[tuple[int, int], list[cp_model.IntVar]] = {}
+    for b, x in zip(gm.bins, gm.pods, strict=True):
+        host = b.hosts[0]
+        first = NVLINK if b.nvlink is not None else RACK
+        for level in range(first, len(LEVELS)):
+            members.setdefault((level, fabric.domain[level][host]), []).append(x)
+    caps = capacity.per_domain
+    for (level, d), xs in members.items():
+        y = m.new_bool_var(f"y{level}_{d}")
+        m.add(sum(xs) <= min(caps[level][d], capacity.gang.pods) * y)
+        m.add(sum(xs) >= y)
+        gm.used_domain[(level, d)] = y
+    # a used domain implies its parent is used: redundant, but it tightens the LP relaxation
+    for (level, d), y in gm.used_domain.items():
+        if level + 1 < len(LEVELS):
+            parent = fabric.parent[level][d]
+            m.add_implication(y, gm.used_domain[(level + 1, parent)])
+
+
+def _spans(gm: GangModel, capacity: Capacity, bound: Bound) -> None:
+    m = gm.model
+    by_level: list[list[cp_model.IntVar]] = [[] for _ in LEVELS]
+    for (level, _), y in gm.used_domain.items():
+        by_level[level].append(y)
+    lone = [u for b, u in zip(gm.bins, gm.used, strict=True) if b.nvlink is None]
+    for level in range(len(LEVELS)):
+        if level == HOST:
+            k: cp_model.LinearExprT = sum(gm.used)
+        elif level == NVLINK:
+            k = sum(by_level[NVLINK]) + sum(lone)
+        else:
+            k = sum(by_level[level])
+        many = m.new_bool_var(f"many{level}")
+        m.add(k >= 2).only_enforce_if(many)
+        m.add(k <= 1).only_enforce_if(~many)
+        # exact per-level bound as a constraint: the LP relaxation is weak without it
+        m.add(k >= bound.kstar[level])
+        gm.spanned.append(k)
+        gm.many.append(many)
+
+
+def _required(gm: GangModel, level_name: str | None) -> None:
+    if level_name is not None:
+        gm.model.add(gm.spanned[LEVELS.index(level_name)] == 1)
+
+
+def _rack_cap(gm: GangModel, cap: int) -> None:
+    per_rack: dict[int, list[cp_model.IntVar]] = {}
+    for b, x in zip(gm.bins, gm.pods, strict=True):
+        per_rack.setdefault(b.rack, []).append(x)
+    for xs in per_rack.values():
+        gm.model.add(sum(xs) <= cap)
+
+
+def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExprT:
+    """Weighted ring crossings: k - 1 + many per level (0 inside one domain)."""
+    return sum(w * (k - 1 + many) for w, k, many in zip(weights, gm.spanned, gm.many, strict=True))
+
+
+def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
+    gang = capacity.gang
+    objective = pool_objective(gang.pool)
+    # fragments: a host or rack with nothing running is worth keeping whole for large gangs
+    fresh_racks = _fresh_racks(gm, capacity)
+    fresh_hosts = sum(
+        u if b.empty_hosts == len(b.hosts) else 0 for b, u in zip(gm.bins, gm.used, strict=True)
+    )
+    preferred = sum(
+        round(weight * max(weights)) * (gm.spanned[LEVELS.index(level)] - 1)
+        for level, weight in gang.preferred_levels.items()
+    )
+    best_fit = sum(b.slots * u for b, u in zip(gm.bins, gm.used, strict=True))
+    if objective == "pack":
+        gm.model.minimize(ring_terms(gm, weights) + fresh_racks + preferred)
+    elif objective == "fill":
+        gm.model.minimize(1000 * fresh_racks + 100 * fresh_hosts + best_fit + preferred)
+    else:  # spread: as many racks as the per-rack cap and the gang allow, then fill fragments
+        gm.model.minimize(-(10**6) * gm.spanned[RACK] + 100 * fresh_hosts + best_fit + preferred)
+
+
+def _fresh_racks(gm: GangModel, capacity: Capacity) -> cp_model.LinearExprT:
+    snapshot = capacity.snapshot
+    fabric = snapshot.fabric
+    fresh = {d for (level, d) in gm.used_domain if level == RACK}
+    rack = fabric.domain[RACK]
+    for h in range(len(fabric.hosts)):
+        if rack[h] in fresh and not snapshot.is_empty(h):
+            fresh.discard(rack[h])
+    return sum(gm.used_domain[(RACK, d)] for d in fresh)

@@ -1,0 +1,107 @@
+"""The rackwise policy for one gang: exact tree DP where the objective decomposes along the
+fabric tree, the CP-SAT model everywhere else, each warm-started by the best answer known."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from scheduler.model.gang import pool_objective
+from scheduler.model.placement import PlaceConfig
+from scheduler.model.topology import LEVELS
+from scheduler.placement.baselines import BASELINES
+from scheduler.placement.bounds import Bound
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cpsat.bins import Bin, bins_of, fill, make_bins
+from scheduler.placement.cpsat.model import SCALE, GangModel, build
+from scheduler.placement.scoring import ring_cost
+from scheduler.placement.treedp import solve_tree
+
+
+@dataclass(frozen=True)
+class Solution:
+    counts: dict[int, int]
+    optimal: bool  # proven: by the DP (exhaustive), by CP-SAT, or by meeting the lower bound
+    engine: str
+
+
+def solve(
+    capacity: Capacity, bound: Bound, weights: list[float], config: PlaceConfig
+) -> Solution | None:
+    gang = capacity.gang
+    exact = None
+    if pool_objective(gang.pool) == "pack" and gang.max_pods_per_rack is None:
+        exact = _tree(capacity, weights, config)
+        if exact is not None and config.engine == "auto":
+            return Solution(exact, True, "tree-dp")
+    hint = exact or _best_baseline(capacity, weights, config.seed)
+    if hint is not None and ring_cost(capacity, hint, weights) <= bound.value * (1 + 1e-9):
+        if pool_objective(gang.pool) == "pack":
+            return Solution(hint, True, "warm-start")
+    return _cpsat(capacity, bound, weights, config, hint)
+
+
+def _tree(capacity: Capacity, weights: list[float], config: PlaceConfig) -> dict[int, int] | None:
+    gang = capacity.gang
+    top = LEVELS.index(gang.required_level) if gang.required_level else len(LEVELS) - 1
+    penalty = [max(weights) * gang.preferred_levels.get(level, 0.0) for level in LEVELS]
+    racks = len(capacity.snapshot.fabric.names[2])
+    fresh = config.fragmentation_weight * weights[0] / (racks + 1)
+    found = solve_tree(capacity, weights, top, fresh, penalty)
+    return found.counts if found else None
+
+
+def _cpsat(
+    capacity: Capacity,
+    bound: Bound,
+    weights: list[float],
+    config: PlaceConfig,
+    hint: dict[int, int] | None,
+) -> Solution | None:
+    bins = make_bins(capacity)
+    gm = build(capacity, bins, bound, [round(w * SCALE) for w in weights])
+    if hint is not None:
+        _add_hint(gm, bins, hint)
+    solver = cp_model.CpSolver()
+    _configure(solver, config)
+    status = solver.solve(gm.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Solution(hint, False, "warm-start") if hint is not None else None
+    counts = fill(bins, [solver.value(x) for x in gm.pods], [solver.value(u) for u in gm.used])
+    # the warm start stays the answer when the solver, stopped by its budget, did worse on cost
+    packing = pool_objective(capacity.gang.pool) == "pack"
+    if packing and hint is not None:
+        if ring_cost(capacity, hint, weights) < ring_cost(capacity, counts, weights):
+            return Solution(hint, False, "warm-start")
+    return Solution(counts, status == cp_model.OPTIMAL, "cp-sat")
+
+
+def _best_baseline(
+    capacity: Capacity, weights: list[float], seed: int
+) -> dict[int, int] | None:
+    best: dict[int, int] | None = None
+    best_cost = float("inf")
+    for choose in BASELINES.values():
+        counts = choose(capacity, seed)
+        if counts is not None:
+            cost = ring_cost(capacity, counts, weights)
+            if cost < best_cost:
+                best, best_cost = counts, cost
+    return best
+
+
+def _add_hint(gm: GangModel, bins: list[Bin], hint: dict[int, int]) -> None:
+    for (pods, hosts), x, u in zip(bins_of(bins, hint), gm.pods, gm.used, strict=True):
+        gm.model.add_hint(x, pods)
+        gm.model.add_hint(u, hosts)
+
+
+def _configure(solver: cp_model.CpSolver, config: PlaceConfig) -> None:
+    params = solver.parameters
+    params.max_time_in_seconds = config.time_limit_s
+    params.num_workers = config.workers
+    params.random_seed = config.seed
+    params.relative_gap_limit = config.relative_gap
+    if config.deterministic_time is not None:
+        params.max_deterministic_time = config.deterministic_time

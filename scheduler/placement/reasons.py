@@ -1,0 +1,48 @@
+"""Why a gang cannot be placed: the binding constraint and the best available alternative."""
+
+from __future__ import annotations
+
+from scheduler.model.topology import LEVELS
+from scheduler.placement.bounds import INFEASIBLE, kstar
+from scheduler.placement.capacity import Capacity
+
+
+def explain(capacity: Capacity) -> str | None:
+    """A reason when no placement can exist, None when one may."""
+    gang = capacity.gang
+    n = gang.pods
+    total = capacity.total
+    what = f"{n} pods x {gang.gpus_per_pod} GPUs"
+    if total < n:
+        free = capacity.snapshot.free_by_pool().get(gang.pool, 0)
+        extra = ""
+        if gang.tp_pods > 1:
+            extra = f" in whole TP groups of {gang.tp_pods} pods"
+        if gang.max_pods_per_rack is not None:
+            racks = capacity.per_domain[2]
+            fit = sum(racks.values())
+            if fit < n:
+                return (
+                    f"needs {what} in pool {gang.pool} with at most {gang.max_pods_per_rack} per "
+                    f"rack; the pool's racks allow {fit}"
+                )
+        return (
+            f"needs {what} in pool {gang.pool}{extra}; the pool has room for {total} "
+            f"({free} GPUs free)"
+        )
+    if gang.required_level is not None:
+        level = LEVELS.index(gang.required_level)
+        caps = capacity.per_domain[level]
+        best = max(caps.items(), key=lambda dc: dc[1], default=None)
+        if best is None or best[1] < n:
+            fabric = capacity.snapshot.fabric
+            name = fabric.display(level, best[0]) if best else "none"
+            room = best[1] if best else 0
+            spread = kstar(caps.values(), n)
+            alt = f"; without the required level it fits across {spread} {gang.required_level}s"
+            return (
+                f"needs {n} pods in one {gang.required_level}; the freest "
+                f"{gang.required_level} {name} has room for {room}"
+                + (alt if spread != INFEASIBLE else "")
+            )
+    return None

@@ -1,0 +1,148 @@
+"""Fabric graph: switches and hosts as vertices, links with bandwidth, plus per-level tables.
+
+Placement works on integer tables (host index -> domain index per level) because a 100k-GPU
+fabric has ~12,500 hosts and solver set-up must stay in milliseconds; the networkx graph is the
+source of truth for structure and is what `topology show` and link-level questions walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from scheduler.model.topology import LEVELS, HostSpec, TopologySpec
+
+ROOT = "fabric"
+
+
+def domain_keys(host: HostSpec) -> tuple[str, ...]:
+    """Qualified domain key per level, host first: names repeat under different parents
+    (Lingjun reuses ToR names across aggregation groups), so a key is the path from the top."""
+    core = host.domains.get("core", "core")
+    spine = f"{core}/{host.domains.get('spine', 'spine')}"
+    rack = f"{spine}/{host.domains['rack']}"
+    nvlink = f"{rack}/{host.domains.get('nvlink', '~' + host.name)}"
+    return (host.name, nvlink, rack, spine, core)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    spec: TopologySpec
+    hosts: tuple[HostSpec, ...] = field(init=False)
+    # domain[level][host index] -> domain index at that level (level 0 is the host itself)
+    domain: tuple[tuple[int, ...], ...] = field(init=False)
+    # names[level][domain index] -> qualified key
+    names: tuple[tuple[str, ...], ...] = field(init=False)
+    # parent[level][domain index] -> domain index at level + 1 (empty for the top level)
+    parent: tuple[tuple[int, ...], ...] = field(init=False)
+    # nvlink domains with more than one host (real NVLink); others are a host on its own
+    real_nvlink: frozenset[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        hosts = self.spec.hosts
+        keys = [domain_keys(h) for h in hosts]
+        domain: list[list[int]] = []
+        names: list[list[str]] = []
+        for level in range(len(LEVELS)):
+            index: dict[str, int] = {}
+            column = [index.setdefault(k[level], len(index)) for k in keys]
+            domain.append(column)
+            names.append(list(index))
+        parent: list[tuple[int, ...]] = []
+        for level in range(len(LEVELS) - 1):
+            up = [0] * len(names[level])
+            for h in range(len(hosts)):
+                up[domain[level][h]] = domain[level + 1][h]
+            parent.append(tuple(up))
+        parent.append(())
+        sizes = [0] * len(names[1])
+        for d in domain[1]:
+            sizes[d] += 1
+        object.__setattr__(self, "hosts", hosts)
+        object.__setattr__(self, "domain", tuple(tuple(c) for c in domain))
+        object.__setattr__(self, "names", tuple(tuple(n) for n in names))
+        object.__setattr__(self, "parent", tuple(parent))
+        object.__setattr__(
+            self, "real_nvlink", frozenset(d for d, size in enumerate(sizes) if size > 1)
+        )
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return LEVELS
+
+    @cached_property
+    def host_index(self) -> dict[str, int]:
+        return {h.name: i for i, h in enumerate(self.hosts)}
+
+    @cached_property
+    def gb_cost(self) -> tuple[float, ...]:
+        """Objective weight of one GB crossing each level."""
+        return tuple(self.spec.level(name).cost_weight for name in LEVELS)
+
+    @cached_property
+    def gbps(self) -> tuple[float, ...]:
+        """Effective per-host bandwidth of the links crossed at each level."""
+        return tuple(self.spec.level(name).effective_gbps for name in LEVELS)
+
+    @cached_property
+    def dfs_order(self) -> tuple[int, ...]:
+        """Hosts in depth-first order along the tree: ranks follow it so ring neighbours share
+        the lowest possible switch."""
+        top = len(LEVELS) - 1
+        return tuple(
+            sorted(
+                range(len(self.hosts)),
+                key=lambda h: tuple(self.domain[lv][h] for lv in range(top, -1, -1)),
+            )
+        )
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """Tree from the fabric root to hosts; edges carry the uplink bandwidth of the child."""
+        g = nx.DiGraph()
+        g.add_node(ROOT, level="root")
+        for h, host in enumerate(self.hosts):
+            child = host.name
+            g.add_node(child, level="host", gpus=host.gpus, pool=host.pool)
+            for level in range(1, len(LEVELS)):
+                node = self.names[level][self.domain[level][h]]
+                g.add_node(node, level=LEVELS[level])
+                spec = self.spec.level(LEVELS[level - 1])
+                g.add_edge(node, child, bandwidth_gbps=spec.effective_gbps)
+                child = node
+            g.add_edge(ROOT, child, bandwidth_gbps=self.spec.level("core").effective_gbps)
+        return g
+
+    @cached_property
+    def dfs_position(self) -> dict[int, int]:
+        return {h: i for i, h in enumerate(self.dfs_order)}
+
+    @cached_property
+    def ancestor(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """ancestor[low][high][d]: the level-`high` domain above level-`low` domain d."""
+        top = len(LEVELS)
+        table: list[list[tuple[int, ...]]] = []
+        for low in range(top):
+            row: list[tuple[int, ...]] = []
+            for high in range(top):
+                up = [0] * len(self.names[low])
+                if high > low:
+                    for h in range(len(self.hosts)):
+                        up[self.domain[low][h]] = self.domain[high][h]
+                row.append(tuple(up))
+            table.append(row)
+        return tuple(tuple(r) for r in table)
+
+    def lowest_common_level(self, a: int, b: int) -> int:
+        """Lowest level index at which hosts a and b share a domain (0 when a == b)."""
+        for level in range(len(LEVELS)):
+            if self.domain[level][a] == self.domain[level][b]:
+                return level
+        return len(LEVELS)
+
+    def display(self, level: int, index: int) -> str:
+        """Short name of a domain: the last part of its qualified key."""
+        name = self.names[level][index]
+        return name.rsplit("/", 1)[-1].lstrip("~")
