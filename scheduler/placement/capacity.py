@@ -37,7 +37,6 @@ class Capacity:
                 _fit(snapshot.free_gpus[h], gang.gpus_per_pod),
                 _fit(snapshot.free_cpu[h], gang.cpu_milli_per_pod),
                 _fit(snapshot.free_mem[h], gang.memory_mib_per_pod),
-                gang.pods,
             )
             if group > 1 and nvlink[h] not in fabric.real_nvlink:
                 pods -= pods % group
@@ -66,4 +65,10 @@ class Capacity:
         rack_cap = self.gang.max_pods_per_rack
         if rack_cap is not None:
             out[2] = {d: min(c, rack_cap) for d, c in out[2].items()}
+            for level in range(3, len(out)):
+                up = fabric.ancestor[2][level]
+                capped: dict[int, int] = {}
+                for d, c in out[2].items():
+                    capped[up[d]] = capped.get(up[d], 0) + c
+                out[level] = capped
         return tuple(out)

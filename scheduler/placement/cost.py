@@ -62,6 +62,4 @@ def traffic(fabric: Fabric, gang: GangRequest, pods: Sequence[PodAssignment]) ->
 
 
 def domains_spanned(fabric: Fabric, hosts: Sequence[int]) -> dict[str, int]:
-    return {
-        level: len({fabric.domain[i][h] for h in hosts}) for i, level in enumerate(LEVELS)
-    }
+    return {level: len({fabric.domain[i][h] for h in hosts}) for i, level in enumerate(LEVELS)}

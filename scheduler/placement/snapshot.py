@@ -64,6 +64,11 @@ class Snapshot:
     def is_empty(self, h: int) -> bool:
         return self.free_gpus[h] == self.fabric.hosts[h].gpus
 
+    def busy_racks(self) -> set[int]:
+        """Racks with anything running: the others are kept whole for large gangs."""
+        rack = self.fabric.domain[2]
+        return {rack[h] for h in range(len(self.fabric.hosts)) if not self.is_empty(h)}
+
     def free_by_pool(self) -> Mapping[str, int]:
         out: dict[str, int] = {}
         for h, host in enumerate(self.fabric.hosts):

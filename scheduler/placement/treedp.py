@@ -121,8 +121,11 @@ class TreeDP:
             # hosts outside NVLink are each their own NVLink domain: both crossings per host
             by_rack.setdefault(r, []).append((self.leaf(RACK, r, hosts, w[HOST] + w[NVLINK]), 0.0))
         level_nodes = {
-            r: (kids[0][0] if len(kids) == 1 and kids[0][0].level == RACK else
-                self.parent(RACK, r, [k for k, _ in kids], [e for _, e in kids]))
+            r: (
+                kids[0][0]
+                if len(kids) == 1 and kids[0][0].level == RACK
+                else self.parent(RACK, r, [k for k, _ in kids], [e for _, e in kids])
+            )
             for r, kids in by_rack.items()
         }
         fresh = self._fresh_racks()
@@ -139,10 +142,7 @@ class TreeDP:
         return next(iter(level_nodes.values()))
 
     def _fresh_racks(self) -> set[int]:
-        snapshot = self.capacity.snapshot
-        rack = self.fabric.domain[RACK]
-        used = {rack[h] for h in range(len(self.fabric.hosts)) if not snapshot.is_empty(h)}
-        return set(range(len(self.fabric.names[RACK]))) - used
+        return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()
 
     def collect(self, node: Node, x: int, out: dict[int, int]) -> None:
         """Trace back the hosts chosen to give `node` capacity >= x."""
@@ -163,16 +163,20 @@ class TreeDP:
 
 
 def solve_tree(
-    capacity: Capacity, weights: list[float], allowed_top: int, fresh_rack: float, penalty: list[float]
+    capacity: Capacity,
+    weights: list[float],
+    allowed_top: int,
+    fresh_rack: float,
+    penalty: list[float],
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
     `penalty[level]` is the preferred-level weight: added per domain used at that level, less
     one domain's worth, which a placement inside a single domain of that level never pays."""
     n = capacity.gang.pods
-    for h, slots in capacity.slots.items():
-        if slots >= n:
-            return DPResult({h: n}, 0.0)
+    alone = [h for h, slots in capacity.slots.items() if slots >= n]
+    if alone:
+        return DPResult({best_fit_host(capacity, alone): n}, 0.0)
     dp = TreeDP(capacity, [w + p for w, p in zip(weights, penalty, strict=True)], fresh_rack)
     root = dp.build()
     best: tuple[float, Node] | None = None
@@ -188,6 +192,17 @@ def solve_tree(
     hosts: dict[int, int] = {}
     dp.collect(best[1], n, hosts)
     return DPResult(spread_pods(capacity, hosts), best[0])
+
+
+def best_fit_host(capacity: Capacity, hosts: list[int]) -> int:
+    """Among hosts that hold the gang alone: keep fresh racks and hosts whole, fit tightly."""
+    snapshot = capacity.snapshot
+    rack = snapshot.fabric.domain[RACK]
+    busy_racks = snapshot.busy_racks()
+    return min(
+        hosts,
+        key=lambda h: (rack[h] not in busy_racks, snapshot.is_empty(h), capacity.slots[h], h),
+    )
 
 
 def spread_pods(capacity: Capacity, hosts: dict[int, int]) -> dict[int, int]:

@@ -58,7 +58,9 @@ def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) ->
         members = hosts[start : start + group]
         # an NVLink domain of one host is that host, so one check covers both cases
         if len({fabric.domain[1][h] for h in members}) != 1:
-            raise InvalidPlacement(f"{gang.name}: TP group at rank {start} leaves its NVLink domain")
+            raise InvalidPlacement(
+                f"{gang.name}: TP group at rank {start} leaves its NVLink domain"
+            )
 
 
 def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> None:

@@ -64,8 +64,10 @@ def generate(
                         domains=domains,
                     )
                 )
-    levels = base.levels if base else TopologySpec.model_fields["levels"].get_default(
-        call_default_factory=True
+    levels = (
+        base.levels
+        if base
+        else TopologySpec.model_fields["levels"].get_default(call_default_factory=True)
     )
     return TopologySpec(levels=levels, hosts=tuple(out))
 

@@ -71,7 +71,10 @@ def _kueue(capacity: Capacity, pick: Pick) -> dict[int, int] | None:
     if start is None:
         if capacity.gang.required_level is not None:
             return None
-        level, shares = len(LEVELS) - 1, pick(list(capacity.per_domain[-1].items()), capacity.gang.pods)
+        level, shares = (
+            len(LEVELS) - 1,
+            pick(list(capacity.per_domain[-1].items()), capacity.gang.pods),
+        )
     else:
         level, shares = start[0], [(start[1], capacity.gang.pods)]
     while level > 1:
@@ -121,13 +124,17 @@ def slurm_tree(capacity: Capacity, seed: int) -> dict[int, int] | None:
     n = capacity.gang.pods
     while n > 0 and leaves:
         fitting = [dc for dc in leaves if dc[1] >= n]
-        d, c = min(fitting, key=lambda dc: (dc[1], dc[0])) if fitting else max(
-            leaves, key=lambda dc: (dc[1], -dc[0])
+        d, c = (
+            min(fitting, key=lambda dc: (dc[1], dc[0]))
+            if fitting
+            else max(leaves, key=lambda dc: (dc[1], -dc[0]))
         )
         leaves.remove((d, c))
         order.append(d)
         n -= c
     rack = capacity.snapshot.fabric.domain[2]
     position = {d: i for i, d in enumerate(order)}
-    hosts = sorted((h for h in scope.slots if rack[h] in position), key=lambda h: (position[rack[h]], h))
+    hosts = sorted(
+        (h for h in scope.slots if rack[h] in position), key=lambda h: (position[rack[h]], h)
+    )
     return take(scope, hosts)

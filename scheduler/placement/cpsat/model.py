@@ -163,11 +163,5 @@ def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
 
 
 def _fresh_racks(gm: GangModel, capacity: Capacity) -> cp_model.LinearExprT:
-    snapshot = capacity.snapshot
-    fabric = snapshot.fabric
-    fresh = {d for (level, d) in gm.used_domain if level == RACK}
-    rack = fabric.domain[RACK]
-    for h in range(len(fabric.hosts)):
-        if rack[h] in fresh and not snapshot.is_empty(h):
-            fresh.discard(rack[h])
-    return sum(gm.used_domain[(RACK, d)] for d in fresh)
+    busy = capacity.snapshot.busy_racks()
+    return sum(y for (level, d), y in gm.used_domain.items() if level == RACK and d not in busy)

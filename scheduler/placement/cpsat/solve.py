@@ -77,9 +77,7 @@ def _cpsat(
     return Solution(counts, status == cp_model.OPTIMAL, "cp-sat")
 
 
-def _best_baseline(
-    capacity: Capacity, weights: list[float], seed: int
-) -> dict[int, int] | None:
+def _best_baseline(capacity: Capacity, weights: list[float], seed: int) -> dict[int, int] | None:
     best: dict[int, int] | None = None
     best_cost = float("inf")
     for choose in BASELINES.values():

@@ -1,0 +1,1 @@
+"""The `rackwise` command line: thin adapters over place(), the simulator and the operator."""

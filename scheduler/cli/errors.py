@@ -1,0 +1,49 @@
+"""Bad input ends in one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+import click
+import typer
+from pydantic import ValidationError
+
+try:  # typer >= 0.20 vendors its own copy of click
+    from typer._click.exceptions import ClickException as VendoredClickException
+    from typer._click.exceptions import NoArgsIsHelpError
+except ImportError:  # pragma: no cover - older typer uses click itself
+    VendoredClickException = click.ClickException
+    NoArgsIsHelpError = click.exceptions.NoArgsIsHelpError
+
+from scheduler.io import InputError, describe
+from scheduler.placement import UnknownPolicy
+from scheduler.topology.sources import TopologyError
+
+USAGE_EXIT = 2
+EXPECTED = (InputError, TopologyError, UnknownPolicy, FileNotFoundError, ValueError)
+
+
+def fail(message: str) -> NoReturn:
+    print(f"rackwise: error: {message}", file=sys.stderr)
+    sys.exit(USAGE_EXIT)
+
+
+def run_cli(command: Callable[..., object]) -> None:
+    """Run a click/typer command; map expected failures to one line and exit 2."""
+    try:
+        command(standalone_mode=False)
+    except (click.exceptions.Exit, typer.Exit) as exc:
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, typer.Abort):
+        fail("aborted")
+    except NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
+        sys.exit(USAGE_EXIT)
+    except (click.ClickException, VendoredClickException) as exc:
+        fail(exc.format_message().replace("\n", " "))
+    except ValidationError as exc:
+        fail(describe(exc, "input"))
+    except EXPECTED as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)

@@ -1,0 +1,86 @@
+"""`rackwise topology generate|show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.tree import Tree
+
+from scheduler.cli.inputs import snapshot_from
+from scheduler.io import InputError
+from scheduler.model.topology import LEVELS
+from scheduler.placement import Snapshot
+from scheduler.topology import generate, save_topology
+
+app = typer.Typer(help="Generate and inspect fabric topologies.", no_args_is_help=True)
+
+
+def parse_shares(text: str) -> dict[str, float]:
+    """`training=0.7,online-inference=0.3` -> {pool: share}."""
+    shares: dict[str, float] = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        try:
+            shares[name.strip()] = float(value)
+        except ValueError as exc:
+            raise InputError(f"--pools: {part!r} is not POOL=SHARE") from exc
+    return shares
+
+
+@app.command("generate")
+def generate_cmd(
+    output: Annotated[Path, typer.Option("-o", "--output", help="YAML file to write")],
+    blocks: Annotated[int, typer.Option(min=1, help="spines (blocks)")] = 2,
+    racks: Annotated[int, typer.Option(min=1, help="racks per block")] = 4,
+    hosts: Annotated[int, typer.Option(min=1, help="hosts per rack")] = 4,
+    gpus: Annotated[int, typer.Option(min=0, help="GPUs per host")] = 8,
+    nvlink: Annotated[int, typer.Option(min=0, help="hosts per NVLink domain (0: none)")] = 0,
+    pools: Annotated[str, typer.Option(help="share of racks per pool")] = "training=1",
+) -> None:
+    """Write a leaf-spine fabric of blocks x racks x hosts x GPUs."""
+    spec = generate(blocks, racks, hosts, gpus, nvlink, parse_shares(pools))
+    save_topology(spec, output)
+    typer.echo(f"wrote {output}: {len(spec.hosts)} hosts, {sum(h.gpus for h in spec.hosts)} GPUs")
+
+
+@app.command("show")
+def show_cmd(
+    topology: Annotated[Path, typer.Argument(help="YAML topology or Lingjun CSV")],
+    state: Annotated[Path | None, typer.Option(help="usage already on the hosts")] = None,
+    gpus: Annotated[int, typer.Option(help="GPUs per host for the Lingjun CSV")] = 8,
+    depth: Annotated[str, typer.Option(help="lowest level shown")] = "rack",
+) -> None:
+    """Print the level tree with free GPUs per domain."""
+    if depth not in LEVELS:
+        raise InputError(f"--depth: unknown level {depth!r}; levels are {', '.join(LEVELS)}")
+    snapshot = snapshot_from(topology, state, gpus)
+    Console().print(render_tree(snapshot, LEVELS.index(depth)))
+
+
+def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
+    fabric = snapshot.fabric
+    free: list[dict[int, int]] = [{} for _ in LEVELS]
+    total: list[dict[int, int]] = [{} for _ in LEVELS]
+    for h, host in enumerate(fabric.hosts):
+        for level in range(len(LEVELS)):
+            d = fabric.domain[level][h]
+            free[level][d] = free[level].get(d, 0) + snapshot.free_gpus[h]
+            total[level][d] = total[level].get(d, 0) + host.gpus
+    root = Tree(f"fabric: {sum(snapshot.free_gpus)}/{sum(h.gpus for h in fabric.hosts)} GPUs free")
+    nodes: dict[tuple[int, int], Tree] = {}
+    for h in fabric.dfs_order:
+        parent = root
+        for level in range(len(LEVELS) - 1, lowest - 1, -1):
+            d = fabric.domain[level][h]
+            if level == 1 and d not in fabric.real_nvlink:
+                continue  # a host outside NVLink is its own domain: show it once, as a host
+            key = (level, d)
+            if key not in nodes:
+                pool = f" [{fabric.hosts[h].pool}]" if level <= 2 else ""
+                label = f"{LEVELS[level]} {fabric.display(level, d)}: "
+                nodes[key] = parent.add(f"{label}{free[level][d]}/{total[level][d]} free{pool}")
+            parent = nodes[key]
+    return root

@@ -1,0 +1,33 @@
+"""Exhaustive search over every way to spread a gang over hosts (tiny instances only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from scheduler.model import GangRequest
+from scheduler.placement import Snapshot
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cost import traffic
+from scheduler.placement.ranks import assign_ranks
+
+
+def spreads(slots: list[tuple[int, int]], n: int) -> Iterator[dict[int, int]]:
+    if n == 0:
+        yield {}
+        return
+    if not slots:
+        return
+    (host, cap), rest = slots[0], slots[1:]
+    for take in range(min(cap, n), -1, -1):
+        for tail in spreads(rest, n - take):
+            yield {host: take, **tail} if take else tail
+
+
+def optimum(snapshot: Snapshot, gang: GangRequest) -> float | None:
+    capacity = Capacity.of(snapshot, gang)
+    best = None
+    for counts in spreads(sorted(capacity.slots.items()), gang.pods):
+        pods = assign_ranks(snapshot.fabric, counts)
+        cost = traffic(snapshot.fabric, gang, pods).cost
+        best = cost if best is None else min(best, cost)
+    return best

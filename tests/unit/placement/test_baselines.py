@@ -1,0 +1,52 @@
+"""Baselines behave as their public descriptions say (table-driven)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import GangRequest
+from scheduler.placement import Snapshot
+from scheduler.placement.baselines import BASELINES
+from scheduler.placement.capacity import Capacity
+from scheduler.topology import Fabric, generate
+
+FABRIC = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=8))
+# free GPUs per host, in fabric order: r0: 8 8 | r1: 2 2 | r2: 6 0 | r3: 8 4
+FREE = [8, 8, 2, 2, 6, 0, 8, 4]
+
+
+def choose(policy: str, pods: int) -> dict[str, int]:
+    snapshot = Snapshot(FABRIC, free_gpus=list(FREE))
+    counts = BASELINES[policy](
+        Capacity.of(snapshot, GangRequest(name="g", pods=pods, gpus_per_pod=1)), 0
+    )
+    assert counts is not None
+    return {FABRIC.hosts[h].name: n for h, n in sorted(counts.items())}
+
+
+@pytest.mark.parametrize(
+    ("policy", "pods", "expected"),
+    [
+        ("first-fit", 10, {"h0-0": 8, "h0-1": 2}),
+        # tightest rack that holds 6: r2 (6 free) rather than r0 (16) or r3 (12)
+        ("kueue-best-fit", 6, {"h2-0": 6}),
+        ("slurm-tree", 6, {"h2-0": 6}),
+        # the lowest level where one domain holds 4 is a host: the least free such is h3-1
+        ("kueue-least-free", 4, {"h3-1": 4}),
+        # 12 needs a rack: least free rack that fits is r3 (12), not r0 (16)
+        ("kueue-least-free", 12, {"h3-0": 8, "h3-1": 4}),
+        # 20 spans spines: best fit takes the largest rack (r0, 16) then the tightest for 4
+        ("kueue-best-fit", 20, {"h0-0": 8, "h0-1": 8, "h1-0": 2, "h1-1": 2}),
+    ],
+)
+def test_baseline_choices(policy, pods, expected):
+    assert choose(policy, pods) == expected
+
+
+def test_least_allocated_spreads_one_pod_per_emptiest_host():
+    got = choose("least-allocated", 3)
+    assert set(got) == {"h0-0", "h0-1", "h3-0"} and set(got.values()) == {1}
+
+
+def test_random_fit_is_seeded():
+    assert choose("random-fit", 5) == choose("random-fit", 5)
