@@ -10,19 +10,16 @@ import click
 import typer
 from pydantic import ValidationError
 
-try:  # typer >= 0.20 vendors its own copy of click
-    from typer._click.exceptions import ClickException as VendoredClickException
-    from typer._click.exceptions import NoArgsIsHelpError
-except ImportError:  # pragma: no cover - older typer uses click itself
-    VendoredClickException = click.ClickException
-    NoArgsIsHelpError = click.exceptions.NoArgsIsHelpError
+# typer >= 0.20 vendors its own copy of click; older ones raise click's own exceptions
+from typer._click.exceptions import ClickException as VendoredClickException
+from typer._click.exceptions import NoArgsIsHelpError
 
 from scheduler.io import InputError, describe
-from scheduler.placement import UnknownPolicy
+from scheduler.placement import UnknownPolicyError
 from scheduler.topology.sources import TopologyError
 
 USAGE_EXIT = 2
-EXPECTED = (InputError, TopologyError, UnknownPolicy, FileNotFoundError, ValueError)
+EXPECTED = (InputError, TopologyError, UnknownPolicyError, FileNotFoundError, ValueError)
 
 
 def fail(message: str) -> NoReturn:

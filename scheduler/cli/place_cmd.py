@@ -14,7 +14,7 @@ from scheduler.cli.inputs import snapshot_from
 from scheduler.io import load_gangs
 from scheduler.model import PlaceConfig, Placement
 from scheduler.model.topology import LEVELS
-from scheduler.placement import POLICIES, UnknownPolicy, place
+from scheduler.placement import POLICIES, UnknownPolicyError, place
 
 
 def place_cmd(
@@ -29,7 +29,7 @@ def place_cmd(
 ) -> None:
     """Place gangs on a topology and print hosts, ranks, domains, cost, bound, gap and time."""
     if policy not in POLICIES:
-        raise UnknownPolicy(f"--policy: unknown {policy!r}; choose from {', '.join(POLICIES)}")
+        raise UnknownPolicyError(f"--policy: unknown {policy!r}; choose from {', '.join(POLICIES)}")
     snapshot = snapshot_from(topology, state, gpus)
     requests = load_gangs(gangs)
     config = PlaceConfig(policy=policy, time_limit_s=time_limit, seed=seed)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.model.topology import LEVELS
 
 
-class Pool(str, Enum):
+class Pool(StrEnum):
     TRAINING = "training"
     BATCH_INFERENCE = "batch-inference"
     ONLINE_INFERENCE = "online-inference"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class PlacementStatus(str, Enum):
+class PlacementStatus(StrEnum):
     PLACED = "placed"
     UNPLACEABLE = "unplaceable"
 

@@ -22,7 +22,7 @@ RACKWISE = "rackwise"
 POLICIES: tuple[str, ...] = (RACKWISE, *BASELINES)
 
 
-class UnknownPolicy(ValueError):
+class UnknownPolicyError(ValueError):
     pass
 
 
@@ -34,7 +34,9 @@ def place(
     The snapshot is not changed; each gang sees the capacity the earlier ones left."""
     config = config or PlaceConfig()
     if config.policy not in POLICIES:
-        raise UnknownPolicy(f"unknown policy {config.policy!r}; choose from {', '.join(POLICIES)}")
+        raise UnknownPolicyError(
+            f"unknown policy {config.policy!r}; choose from {', '.join(POLICIES)}"
+        )
     work = snapshot.copy()
     ordered = sorted(gangs, key=lambda g: -g.priority)
     results: dict[str, Placement] = {}

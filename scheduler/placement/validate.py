@@ -9,44 +9,44 @@ from scheduler.model.topology import LEVELS
 from scheduler.placement.snapshot import Snapshot
 
 
-class InvalidPlacement(AssertionError):
+class InvalidPlacementError(AssertionError):
     pass
 
 
 def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> None:
-    """Raise InvalidPlacement naming the first broken rule."""
+    """Raise InvalidPlacementError naming the first broken rule."""
     if not placement.placed:
         if placement.pods:
-            raise InvalidPlacement(f"{gang.name}: unplaceable but has pods")
+            raise InvalidPlacementError(f"{gang.name}: unplaceable but has pods")
         if not placement.reason:
-            raise InvalidPlacement(f"{gang.name}: unplaceable without a reason")
+            raise InvalidPlacementError(f"{gang.name}: unplaceable without a reason")
         return
     fabric = snapshot.fabric
     ranks = sorted(p.rank for p in placement.pods)
     if ranks != list(range(gang.pods)):
-        raise InvalidPlacement(f"{gang.name}: ranks are not 0..{gang.pods - 1}")
+        raise InvalidPlacementError(f"{gang.name}: ranks are not 0..{gang.pods - 1}")
     index = fabric.host_index
     for host, pods in placement.hosts().items():
         if host not in index:
-            raise InvalidPlacement(f"{gang.name}: unknown host {host}")
+            raise InvalidPlacementError(f"{gang.name}: unknown host {host}")
         h = index[host]
         spec = fabric.hosts[h]
         if spec.pool != gang.pool:
-            raise InvalidPlacement(f"{gang.name}: host {host} is in pool {spec.pool}")
+            raise InvalidPlacementError(f"{gang.name}: host {host} is in pool {spec.pool}")
         if h in snapshot.down:
-            raise InvalidPlacement(f"{gang.name}: host {host} is down")
+            raise InvalidPlacementError(f"{gang.name}: host {host} is down")
         for free, need, what in (
             (snapshot.free_gpus[h], gang.gpus_per_pod, "GPUs"),
             (snapshot.free_cpu[h], gang.cpu_milli_per_pod, "CPU"),
             (snapshot.free_mem[h], gang.memory_mib_per_pod, "memory"),
         ):
             if pods * need > free:
-                raise InvalidPlacement(f"{gang.name}: host {host} oversubscribed on {what}")
+                raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {what}")
     hosts = [index[p.host] for p in sorted(placement.pods, key=lambda p: p.rank)]
     if gang.required_level is not None:
         level = LEVELS.index(gang.required_level)
         if len({fabric.domain[level][h] for h in hosts}) != 1:
-            raise InvalidPlacement(f"{gang.name}: spans more than one {gang.required_level}")
+            raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)
     _check_rack_cap(snapshot, gang, hosts)
 
@@ -58,7 +58,7 @@ def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) ->
         members = hosts[start : start + group]
         # an NVLink domain of one host is that host, so one check covers both cases
         if len({fabric.domain[1][h] for h in members}) != 1:
-            raise InvalidPlacement(
+            raise InvalidPlacementError(
                 f"{gang.name}: TP group at rank {start} leaves its NVLink domain"
             )
 
@@ -71,4 +71,6 @@ def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> 
         rack = snapshot.fabric.domain[2][h]
         per_rack[rack] = per_rack.get(rack, 0) + 1
     if max(per_rack.values()) > gang.max_pods_per_rack:
-        raise InvalidPlacement(f"{gang.name}: more than {gang.max_pods_per_rack} pods in a rack")
+        raise InvalidPlacementError(
+            f"{gang.name}: more than {gang.max_pods_per_rack} pods in a rack"
+        )

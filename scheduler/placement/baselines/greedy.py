@@ -11,20 +11,20 @@ from scheduler.placement.capacity import Capacity
 
 
 @within_required
-def first_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def first_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     """Hosts in fabric order, each filled before the next."""
     return take(capacity, sorted(capacity.slots))
 
 
 @within_required
-def random_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def random_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     hosts = sorted(capacity.slots)
-    random.Random(f"{seed}/{capacity.gang.name}").shuffle(hosts)
+    random.Random(f"{_seed}/{capacity.gang.name}").shuffle(hosts)
     return take(capacity, hosts)
 
 
 @within_required
-def least_allocated(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def least_allocated(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     """kube-scheduler's NodeResourcesLeastAllocated: each pod goes to the host with the largest
     free share of its GPUs, one pod at a time, which spreads a gang as widely as it can."""
     snapshot = capacity.snapshot

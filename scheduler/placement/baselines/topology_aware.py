@@ -100,15 +100,15 @@ def _children(capacity: Capacity, child: int, level: int) -> dict[int, list[tupl
     return out
 
 
-def kueue_best_fit(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def kueue_best_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     return _kueue(capacity, _best_fit)
 
 
-def kueue_least_free(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def kueue_least_free(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     return _kueue(capacity, _least_free)
 
 
-def slurm_tree(capacity: Capacity, seed: int) -> dict[int, int] | None:
+def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     start = _start(capacity)
     if start is None:
         if capacity.gang.required_level is not None:

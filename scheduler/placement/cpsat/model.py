@@ -7,6 +7,7 @@ ring crossings at that level are exactly k - 1 + many (0 when the gang stays in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -16,6 +17,13 @@ from scheduler.model.topology import LEVELS
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin
+
+Expr = cp_model.LinearExprT
+
+
+def total(terms: Iterable[Expr]) -> cp_model.LinearExpr:
+    return cp_model.LinearExpr.sum(list(terms))
+
 
 SCALE = 1_000  # integer objective units per weighted GB (weights are >= 0.05 x 2 GB)
 HOST, NVLINK, RACK = 0, 1, 2
@@ -27,7 +35,7 @@ class GangModel:
     bins: list[Bin]
     pods: list[cp_model.IntVar]
     used: list[cp_model.IntVar]
-    spanned: list[cp_model.LinearExprT] = field(default_factory=list)
+    spanned: list[cp_model.LinearExpr] = field(default_factory=list)
     used_domain: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
     many: list[cp_model.IntVar] = field(default_factory=list)
 
@@ -38,11 +46,11 @@ def build(capacity: Capacity, bins: list[Bin], bound: Bound, weights: list[int])
     pods = [m.new_int_var(0, min(b.capacity, gang.pods), f"x{i}") for i, b in enumerate(bins)]
     used = [m.new_int_var(0, len(b.hosts), f"u{i}") for i, b in enumerate(bins)]
     gm = GangModel(m, bins, pods, used)
-    m.add(sum(pods) == gang.pods)
+    m.add(total(pods) == gang.pods)
     _hosts_used(gm)
     _tp_groups(gm, gang.tp_pods)
     _domains(gm, capacity)
-    _spans(gm, capacity, bound)
+    _spans(gm, bound)
     _required(gm, gang.required_level)
     if gang.max_pods_per_rack is not None:
         _rack_cap(gm, gang.max_pods_per_rack)
@@ -75,7 +83,7 @@ def _multiple_of(
     m: cp_model.CpModel, xs: list[cp_model.IntVar], top: int, group: int, name: str
 ) -> None:
     groups = m.new_int_var(0, top // group, name)
-    m.add(sum(xs) == group * groups)
+    m.add(total(xs) == group * groups)
 
 
 def _domains(gm: GangModel, capacity: Capacity) -> None:
@@ -91,8 +99,8 @@ def _domains(gm: GangModel, capacity: Capacity) -> None:
     caps = capacity.per_domain
     for (level, d), xs in members.items():
         y = m.new_bool_var(f"y{level}_{d}")
-        m.add(sum(xs) <= min(caps[level][d], capacity.gang.pods) * y)
-        m.add(sum(xs) >= y)
+        m.add(total(xs) <= min(caps[level][d], capacity.gang.pods) * y)
+        m.add(total(xs) >= y)
         gm.used_domain[(level, d)] = y
     # a used domain implies its parent is used: redundant, but it tightens the LP relaxation
     for (level, d), y in gm.used_domain.items():
@@ -101,7 +109,7 @@ def _domains(gm: GangModel, capacity: Capacity) -> None:
             m.add_implication(y, gm.used_domain[(level + 1, parent)])
 
 
-def _spans(gm: GangModel, capacity: Capacity, bound: Bound) -> None:
+def _spans(gm: GangModel, bound: Bound) -> None:
     m = gm.model
     by_level: list[list[cp_model.IntVar]] = [[] for _ in LEVELS]
     for (level, _), y in gm.used_domain.items():
@@ -109,11 +117,11 @@ def _spans(gm: GangModel, capacity: Capacity, bound: Bound) -> None:
     lone = [u for b, u in zip(gm.bins, gm.used, strict=True) if b.nvlink is None]
     for level in range(len(LEVELS)):
         if level == HOST:
-            k: cp_model.LinearExprT = sum(gm.used)
+            k: cp_model.LinearExpr = total(gm.used)
         elif level == NVLINK:
-            k = sum(by_level[NVLINK]) + sum(lone)
+            k = total(by_level[NVLINK]) + total(lone)
         else:
-            k = sum(by_level[level])
+            k = total(by_level[level])
         many = m.new_bool_var(f"many{level}")
         m.add(k >= 2).only_enforce_if(many)
         m.add(k <= 1).only_enforce_if(~many)
@@ -133,12 +141,14 @@ def _rack_cap(gm: GangModel, cap: int) -> None:
     for b, x in zip(gm.bins, gm.pods, strict=True):
         per_rack.setdefault(b.rack, []).append(x)
     for xs in per_rack.values():
-        gm.model.add(sum(xs) <= cap)
+        gm.model.add(total(xs) <= cap)
 
 
-def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExprT:
+def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExpr:
     """Weighted ring crossings: k - 1 + many per level (0 inside one domain)."""
-    return sum(w * (k - 1 + many) for w, k, many in zip(weights, gm.spanned, gm.many, strict=True))
+    return total(
+        w * (k - 1 + many) for w, k, many in zip(weights, gm.spanned, gm.many, strict=True)
+    )
 
 
 def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
@@ -146,14 +156,14 @@ def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
     objective = pool_objective(gang.pool)
     # fragments: a host or rack with nothing running is worth keeping whole for large gangs
     fresh_racks = _fresh_racks(gm, capacity)
-    fresh_hosts = sum(
-        u if b.empty_hosts == len(b.hosts) else 0 for b, u in zip(gm.bins, gm.used, strict=True)
+    fresh_hosts = total(
+        u for b, u in zip(gm.bins, gm.used, strict=True) if b.empty_hosts == len(b.hosts)
     )
-    preferred = sum(
+    preferred = total(
         round(weight * max(weights)) * (gm.spanned[LEVELS.index(level)] - 1)
         for level, weight in gang.preferred_levels.items()
     )
-    best_fit = sum(b.slots * u for b, u in zip(gm.bins, gm.used, strict=True))
+    best_fit = total(b.slots * u for b, u in zip(gm.bins, gm.used, strict=True))
     if objective == "pack":
         gm.model.minimize(ring_terms(gm, weights) + fresh_racks + preferred)
     elif objective == "fill":
@@ -162,6 +172,6 @@ def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
         gm.model.minimize(-(10**6) * gm.spanned[RACK] + 100 * fresh_hosts + best_fit + preferred)
 
 
-def _fresh_racks(gm: GangModel, capacity: Capacity) -> cp_model.LinearExprT:
+def _fresh_racks(gm: GangModel, capacity: Capacity) -> cp_model.LinearExpr:
     busy = capacity.snapshot.busy_racks()
-    return sum(y for (level, d), y in gm.used_domain.items() if level == RACK and d not in busy)
+    return total(y for (level, d), y in gm.used_domain.items() if level == RACK and d not in busy)

@@ -36,9 +36,11 @@ def solve(
         if exact is not None and config.engine == "auto":
             return Solution(exact, True, "tree-dp")
     hint = exact or _best_baseline(capacity, weights, config.seed)
-    if hint is not None and ring_cost(capacity, hint, weights) <= bound.value * (1 + 1e-9):
-        if pool_objective(gang.pool) == "pack":
-            return Solution(hint, True, "warm-start")
+    meets_bound = hint is not None and ring_cost(capacity, hint, weights) <= bound.value * (
+        1 + 1e-9
+    )
+    if meets_bound and hint is not None and pool_objective(gang.pool) == "pack":
+        return Solution(hint, True, "warm-start")
     return _cpsat(capacity, bound, weights, config, hint)
 
 
@@ -71,9 +73,12 @@ def _cpsat(
     counts = fill(bins, [solver.value(x) for x in gm.pods], [solver.value(u) for u in gm.used])
     # the warm start stays the answer when the solver, stopped by its budget, did worse on cost
     packing = pool_objective(capacity.gang.pool) == "pack"
-    if packing and hint is not None:
-        if ring_cost(capacity, hint, weights) < ring_cost(capacity, counts, weights):
-            return Solution(hint, False, "warm-start")
+    if (
+        packing
+        and hint is not None
+        and ring_cost(capacity, hint, weights) < ring_cost(capacity, counts, weights)
+    ):
+        return Solution(hint, False, "warm-start")
     return Solution(counts, status == cp_model.OPTIMAL, "cp-sat")
 
 

@@ -144,7 +144,8 @@ def test_gangs_are_placed_in_priority_order_all_or_nothing(small_fabric):
     high = GangRequest(name="high", pods=2, gpus_per_pod=8, priority=5)
     results = place(snapshot, [low, high])
     assert [r.gang for r in results] == ["high", "low"]
-    assert results[0].placed and not results[1].placed
+    assert results[0].placed
+    assert not results[1].placed
     assert sum(snapshot.free_gpus) == total  # place() never mutates its input
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import InvalidPlacement, Snapshot, validate
+from scheduler.placement import InvalidPlacementError, Snapshot, validate
 
 
 def placement(*hosts: str) -> Placement:
@@ -26,7 +26,7 @@ def placement(*hosts: str) -> Placement:
 )
 def test_rejects(small_fabric, hosts, gang, message):
     request = GangRequest(name="g", **({"gpus_per_pod": 4} | gang))
-    with pytest.raises(InvalidPlacement, match=message):
+    with pytest.raises(InvalidPlacementError, match=message):
         validate(Snapshot(small_fabric), request, placement(*hosts))
 
 
@@ -34,11 +34,11 @@ def test_rejects_split_tp_group(small_fabric):
     from scheduler.model import ParallelShape
 
     gang = GangRequest(name="g", pods=2, gpus_per_pod=4, shape=ParallelShape(tp=8))
-    with pytest.raises(InvalidPlacement, match="TP group"):
+    with pytest.raises(InvalidPlacementError, match="TP group"):
         validate(Snapshot(small_fabric), gang, placement("h0-0", "h0-1"))
 
 
 def test_unplaceable_needs_a_reason(small_fabric):
     empty = Placement(gang="g", policy="x", status=PlacementStatus.UNPLACEABLE)
-    with pytest.raises(InvalidPlacement, match="reason"):
+    with pytest.raises(InvalidPlacementError, match="reason"):
         validate(Snapshot(small_fabric), GangRequest(name="g", pods=1), empty)

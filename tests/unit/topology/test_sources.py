@@ -13,7 +13,8 @@ def test_generator_shape_and_pools_share():
     spec = generate(blocks=4, racks=5, hosts=2, gpus=8, pools={"training": 3, "batch-inference": 1})
     fabric = Fabric(spec)
     assert len(spec.hosts) == 40
-    assert len(fabric.names[2]) == 20 and len(fabric.names[3]) == 4
+    assert len(fabric.names[2]) == 20
+    assert len(fabric.names[3]) == 4
     racks_per_pool: dict[str, set[str]] = {}
     for host in spec.hosts:
         racks_per_pool.setdefault(host.pool, set()).add(host.domains["rack"])
@@ -38,7 +39,8 @@ def test_lingjun_tor_is_psw_asw_pair():
     fabric = Fabric(spec)
     assert len(spec.hosts) == 847
     assert len(fabric.names[2]) == 119  # ToRs, though only 77 ASW names are distinct
-    assert len(fabric.names[3]) == 3 and len(fabric.names[4]) == 1
+    assert len(fabric.names[3]) == 3
+    assert len(fabric.names[4]) == 1
 
 
 def test_lingjun_missing_column(tmp_path):
