@@ -63,5 +63,5 @@ class PlaceConfig(BaseModel):
     # weight of breaking a fully free rack, as a share of one host crossing
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
     # "auto": exact tree DP where the objective decomposes along the tree, CP-SAT elsewhere;
-    # "cp-sat": CP-SAT always (warm-started from the DP and the baselines)
+    # "cp-sat": the CP-SAT model always, warm-started from the best baseline
     engine: Literal["auto", "cp-sat"] = "auto"

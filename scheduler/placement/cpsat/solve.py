@@ -30,12 +30,16 @@ def solve(
     capacity: Capacity, bound: Bound, weights: list[float], config: PlaceConfig
 ) -> Solution | None:
     gang = capacity.gang
-    exact = None
-    if pool_objective(gang.pool) == "pack" and gang.max_pods_per_rack is None:
+    if (
+        config.engine == "auto"
+        and pool_objective(gang.pool) == "pack"
+        and gang.max_pods_per_rack is None
+    ):
         exact = _tree(capacity, weights, config)
-        if exact is not None and config.engine == "auto":
+        if exact is not None:
             return Solution(exact, True, "tree-dp")
-    hint = exact or _best_baseline(capacity, weights, config.seed)
+    # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
+    hint = _best_baseline(capacity, weights, config.seed)
     meets_bound = hint is not None and ring_cost(capacity, hint, weights) <= bound.value * (
         1 + 1e-9
     )

@@ -1,0 +1,1 @@
+"""Kubernetes operator: the only code that imports kopf or kubernetes."""

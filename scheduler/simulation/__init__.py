@@ -1,0 +1,1 @@
+"""Offline simulator: replays traces through place() and the baselines."""
