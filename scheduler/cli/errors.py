@@ -19,7 +19,7 @@ from scheduler.placement import UnknownPolicyError
 from scheduler.topology.sources import TopologyError
 
 USAGE_EXIT = 2
-EXPECTED = (InputError, TopologyError, UnknownPolicyError, FileNotFoundError, ValueError)
+EXPECTED = (InputError, TopologyError, UnknownPolicyError, OSError, ValueError)
 
 
 def fail(message: str) -> NoReturn:

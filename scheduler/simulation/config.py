@@ -1,0 +1,41 @@
+"""Simulation settings shared by the engine and the scenario file."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.simulation.slowdown import Profile
+
+
+class Failures(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    mtbf_hours: float = Field(gt=0, description="mean time between failures of one host")
+    mttr_hours: float = Field(default=4.0, gt=0)
+    checkpoint_minutes: float = Field(default=30.0, gt=0)
+    restart_minutes: float = Field(default=5.0, ge=0)
+
+    @property
+    def mtbf_s(self) -> float:
+        return self.mtbf_hours * 3600
+
+    @property
+    def mttr_s(self) -> float:
+        return self.mttr_hours * 3600
+
+    @property
+    def checkpoint_s(self) -> float:
+        return self.checkpoint_minutes * 60
+
+
+class SimConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    seed: int = 0
+    time_limit_s: float = Field(default=1.0, gt=0)
+    max_attempts: int = Field(default=64, ge=1, description="placement tries per pool per cycle")
+    samples: int = Field(default=400, ge=10, description="fragmentation samples per run")
+    failures: Failures | None = None
+    profile: Profile = Profile()
+
+    @property
+    def restart_s(self) -> float:
+        return self.failures.restart_minutes * 60 if self.failures else 0.0

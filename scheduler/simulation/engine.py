@@ -1,0 +1,263 @@
+"""Discrete-event simulation of one policy over one trace: arrivals, a queue per pool,
+scheduling cycles calling `place_one()`, completions, and optional node failures."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.placement import Snapshot, place_one
+from scheduler.simulation.config import SimConfig
+from scheduler.simulation.slowdown import Reference, slowdown
+from scheduler.simulation.trace import TraceJob
+from scheduler.topology.fabric import Fabric
+
+FINISH, REPAIR, FAILURE, ARRIVAL = range(4)  # order of events at the same instant
+
+
+@dataclass
+class JobState:
+    job: TraceJob
+    gang: GangRequest
+    order: int
+    work_left: float  # seconds of work on a compact placement
+    first_start: float | None = None
+    finish: float | None = None
+    restarts: int = 0
+    placement: Placement | None = None
+    started: float = 0.0
+    overhead: float = 0.0  # restart cost paid at the start of the current run
+    stretch: float = 1.0
+    due: float = math.inf  # when the current run ends; a FINISH for another time is stale
+    failed_epoch: int = -1
+    rack_gb: float = 0.0
+    spine_gb: float = 0.0
+    last_domains: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class SimResult:
+    policy: str
+    jobs: list[JobState]
+    busy: list[tuple[float, str, int]]  # (time, pool, busy GPUs in that pool after the change)
+    samples: list[tuple[float, int, int]]  # (time, stranded free GPUs, largest rack free GPUs)
+    latencies: list[float]
+    gaps: list[float]
+    pool_gpus: dict[str, int]
+    end: float
+    wall_seconds: float = 0.0
+
+
+@dataclass(order=True)
+class Event:
+    time: float
+    kind: int
+    seq: int
+    payload: int = field(compare=False)
+
+
+class Simulation:
+    def __init__(self, fabric: Fabric, jobs: list[TraceJob], policy: str, config: SimConfig):
+        self.fabric = fabric
+        self.policy = policy
+        self.config = config
+        self.snapshot = Snapshot(fabric)
+        self.reference = Reference(fabric)
+        self.place_config = PlaceConfig(
+            policy=policy, time_limit_s=config.time_limit_s, seed=config.seed, workers=1
+        )
+        self.per_host = max(h.gpus for h in fabric.hosts)
+        self.states = [
+            JobState(j, j.gang(self.per_host), i, j.duration_s) for i, j in enumerate(jobs)
+        ]
+        self.events: list[Event] = []
+        self.seq = 0
+        self.queues: dict[str, list[JobState]] = {}
+        self.epoch: dict[str, int] = {}
+        self.on_host: dict[int, set[int]] = {}
+        self.busy: dict[str, int] = {}
+        self.rng = random.Random(config.seed)
+        self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
+
+    def _pool_gpus(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for host in self.fabric.hosts:
+            out[host.pool] = out.get(host.pool, 0) + host.gpus
+        return out
+
+    def push(self, at: float, kind: int, payload: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, Event(at, kind, self.seq, payload))
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        started = time.perf_counter()
+        for state in self.states:
+            self.push(state.job.submit_s, ARRIVAL, state.order)
+        self._schedule_failures()
+        interval = self._sample_interval()
+        next_sample = 0.0
+        done = 0
+        while self.events:
+            now = self.events[0].time
+            while next_sample <= now:
+                self._sample(next_sample)
+                next_sample += interval
+            while self.events and self.events[0].time == now:
+                done += self._handle(heapq.heappop(self.events), now)
+            self._cycle(now)
+            if progress is not None:
+                progress(done)
+            if done == len(self.states) and not any(self.queues.values()):
+                break
+            self.result.end = now
+        self.result.wall_seconds = time.perf_counter() - started
+        return self.result
+
+    def _sample_interval(self) -> float:
+        last = max((s.job.submit_s + s.job.duration_s for s in self.states), default=1.0)
+        return max(last / self.config.samples, 1.0)
+
+    def _handle(self, event: Event, now: float) -> int:
+        if event.kind == ARRIVAL:
+            self._enqueue(self.states[event.payload])
+        elif event.kind == FINISH:
+            state = self.states[event.payload]
+            if state.placement is not None and event.time == state.due:
+                self._stop(state, now)
+                state.finish = now
+                return 1
+        elif event.kind == FAILURE:
+            self._fail(event.payload, now)
+        else:
+            self._repair(event.payload, now)
+        return 0
+
+    def _enqueue(self, state: JobState) -> None:
+        queue = self.queues.setdefault(state.gang.pool, [])
+        queue.append(state)
+        # priority first, then arrival order (FIFO); restarted jobs keep their original place
+        queue.sort(key=lambda s: (-s.gang.priority, s.order))
+
+    def _cycle(self, now: float) -> None:
+        for pool, queue in self.queues.items():
+            free = self._free(pool)
+            failed_at: dict[int, int] = {}  # GPUs per pod -> fewest pods that failed this cycle
+            attempts = 0
+            for state in list(queue):
+                if free <= 0 or attempts >= self.config.max_attempts:
+                    break
+                gang = state.gang
+                too_big = failed_at.get(gang.gpus_per_pod, math.inf) <= gang.pods
+                if gang.gpus > free or too_big or state.failed_epoch == self.epoch.get(pool, 0):
+                    continue
+                attempts += 1
+                placement = self._decide(gang)
+                if placement.placed:
+                    queue.remove(state)
+                    self._start(state, placement, now)
+                    free -= gang.gpus
+                else:
+                    state.failed_epoch = self.epoch.get(pool, 0)
+                    failed_at[gang.gpus_per_pod] = min(failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods)
+
+    def _decide(self, gang: GangRequest) -> Placement:
+        placement = place_one(self.snapshot, gang, self.place_config)
+        self.result.latencies.append(placement.solve_seconds)
+        if placement.placed and self.policy == "rackwise":
+            self.result.gaps.append(placement.gap)
+        return placement
+
+    def _free(self, pool: str) -> int:
+        return self.result.pool_gpus.get(pool, 0) - self.busy.get(pool, 0) - self._down_gpus(pool)
+
+    def _down_gpus(self, pool: str) -> int:
+        hosts = self.fabric.hosts
+        return sum(self.snapshot.free_gpus[h] for h in self.snapshot.down if hosts[h].pool == pool)
+
+    def _start(self, state: JobState, placement: Placement, now: float) -> None:
+        self.snapshot.apply(state.gang, placement)
+        state.placement = placement
+        state.last_domains = placement.domains
+        state.started = now
+        state.overhead = self.config.restart_s if state.restarts else 0.0
+        state.stretch = slowdown(
+            self.fabric, self.reference, state.gang, placement.domains,
+            self.config.profile, self.per_host,
+        )
+        if state.first_start is None:
+            state.first_start = now
+        for host in placement.hosts():
+            self.on_host.setdefault(self.fabric.host_index[host], set()).add(state.order)
+        self._busy(state.gang.pool, state.gang.gpus, now)
+        state.due = now + state.overhead + state.work_left * state.stretch
+        self.push(state.due, FINISH, state.order)
+
+    def _stop(self, state: JobState, now: float) -> float:
+        """End the current run; return the compact-seconds of work it completed."""
+        placement = state.placement
+        assert placement is not None
+        self.snapshot.release(state.gang, placement)
+        for host in placement.hosts():
+            self.on_host[self.fabric.host_index[host]].discard(state.order)
+        worked = max(0.0, now - state.started - state.overhead) / state.stretch
+        worked = min(worked, state.work_left)
+        state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked
+        state.spine_gb += placement.traffic_gb.get("spine", 0.0) * worked
+        state.placement = None
+        self._busy(state.gang.pool, -state.gang.gpus, now)
+        self.epoch[state.gang.pool] = self.epoch.get(state.gang.pool, 0) + 1
+        return worked
+
+    def _busy(self, pool: str, delta: int, now: float) -> None:
+        self.busy[pool] = self.busy.get(pool, 0) + delta
+        self.result.busy.append((now, pool, self.busy[pool]))
+
+    # failures: each host fails after an exponential time with the scenario's MTBF
+    def _schedule_failures(self) -> None:
+        failures = self.config.failures
+        if failures is None:
+            return
+        for h in range(len(self.fabric.hosts)):
+            self.push(self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, h)
+
+    def _fail(self, host: int, now: float) -> None:
+        failures = self.config.failures
+        assert failures is not None
+        if host in self.snapshot.down:
+            return
+        for order in sorted(self.on_host.get(host, set())):
+            state = self.states[order]
+            worked = self._stop(state, now)
+            kept = math.floor(worked / failures.checkpoint_s) * failures.checkpoint_s
+            state.work_left -= kept
+            state.restarts += 1
+            self._enqueue(state)
+        self.snapshot.down.add(host)
+        self.push(now + failures.mttr_s, REPAIR, host)
+
+    def _repair(self, host: int, now: float) -> None:
+        failures = self.config.failures
+        assert failures is not None
+        self.snapshot.down.discard(host)
+        pool = self.fabric.hosts[host].pool
+        self.epoch[pool] = self.epoch.get(pool, 0) + 1
+        self.push(now + self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, host)
+
+    def _sample(self, at: float) -> None:
+        """Fragmentation: free GPUs stranded in partly used racks, and the largest free rack."""
+        fabric, snapshot = self.fabric, self.snapshot
+        rack = fabric.domain[2]
+        free: dict[int, int] = {}
+        total: dict[int, int] = {}
+        for h, host in enumerate(fabric.hosts):
+            if h not in snapshot.down:
+                free[rack[h]] = free.get(rack[h], 0) + snapshot.free_gpus[h]
+            total[rack[h]] = total.get(rack[h], 0) + host.gpus
+        stranded = sum(f for r, f in free.items() if 0 < f < total[r])
+        self.result.samples.append((at, stranded, max(free.values(), default=0)))

@@ -1,0 +1,128 @@
+"""Scenario files: topology + traces + pools + policies + seed (simulations/scenarios/*.yaml).
+Relative paths are resolved against the scenario file's folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scheduler.model.topology import TopologySpec
+from scheduler.placement import POLICIES
+from scheduler.simulation.config import Failures, SimConfig
+from scheduler.simulation.trace import TraceJob, load_trace, tag, transform
+from scheduler.topology import from_lingjun_csv, generate, load_topology
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GenerateSpec(Strict):
+    blocks: int = Field(ge=1)
+    racks: int = Field(ge=1)
+    hosts: int = Field(ge=1)
+    gpus: int = Field(default=8, ge=1)
+    nvlink: int = Field(default=0, ge=0)
+
+
+class TopologySource(Strict):
+    lingjun: str | None = None
+    file: str | None = None
+    generate: GenerateSpec | None = None
+    gpus_per_host: int = Field(default=8, ge=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> TopologySource:
+        if sum(x is not None for x in (self.lingjun, self.file, self.generate)) != 1:
+            raise ValueError("give exactly one of lingjun, file, generate")
+        return self
+
+
+class TraceSource(Strict):
+    format: Literal["philly", "openb", "rackwise"]
+    path: str
+    pool: str | None = None
+    start_days: float = Field(default=0.0, ge=0)
+    days: float | None = Field(default=None, gt=0)
+    scale: int = Field(default=1, ge=1, description="multiply gang sizes (LLM-era mixes)")
+    load: float = Field(default=1.0, gt=0, description="compress arrivals by this factor")
+    jobs: int | None = Field(default=None, ge=1)
+    max_duration_hours: float | None = Field(
+        default=None, gt=0, description="clip run times (openb pods often run to trace end)"
+    )
+
+
+class Scenario(Strict):
+    name: str = "scenario"
+    seed: int = 0
+    topology: TopologySource
+    pools: dict[str, float] = Field(default_factory=lambda: {"training": 1.0})
+    traces: list[TraceSource] = Field(min_length=1)
+    policies: list[str] = Field(default_factory=lambda: list(POLICIES))
+    time_limit_s: float = Field(default=1.0, gt=0)
+    failures: Failures | None = None
+    skip_bad_rows: bool = False
+
+    @model_validator(mode="after")
+    def _policies(self) -> Scenario:
+        unknown = [p for p in self.policies if p not in POLICIES]
+        if unknown:
+            raise ValueError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
+        return self
+
+    def sim_config(self) -> SimConfig:
+        return SimConfig(seed=self.seed, time_limit_s=self.time_limit_s, failures=self.failures)
+
+
+def load_scenario(path: Path) -> tuple[Scenario, Path]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML") from exc
+    try:
+        return Scenario.model_validate(data), path.parent
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ScenarioError(f"{path}: {where}: {err['msg']}") from exc
+
+
+def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
+    source = scenario.topology
+    if source.lingjun is not None:
+        return from_lingjun_csv(base / source.lingjun, source.gpus_per_host, scenario.pools)
+    if source.generate is not None:
+        g = source.generate
+        return generate(g.blocks, g.racks, g.hosts, g.gpus, g.nvlink, scenario.pools)
+    assert source.file is not None
+    return load_topology(base / source.file, source.gpus_per_host)
+
+
+def build_jobs(scenario: Scenario, base: Path) -> tuple[list[TraceJob], int]:
+    """All traces' jobs, merged by submit time; and the count of skipped bad rows."""
+    jobs: list[TraceJob] = []
+    bad = 0
+    for i, source in enumerate(scenario.traces):
+        report = load_trace(base / source.path, source.format, scenario.skip_bad_rows, source.pool)
+        bad += report.bad_rows
+        chosen = transform(
+            report.jobs,
+            start_s=source.start_days * 86400,
+            days=source.days,
+            scale=source.scale,
+            load=source.load,
+            limit=source.jobs,
+            max_duration_s=source.max_duration_hours * 3600 if source.max_duration_hours else None,
+        )
+        jobs.extend(tag(chosen, f"t{i}-"))
+    jobs.sort(key=lambda j: (j.submit_s, j.id))
+    return jobs, bad
