@@ -17,7 +17,11 @@ from scheduler.simulation.report import COLUMNS, rows
 from scheduler.simulation.scenario import load_scenario
 
 DEFAULT = Path("simulations/scenarios/default.yaml")
-SHORT = {"least-allocated": "least-alloc", "kueue-best-fit": "kueue-bf", "kueue-least-free": "kueue-lf"}
+SHORT = {
+    "least-allocated": "least-alloc",
+    "kueue-best-fit": "kueue-bf",
+    "kueue-least-free": "kueue-lf",
+}
 
 
 def default_scenario() -> Path:
@@ -27,7 +31,9 @@ def default_scenario() -> Path:
 
 
 def simulate_cmd(
-    scenario: Annotated[Path | None, typer.Argument(help="scenario YAML (default: bundled)")] = None,
+    scenario: Annotated[
+        Path | None, typer.Argument(help="scenario YAML (default: bundled)")
+    ] = None,
     out: Annotated[Path, typer.Option(help="folder for metrics, jobs, plots, report")] = Path(
         "simulations/results/latest"
     ),
@@ -46,7 +52,9 @@ def simulate_cmd(
         chosen = [p.strip() for p in policies.split(",") if p.strip()]
         unknown = [p for p in chosen if p not in POLICIES]
         if unknown:
-            raise UnknownPolicyError(f"--policies: unknown {unknown}; choose from {', '.join(POLICIES)}")
+            raise UnknownPolicyError(
+                f"--policies: unknown {unknown}; choose from {', '.join(POLICIES)}"
+            )
         updates["policies"] = chosen
     if seed is not None:
         updates["seed"] = seed
@@ -55,8 +63,12 @@ def simulate_cmd(
     spec = spec.model_copy(update=updates)
     console = Console()
     with Progress(
-        TextColumn("{task.description:>18}"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),
-        TimeElapsedColumn(), console=console, transient=True,
+        TextColumn("{task.description:>18}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} jobs"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         tasks: dict[str, TaskID] = {}
 
@@ -67,7 +79,7 @@ def simulate_cmd(
 
         outcome = simulate(spec, base, out, workers=workers, progress=tick)
     # metrics as rows, policies as columns: seven policies fit a terminal, eleven metrics do not
-    table = Table(title=f"rackwise simulate: {spec.name}", caption=outcome.notes[0])
+    table = Table(title=f"rackwise simulate: {spec.name}")
     table.add_column("metric")
     body = rows(outcome.metrics)
     for row in body:
@@ -75,4 +87,6 @@ def simulate_cmd(
     for i, (_, heading, _) in enumerate(COLUMNS, start=1):
         table.add_row(heading, *(row[i] for row in body))
     Console(width=max(console.width, 110)).print(table)
+    for note in outcome.notes:
+        console.print(note, soft_wrap=True)
     console.print(f"wrote {out}/metrics.json, jobs.csv, report.md, report.html and plots")

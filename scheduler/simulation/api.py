@@ -38,8 +38,14 @@ def simulate(
         f"bad trace rows skipped: {bad_rows}",
     ]
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"name": scenario.name, "hosts": len(spec.hosts), "gpus": gpus, "jobs": len(jobs),
-               "seed": scenario.seed, "bad_rows_skipped": bad_rows}
+    summary = {
+        "name": scenario.name,
+        "hosts": len(spec.hosts),
+        "gpus": gpus,
+        "jobs": len(jobs),
+        "seed": scenario.seed,
+        "bad_rows_skipped": bad_rows,
+    }
     write_metrics(out, summary, metrics)
     write_jobs(out, results)
     plots = write_plots(out, results)

@@ -164,7 +164,9 @@ class Simulation:
                     free -= gang.gpus
                 else:
                     state.failed_epoch = self.epoch.get(pool, 0)
-                    failed_at[gang.gpus_per_pod] = min(failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods)
+                    failed_at[gang.gpus_per_pod] = min(
+                        failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods
+                    )
 
     def _decide(self, gang: GangRequest) -> Placement:
         placement = place_one(self.snapshot, gang, self.place_config)
@@ -187,8 +189,12 @@ class Simulation:
         state.started = now
         state.overhead = self.config.restart_s if state.restarts else 0.0
         state.stretch = slowdown(
-            self.fabric, self.reference, state.gang, placement.domains,
-            self.config.profile, self.per_host,
+            self.fabric,
+            self.reference,
+            state.gang,
+            placement.domains,
+            self.config.profile,
+            self.per_host,
         )
         if state.first_start is None:
             state.first_start = now

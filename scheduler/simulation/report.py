@@ -12,9 +12,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from scheduler.simulation.engine import SimResult  # noqa: E402
+from scheduler.simulation.engine import SimResult
 
 # (metric key, heading, format) for the comparison table in the terminal and the reports
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -51,8 +51,22 @@ def write_metrics(out: Path, scenario: dict[str, Any], metrics: dict[str, Any]) 
 
 
 JOB_FIELDS = (
-    "policy", "job", "pool", "gpus", "pods", "submit_s", "start_s", "finish_s", "jct_s",
-    "queue_delay_s", "slowdown", "hosts", "racks", "spines", "restarts", "cross_rack_gb",
+    "policy",
+    "job",
+    "pool",
+    "gpus",
+    "pods",
+    "submit_s",
+    "start_s",
+    "finish_s",
+    "jct_s",
+    "queue_delay_s",
+    "slowdown",
+    "hosts",
+    "racks",
+    "spines",
+    "restarts",
+    "cross_rack_gb",
     "cross_spine_gb",
 )
 
@@ -64,14 +78,27 @@ def write_jobs(out: Path, results: list[SimResult]) -> None:
         for result in results:
             for j in result.jobs:
                 d = j.last_domains
-                writer.writerow([
-                    result.policy, j.job.id, j.gang.pool, j.gang.gpus, j.gang.pods,
-                    f"{j.job.submit_s:.0f}", _opt(j.first_start), _opt(j.finish),
-                    _opt(None if j.finish is None else j.finish - j.job.submit_s),
-                    _opt(None if j.first_start is None else j.first_start - j.job.submit_s),
-                    f"{j.stretch:.3f}", d.get("host", ""), d.get("rack", ""), d.get("spine", ""),
-                    j.restarts, f"{j.rack_gb:.1f}", f"{j.spine_gb:.1f}",
-                ])
+                writer.writerow(
+                    [
+                        result.policy,
+                        j.job.id,
+                        j.gang.pool,
+                        j.gang.gpus,
+                        j.gang.pods,
+                        f"{j.job.submit_s:.0f}",
+                        _opt(j.first_start),
+                        _opt(j.finish),
+                        _opt(None if j.finish is None else j.finish - j.job.submit_s),
+                        _opt(None if j.first_start is None else j.first_start - j.job.submit_s),
+                        f"{j.stretch:.3f}",
+                        d.get("host", ""),
+                        d.get("rack", ""),
+                        d.get("spine", ""),
+                        j.restarts,
+                        f"{j.rack_gb:.1f}",
+                        f"{j.spine_gb:.1f}",
+                    ]
+                )
 
 
 def _opt(value: float | None) -> str:
@@ -89,10 +116,12 @@ def _jct_cdf(out: Path, results: list[SimResult]) -> str:
     for r in results:
         jct = sorted(j.finish - j.job.submit_s for j in r.jobs if j.finish is not None)
         if jct:
-            ax.plot([max(x / 3600, 1e-3) for x in jct], [i / len(jct) for i in range(len(jct))],
-                    label=r.policy)
-    ax.set(xscale="log", xlabel="job completion time (h)", ylabel="share of jobs",
-           title="JCT CDF")
+            ax.plot(
+                [max(x / 3600, 1e-3) for x in jct],
+                [i / len(jct) for i in range(len(jct))],
+                label=r.policy,
+            )
+    ax.set(xscale="log", xlabel="job completion time (h)", ylabel="share of jobs", title="JCT CDF")
     ax.legend(fontsize=8)
     return _save(fig, out, "jct_cdf.png")
 
@@ -110,8 +139,12 @@ def _utilisation(out: Path, results: list[SimResult]) -> str:
                 xs.append(at / 3600)
                 ys.append(sum(busy.values()) / total)
         ax.plot(xs, ys, label=r.policy, linewidth=0.8)
-    ax.set(xlabel="simulated time (h)", ylabel="GPUs busy", title="GPU utilisation over time",
-           ylim=(0, 1.05))
+    ax.set(
+        xlabel="simulated time (h)",
+        ylabel="GPUs busy",
+        title="GPU utilisation over time",
+        ylim=(0, 1.05),
+    )
     ax.legend(fontsize=8)
     return _save(fig, out, "utilisation.png")
 
@@ -123,7 +156,9 @@ def _spread(out: Path, results: list[SimResult]) -> str:
     for k, r in enumerate(results):
         means = []
         for size in sizes:
-            racks = [j.last_domains["rack"] for j in r.jobs if j.gang.gpus == size and j.last_domains]
+            racks = [
+                j.last_domains["rack"] for j in r.jobs if j.gang.gpus == size and j.last_domains
+            ]
             means.append(sum(racks) / len(racks) if racks else 0)
         ax.bar([i + k * width for i in range(len(sizes))], means, width, label=r.policy)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))], [str(s) for s in sizes])
@@ -167,13 +202,15 @@ def write_reports(
     md = [f"# rackwise simulation: {title}", "", *notes, ""]
     md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in body]
-    md += ["", "Per pool figures are in `metrics.json`; one row per job per policy in `jobs.csv`.", ""]
+    md += [
+        "",
+        "Per pool figures are in `metrics.json`; one row per job per policy in `jobs.csv`.",
+        "",
+    ]
     md += [f"![{p}]({p})" for p in plots]
     (out / "report.md").write_text("\n".join(md) + "\n")
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    trs = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body
-    )
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
     imgs = "".join(f'<img src="{p}" alt="{p}" style="max-width:48%">' for p in plots)
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

@@ -123,7 +123,7 @@ def _philly(row: dict[str, Any], line: int) -> TraceJob:
     )
 
 
-def _openb(row: dict[str, Any], line: int) -> TraceJob | None:
+def _openb(row: dict[str, Any], _line: int) -> TraceJob | None:
     """LS pods serve online inference, BE pods batch inference; others and CPU-only pods are
     not GPU inference work and are skipped. Shared GPUs (gpu_milli < 1000) take a whole GPU."""
     pool = {"LS": "online-inference", "BE": "batch-inference"}.get(row["qos"])
@@ -141,7 +141,7 @@ def _openb(row: dict[str, Any], line: int) -> TraceJob | None:
     )
 
 
-def _rackwise(row: dict[str, Any], line: int) -> TraceJob:
+def _rackwise(row: dict[str, Any], _line: int) -> TraceJob:
     if "__error__" in row:
         raise ValueError(row["__error__"])
     data = {k: v for k, v in row.items() if v not in ("", None)}
