@@ -45,8 +45,9 @@ def run(fabric: Fabric, seeds: int, cpsat_seeds: int) -> str:
             ours = place_one(snapshot, gang, PlaceConfig(seed=seed))
             validate(snapshot, gang, ours)
             times.append(ours.solve_seconds)
-            gaps.append(ours.gap)
-            good += ours.optimal or ours.gap <= 0.01
+            gap = 1.0 if ours.gap is None else ours.gap
+            gaps.append(gap)
+            good += ours.optimal or gap <= 0.01
             for policy in BASELINES:
                 theirs = place_one(snapshot, gang, PlaceConfig(policy=policy, seed=seed))
                 validate(snapshot, gang, theirs)

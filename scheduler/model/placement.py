@@ -30,8 +30,10 @@ class Placement(BaseModel):
     # level -> GB crossing that level per training step (ring all-reduce, DFS rank order)
     traffic_gb: dict[str, float] = Field(default_factory=dict)
     cost: float = 0.0
-    bound: float = 0.0
-    gap: float = 0.0
+    # lower bound on the ring cost and the relative gap to it; None where not computed
+    # (PlaceConfig.report_bound off for a baseline)
+    bound: float | None = None
+    gap: float | None = None
     optimal: bool = False
     solve_seconds: float = 0.0
     # what decided: "tree-dp", "cp-sat", "warm-start" or the baseline's name
@@ -62,6 +64,8 @@ class PlaceConfig(BaseModel):
     deterministic_time: float | None = Field(default=None, gt=0)
     # weight of breaking a fully free rack, as a share of one host crossing
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
+    # compute the lower bound for decisions not already proven optimal (costs time at scale)
+    report_bound: bool = True
     # "auto": exact tree DP where the objective decomposes along the tree, CP-SAT elsewhere;
     # "cp-sat": the CP-SAT model always, warm-started from the best baseline
     engine: Literal["auto", "cp-sat"] = "auto"

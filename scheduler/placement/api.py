@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping
 
@@ -55,7 +56,7 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
     weights = level_weights(snapshot.fabric, gang)
-    bound = lower_bound(capacity, weights)
+    bound = functools.cache(lambda: lower_bound(capacity, weights))
     if config.policy == RACKWISE:
         solution = cpsat.solve(capacity, bound, weights, config)
         counts = solution.counts if solution else None
@@ -66,14 +67,16 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
         optimal, engine = False, config.policy
     if counts is None:
         return _unplaceable(gang, config.policy, "no placement found within the time limit", start)
-    return finalize(capacity, counts, config.policy, bound.value, optimal, start, engine)
+    if optimal or not config.report_bound:
+        return finalize(capacity, counts, config.policy, None, optimal, start, engine)
+    return finalize(capacity, counts, config.policy, bound().value, optimal, start, engine)
 
 
 def finalize(
     capacity: Capacity,
     counts: Mapping[int, int],
     policy: str,
-    bound: float,
+    bound: float | None,
     optimal: bool,
     start: float,
     engine: str,
@@ -84,8 +87,9 @@ def finalize(
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
     objective = ring_cost(capacity, counts, level_weights(fabric, gang))
-    optimal = optimal or objective <= bound * (1 + 1e-9)
+    optimal = optimal or (bound is not None and objective <= bound * (1 + 1e-9))
     bound = objective if optimal else bound
+    gap = None if bound is None else (objective - bound) / objective if objective > 0 else 0.0
     return Placement(
         gang=gang.name,
         policy=policy,
@@ -95,7 +99,7 @@ def finalize(
         traffic_gb={level: round(gb, 6) for level, gb in zip(LEVELS, flow.gb, strict=True)},
         cost=flow.cost,
         bound=bound,
-        gap=(objective - bound) / objective if objective > 0 else 0.0,
+        gap=gap,
         optimal=optimal,
         solve_seconds=time.perf_counter() - start,
         engine=engine,

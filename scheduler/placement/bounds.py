@@ -81,11 +81,16 @@ class _Nested:
         n = self.n
         if ks is None:
             ks = [kstar(self.under(low, level, domain), n) for low in range(level)]
+        if ks[0] == 1:
+            return 0.0  # one host holds the whole gang: no ring edge leaves it
         flat = _cost(ks, self.weights)
         child = level - 1
         if child == 0 or ks[child] != 1:
             return flat
-        fits = [d for d, c in self.members(child, level, domain) if c >= n]
-        single = min(self.bound(child, d) for d in fits)
-        multi = _cost(ks, self.weights, floor=2)
-        return max(flat, min(single, multi))
+        best = _cost(ks, self.weights, floor=2)  # spanning two or more children
+        fits = sorted((d for d, c in self.members(child, level, domain) if c >= n))
+        for d in fits:
+            best = min(best, self.bound(child, d))
+            if best <= flat:
+                break  # the result is max(flat, best): it cannot go lower than flat
+        return max(flat, best)

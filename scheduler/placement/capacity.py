@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from scheduler.model.gang import GangRequest
-from scheduler.placement.snapshot import Snapshot
+from scheduler.placement.snapshot import Array, Snapshot
+
+UNLIMITED = 1 << 30
 
 
-def _fit(free: int, need: int) -> int:
-    return free // need if need else 1 << 30
+def _fit(free: Array, need: int) -> Array:
+    return free // need if need else np.full(len(free), UNLIMITED, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -22,43 +26,61 @@ class Capacity:
 
     snapshot: Snapshot
     gang: GangRequest
-    slots: dict[int, int]
+    hosts: Array  # eligible hosts with room for at least one pod, in host order
+    pods: Array  # pods each of them can take
+
+    @classmethod
+    def from_slots(cls, snapshot: Snapshot, gang: GangRequest, slots: dict[int, int]) -> Capacity:
+        hosts = sorted(slots)
+        return cls(
+            snapshot,
+            gang,
+            np.asarray(hosts, dtype=np.int64),
+            np.asarray([slots[h] for h in hosts], dtype=np.int64),
+        )
+
+    @cached_property
+    def slots(self) -> dict[int, int]:
+        """host index -> pods it can take."""
+        return dict(zip(self.hosts.tolist(), self.pods.tolist(), strict=True))
 
     @classmethod
     def of(cls, snapshot: Snapshot, gang: GangRequest) -> Capacity:
         fabric = snapshot.fabric
+        eligible = fabric.pool_mask.get(gang.pool)
+        if eligible is None:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(snapshot, gang, empty, empty)
+        pods = np.minimum(
+            np.minimum(
+                _fit(snapshot.free_gpus, gang.gpus_per_pod),
+                _fit(snapshot.free_cpu, gang.cpu_milli_per_pod),
+            ),
+            _fit(snapshot.free_mem, gang.memory_mib_per_pod),
+        )
         group = gang.tp_pods
-        nvlink = fabric.domain[1]
-        slots: dict[int, int] = {}
-        for h, host in enumerate(fabric.hosts):
-            if host.pool != gang.pool or h in snapshot.down:
-                continue
-            pods = min(
-                _fit(snapshot.free_gpus[h], gang.gpus_per_pod),
-                _fit(snapshot.free_cpu[h], gang.cpu_milli_per_pod),
-                _fit(snapshot.free_mem[h], gang.memory_mib_per_pod),
-            )
-            if group > 1 and nvlink[h] not in fabric.real_nvlink:
-                pods -= pods % group
-            if pods > 0:
-                slots[h] = pods
-        return cls(snapshot, gang, slots)
+        if group > 1:
+            lone = ~np.isin(fabric.columns[1], list(fabric.real_nvlink))
+            pods = np.where(lone, pods - pods % group, pods)
+        keep = eligible & snapshot.up_mask() & (pods > 0)
+        index = np.nonzero(keep)[0]
+        return cls(snapshot, gang, index, pods[index])
 
     @property
     def total(self) -> int:
-        return sum(self.slots.values())
+        return int(self.pods.sum())
 
     @cached_property
     def per_domain(self) -> tuple[dict[int, int], ...]:
         """level -> {domain index: pods it can hold}."""
         fabric = self.snapshot.fabric
+        hosts, pods = self.hosts, self.pods
         out: list[dict[int, int]] = []
-        for column in fabric.domain:
-            caps: dict[int, int] = {}
-            for h, pods in self.slots.items():
-                d = column[h]
-                caps[d] = caps.get(d, 0) + pods
-            out.append(caps)
+        for column in fabric.columns:
+            domains = column[hosts]
+            sums = np.bincount(domains, weights=pods, minlength=0).astype(np.int64)
+            used = np.unique(domains)
+            out.append(dict(zip(used.tolist(), sums[used].tolist(), strict=True)))
         group = self.gang.tp_pods
         if group > 1:
             out[1] = {d: c - c % group for d, c in out[1].items()}

@@ -1,44 +1,47 @@
 """Free capacity at one instant, over a fabric. Mutable on purpose: the simulator and the
-controller apply and release placements thousands of times; `place()` never mutates it."""
+controller apply and release placements thousands of times; `place()` never mutates it.
+Free resources are numpy arrays so that per-gang capacity is one vectorised pass."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.topology.fabric import Fabric
 
+Array = npt.NDArray[np.int64]
+
+
+def _array(values: Sequence[int] | Array | None, default: Sequence[int]) -> Array:
+    return np.array(default if values is None or len(values) == 0 else values, dtype=np.int64)
+
 
 @dataclass
 class Snapshot:
     fabric: Fabric
-    free_gpus: list[int] = field(default_factory=list)
-    free_cpu: list[int] = field(default_factory=list)
-    free_mem: list[int] = field(default_factory=list)
+    free_gpus: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    free_cpu: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    free_mem: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # hosts that take no new pods (cordoned, failed, not ready)
     down: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         hosts = self.fabric.hosts
-        if not self.free_gpus:
-            self.free_gpus = [h.gpus for h in hosts]
-        if not self.free_cpu:
-            self.free_cpu = [h.cpu_milli for h in hosts]
-        if not self.free_mem:
-            self.free_mem = [h.memory_mib for h in hosts]
-
-    @classmethod
-    def empty(cls, fabric: Fabric) -> Snapshot:
-        return cls(fabric)
+        self.free_gpus = _array(self.free_gpus, [h.gpus for h in hosts])
+        self.free_cpu = _array(self.free_cpu, [h.cpu_milli for h in hosts])
+        self.free_mem = _array(self.free_mem, [h.memory_mib for h in hosts])
 
     def copy(self) -> Snapshot:
         return Snapshot(
             self.fabric,
-            list(self.free_gpus),
-            list(self.free_cpu),
-            list(self.free_mem),
+            self.free_gpus.copy(),
+            self.free_cpu.copy(),
+            self.free_mem.copy(),
             set(self.down),
         )
 
@@ -62,16 +65,22 @@ class Snapshot:
         self.apply(gang, placement, sign=-1)
 
     def is_empty(self, h: int) -> bool:
-        return self.free_gpus[h] == self.fabric.hosts[h].gpus
+        return bool(self.free_gpus[h] == self.fabric.gpus[h])
 
     def busy_racks(self) -> set[int]:
         """Racks with anything running: the others are kept whole for large gangs."""
-        rack = self.fabric.domain[2]
-        return {rack[h] for h in range(len(self.fabric.hosts)) if not self.is_empty(h)}
+        busy = self.free_gpus != self.fabric.gpus
+        return set(np.unique(self.fabric.columns[2][busy]).tolist())
+
+    def up_mask(self) -> npt.NDArray[np.bool_]:
+        mask = np.ones(len(self.fabric.hosts), dtype=bool)
+        if self.down:
+            mask[list(self.down)] = False
+        return mask
 
     def free_by_pool(self) -> Mapping[str, int]:
-        out: dict[str, int] = {}
-        for h, host in enumerate(self.fabric.hosts):
-            if h not in self.down:
-                out[host.pool] = out.get(host.pool, 0) + self.free_gpus[h]
-        return out
+        up = self.up_mask()
+        return {
+            pool: int(self.free_gpus[mask & up].sum())
+            for pool, mask in self.fabric.pool_mask.items()
+        }

@@ -174,9 +174,11 @@ def solve_tree(
     `penalty[level]` is the preferred-level weight: added per domain used at that level, less
     one domain's worth, which a placement inside a single domain of that level never pays."""
     n = capacity.gang.pods
-    alone = [h for h, slots in capacity.slots.items() if slots >= n]
-    if alone:
-        return DPResult({best_fit_host(capacity, alone): n}, 0.0)
+    fits = capacity.pods >= n
+    if fits.any():
+        return DPResult(
+            {best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits]): n}, 0.0
+        )
     dp = TreeDP(capacity, [w + p for w, p in zip(weights, penalty, strict=True)], fresh_rack)
     root = dp.build()
     best: tuple[float, Node] | None = None
@@ -194,15 +196,20 @@ def solve_tree(
     return DPResult(spread_pods(capacity, hosts), best[0])
 
 
-def best_fit_host(capacity: Capacity, hosts: list[int]) -> int:
+def best_fit_host(
+    capacity: Capacity, hosts: npt.NDArray[np.int64], slots: npt.NDArray[np.int64]
+) -> int:
     """Among hosts that hold the gang alone: keep fresh racks and hosts whole, fit tightly."""
     snapshot = capacity.snapshot
-    rack = snapshot.fabric.domain[RACK]
-    busy_racks = snapshot.busy_racks()
-    return min(
-        hosts,
-        key=lambda h: (rack[h] not in busy_racks, snapshot.is_empty(h), capacity.slots[h], h),
-    )
+    fabric = snapshot.fabric
+    busy = snapshot.free_gpus != fabric.gpus
+    busy_rack = np.zeros(len(fabric.names[RACK]), dtype=bool)
+    busy_rack[fabric.columns[RACK][busy]] = True
+    fresh_rack = ~busy_rack[fabric.columns[RACK][hosts]]
+    empty_host = ~busy[hosts]
+    # lexsort sorts by the last key first: fresh rack, then empty host, then slots, then index
+    order = np.lexsort((hosts, slots, empty_host, fresh_rack))
+    return int(hosts[order[0]])
 
 
 def spread_pods(capacity: Capacity, hosts: dict[int, int]) -> dict[int, int]:

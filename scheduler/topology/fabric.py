@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import networkx as nx
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.model.topology import LEVELS, HostSpec, TopologySpec
 
@@ -114,6 +116,20 @@ class Fabric:
                 child = node
             g.add_edge(ROOT, child, bandwidth_gbps=self.spec.level("core").effective_gbps)
         return g
+
+    @cached_property
+    def columns(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """domain[level] as numpy arrays, for vectorised capacity sums."""
+        return tuple(np.asarray(c, dtype=np.int64) for c in self.domain)
+
+    @cached_property
+    def gpus(self) -> npt.NDArray[np.int64]:
+        return np.asarray([h.gpus for h in self.hosts], dtype=np.int64)
+
+    @cached_property
+    def pool_mask(self) -> dict[str, npt.NDArray[np.bool_]]:
+        pools = np.asarray([h.pool for h in self.hosts])
+        return {str(p): pools == p for p in np.unique(pools)}
 
     @cached_property
     def dfs_position(self) -> dict[int, int]:

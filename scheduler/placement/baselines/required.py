@@ -13,9 +13,8 @@ Choose = Callable[[Capacity, int], dict[int, int] | None]
 
 
 def restrict(capacity: Capacity, level: int, domain: int) -> Capacity:
-    column = capacity.snapshot.fabric.domain[level]
-    slots = {h: s for h, s in capacity.slots.items() if column[h] == domain}
-    return Capacity(capacity.snapshot, capacity.gang, slots)
+    inside = capacity.snapshot.fabric.columns[level][capacity.hosts] == domain
+    return Capacity(capacity.snapshot, capacity.gang, capacity.hosts[inside], capacity.pods[inside])
 
 
 def within_required(choose: Choose) -> Choose:

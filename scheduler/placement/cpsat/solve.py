@@ -3,6 +3,7 @@ fabric tree, the CP-SAT model everywhere else, each warm-started by the best ans
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -27,8 +28,9 @@ class Solution:
 
 
 def solve(
-    capacity: Capacity, bound: Bound, weights: list[float], config: PlaceConfig
+    capacity: Capacity, bound: Callable[[], Bound], weights: list[float], config: PlaceConfig
 ) -> Solution | None:
+    """`bound` is computed on first use: the exact DP needs none."""
     gang = capacity.gang
     if (
         config.engine == "auto"
@@ -40,12 +42,14 @@ def solve(
             return Solution(exact, True, "tree-dp")
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
-    meets_bound = hint is not None and ring_cost(capacity, hint, weights) <= bound.value * (
-        1 + 1e-9
-    )
-    if meets_bound and hint is not None and pool_objective(gang.pool) == "pack":
+    packing = pool_objective(gang.pool) == "pack"
+    if (
+        packing
+        and hint is not None
+        and ring_cost(capacity, hint, weights) <= bound().value * (1 + 1e-9)
+    ):
         return Solution(hint, True, "warm-start")
-    return _cpsat(capacity, bound, weights, config, hint)
+    return _cpsat(capacity, bound(), weights, config, hint)
 
 
 def _tree(capacity: Capacity, weights: list[float], config: PlaceConfig) -> dict[int, int] | None:
