@@ -1,0 +1,99 @@
+"""Simulation benchmark (issue 3).
+
+A. The whole Philly CSV (79,940 jobs) on the Lingjun topology (8 GPUs per host), rackwise only:
+   wall time and peak memory (max RSS of this process).
+B. LLM-era: a generated 100k-GPU fabric (16 spines x 98 racks x 8 hosts x 8 GPUs), the first
+   10,000 Philly jobs with gang sizes x8, arrivals compressed so that the offered load is ~90% of
+   the fabric; rackwise and every baseline, two policies at a time. Prints the comparison and
+   rackwise's ratios to Kueue BestFit and Slurm tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from benchmarks.common import table
+from scheduler.placement import POLICIES
+from scheduler.simulation.config import SimConfig
+from scheduler.simulation.metrics import policy_metrics
+from scheduler.simulation.runner import Task, run_all, run_one
+from scheduler.simulation.trace import load_trace, transform
+from scheduler.topology import from_lingjun_csv, generate
+
+REPO = Path(__file__).resolve().parents[1]
+PHILLY = REPO.parent / "shared" / "traces" / "philly-pollux" / "philly.csv"
+LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
+
+
+def whole_philly() -> None:
+    start = time.perf_counter()
+    jobs = load_trace(PHILLY, "philly").jobs
+    spec = from_lingjun_csv(LINGJUN, gpus=8)
+    loaded = time.perf_counter() - start
+    result = run_one(Task(spec, jobs, "rackwise", SimConfig()))
+    wall = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    m = policy_metrics(result)
+    print(f"\n== A. whole Philly ({len(jobs)} jobs) on Lingjun (847 hosts x 8 GPUs), rackwise")
+    print(f"wall {wall:.1f} s (loading {loaded:.1f} s), peak RSS {peak_mb:.0f} MB, "
+          f"{m['decisions']} decisions, p99 {m['decision_latency_p99_ms']:.1f} ms, "
+          f"finished {m['jobs_finished']}, unplaced {m['jobs_unplaced']}")
+
+
+def offered_load(jobs: list, gpus: int, target: float) -> float:
+    """Arrival compression giving `target` x capacity of offered GPU-seconds per second."""
+    span = jobs[-1].submit_s - jobs[0].submit_s
+    work = sum(j.gpus * j.duration_s for j in jobs)
+    return target * gpus * span / work
+
+
+def llm_era(jobs_n: int, target: float, workers: int) -> None:
+    spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
+    gpus = sum(h.gpus for h in spec.hosts)
+    raw = transform(load_trace(PHILLY, "philly").jobs, scale=8, limit=jobs_n)
+    load = offered_load(raw, gpus, target)
+    jobs = transform(raw, load=load)
+    print(f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} Philly jobs x8, "
+          f"arrivals compressed x{load:.1f} (offered load {target:.0%} of the fabric)")
+    start = time.perf_counter()
+    tasks = [Task(spec, jobs, p, SimConfig(seed=1)) for p in POLICIES]
+    results = run_all(tasks, workers)
+    wall = time.perf_counter() - start
+    metrics = {r.policy: policy_metrics(r) for r in results}
+    keys = ("jct_mean_s", "queue_delay_mean_s", "gpu_utilisation", "racks_per_multihost_gang_mean",
+            "spines_per_multihost_gang_mean", "cross_rack_gb", "cross_spine_gb",
+            "decision_latency_p99_ms", "jobs_unplaced", "wall_seconds")
+    rows = [[p, *(f"{m[k]:.3g}" for k in keys)] for p, m in metrics.items()]
+    print(table(["policy", *keys], rows))
+    ours = metrics["rackwise"]
+    for base in ("kueue-best-fit", "slurm-tree"):
+        theirs = metrics[base]
+        print(
+            f"rackwise / {base}: cross-spine {ours['cross_spine_gb'] / theirs['cross_spine_gb']:.3f}x"
+            f" (target <= 0.5), cross-rack {ours['cross_rack_gb'] / theirs['cross_rack_gb']:.3f}x"
+            f" (target <= 0.8), mean JCT {ours['jct_mean_s'] / theirs['jct_mean_s']:.3f}x"
+            f" (target <= 1), utilisation {ours['gpu_utilisation']:.3f} vs"
+            f" {theirs['gpu_utilisation']:.3f}"
+        )
+    print(f"run wall time {wall:.0f} s for {len(POLICIES)} policies on {workers} workers "
+          "(target <= 600 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--part", choices=["a", "b", "all"], default="all")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.part in ("a", "all"):
+        whole_philly()
+    if args.part in ("b", "all"):
+        llm_era(args.jobs, args.load, args.workers)
+
+
+if __name__ == "__main__":
+    main()
