@@ -38,9 +38,11 @@ def whole_philly() -> None:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     m = policy_metrics(result)
     print(f"\n== A. whole Philly ({len(jobs)} jobs) on Lingjun (847 hosts x 8 GPUs), rackwise")
-    print(f"wall {wall:.1f} s (loading {loaded:.1f} s), peak RSS {peak_mb:.0f} MB, "
-          f"{m['decisions']} decisions, p99 {m['decision_latency_p99_ms']:.1f} ms, "
-          f"finished {m['jobs_finished']}, unplaced {m['jobs_unplaced']}")
+    print(
+        f"wall {wall:.1f} s (loading {loaded:.1f} s), peak RSS {peak_mb:.0f} MB, "
+        f"{m['decisions']} decisions, p99 {m['decision_latency_p99_ms']:.1f} ms, "
+        f"finished {m['jobs_finished']}, unplaced {m['jobs_unplaced']}"
+    )
 
 
 def offered_load(jobs: list, gpus: int, target: float) -> float:
@@ -56,30 +58,44 @@ def llm_era(jobs_n: int, target: float, workers: int) -> None:
     raw = transform(load_trace(PHILLY, "philly").jobs, scale=8, limit=jobs_n)
     load = offered_load(raw, gpus, target)
     jobs = transform(raw, load=load)
-    print(f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} Philly jobs x8, "
-          f"arrivals compressed x{load:.1f} (offered load {target:.0%} of the fabric)")
+    print(
+        f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} Philly jobs x8, "
+        f"arrivals compressed x{load:.1f} (offered load {target:.0%} of the fabric)"
+    )
     start = time.perf_counter()
     tasks = [Task(spec, jobs, p, SimConfig(seed=1)) for p in POLICIES]
     results = run_all(tasks, workers)
     wall = time.perf_counter() - start
     metrics = {r.policy: policy_metrics(r) for r in results}
-    keys = ("jct_mean_s", "queue_delay_mean_s", "gpu_utilisation", "racks_per_multihost_gang_mean",
-            "spines_per_multihost_gang_mean", "cross_rack_gb", "cross_spine_gb",
-            "decision_latency_p99_ms", "jobs_unplaced", "wall_seconds")
+    keys = (
+        "jct_mean_s",
+        "queue_delay_mean_s",
+        "gpu_utilisation",
+        "racks_per_multihost_gang_mean",
+        "spines_per_multihost_gang_mean",
+        "cross_rack_gb",
+        "cross_spine_gb",
+        "decision_latency_p99_ms",
+        "jobs_unplaced",
+        "wall_seconds",
+    )
     rows = [[p, *(f"{m[k]:.3g}" for k in keys)] for p, m in metrics.items()]
     print(table(["policy", *keys], rows))
     ours = metrics["rackwise"]
     for base in ("kueue-best-fit", "slurm-tree"):
         theirs = metrics[base]
         print(
-            f"rackwise / {base}: cross-spine {ours['cross_spine_gb'] / theirs['cross_spine_gb']:.3f}x"
+            f"rackwise / {base}: "
+            f"cross-spine {ours['cross_spine_gb'] / theirs['cross_spine_gb']:.3f}x"
             f" (target <= 0.5), cross-rack {ours['cross_rack_gb'] / theirs['cross_rack_gb']:.3f}x"
             f" (target <= 0.8), mean JCT {ours['jct_mean_s'] / theirs['jct_mean_s']:.3f}x"
             f" (target <= 1), utilisation {ours['gpu_utilisation']:.3f} vs"
             f" {theirs['gpu_utilisation']:.3f}"
         )
-    print(f"run wall time {wall:.0f} s for {len(POLICIES)} policies on {workers} workers "
-          "(target <= 600 s)")
+    print(
+        f"run wall time {wall:.0f} s for {len(POLICIES)} policies on {workers} workers "
+        "(target <= 600 s)"
+    )
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from scheduler.cli import place_cmd, simulate_cmd, topology_cmd
+from scheduler.cli import cluster_cmd, place_cmd, simulate_cmd, topology_cmd
 from scheduler.cli.errors import run_cli
 
 app = typer.Typer(
@@ -16,6 +16,8 @@ app = typer.Typer(
 app.add_typer(topology_cmd.app, name="topology")
 app.command("place")(place_cmd.place_cmd)
 app.command("simulate")(simulate_cmd.simulate_cmd)
+app.command("operator")(cluster_cmd.operator_cmd)
+app.add_typer(cluster_cmd.dev, name="dev-cluster")
 
 
 def main() -> None:

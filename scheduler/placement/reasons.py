@@ -13,19 +13,17 @@ def explain(capacity: Capacity) -> str | None:
     n = gang.pods
     total = capacity.total
     what = f"{n} pods x {gang.gpus_per_pod} GPUs"
+    if gang.max_pods_per_rack is not None:
+        racks = capacity.per_domain[2]
+        fit = sum(racks.values())
+        if fit < n:
+            return (
+                f"needs {what} in pool {gang.pool} with at most {gang.max_pods_per_rack} per "
+                f"rack; the pool's {len(racks)} racks with room allow {fit}"
+            )
     if total < n:
         free = capacity.snapshot.free_by_pool().get(gang.pool, 0)
-        extra = ""
-        if gang.tp_pods > 1:
-            extra = f" in whole TP groups of {gang.tp_pods} pods"
-        if gang.max_pods_per_rack is not None:
-            racks = capacity.per_domain[2]
-            fit = sum(racks.values())
-            if fit < n:
-                return (
-                    f"needs {what} in pool {gang.pool} with at most {gang.max_pods_per_rack} per "
-                    f"rack; the pool's racks allow {fit}"
-                )
+        extra = f" in whole TP groups of {gang.tp_pods} pods" if gang.tp_pods > 1 else ""
         return (
             f"needs {what} in pool {gang.pool}{extra}; the pool has room for {total} "
             f"({free} GPUs free)"

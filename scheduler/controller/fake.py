@@ -1,0 +1,94 @@
+"""Stand-ins for what a test or dev cluster lacks: Node objects from a topology (no kubelet
+registers them) and a kubelet that marks bound pods Running."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.gateway import Gateway
+from scheduler.controller.status import now
+from scheduler.model import HostSpec, TopologySpec
+from scheduler.pools import PoolPolicy
+
+Obj = dict[str, Any]
+
+
+def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
+    keys = config.labels.for_level()
+    labels = {keys[level]: name for level, name in host.domains.items()}
+    labels[config.labels.pool] = host.pool
+    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    capacity = {
+        config.gpu_resource: str(host.gpus),
+        "cpu": f"{host.cpu_milli}m",
+        "memory": f"{host.memory_mib}Mi",
+        "pods": "110",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": host.name, "labels": labels},
+        "spec": {"taints": [policy.taint(host.pool)]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastHeartbeatTime": now(),
+                    "lastTransitionTime": now(),
+                }
+            ],
+        },
+    }
+
+
+def create_nodes(gateway: Gateway, spec: TopologySpec, config: OperatorConfig) -> None:
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda h: gateway.create_node(node_manifest(h, config)), spec.hosts))
+
+
+def set_ready(gateway: Gateway, node: str, ready: bool) -> None:
+    status = "True" if ready else "False"
+    gateway.patch_node(
+        node,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": status,
+                        "reason": "Test",
+                        "lastHeartbeatTime": now(),
+                        "lastTransitionTime": now(),
+                    }
+                ]
+            }
+        },
+    )
+
+
+def run_kubelet(gateway: Gateway, stop: threading.Event, period: float = 0.5) -> None:
+    """Every bound pod still Pending becomes Running: enough for `kubectl get tj` to show the
+    lifecycle on a cluster with no real kubelet."""
+    while not stop.is_set():
+        try:
+            for pod in gateway.pods():
+                if pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") == "Pending":
+                    gateway.patch_pod_status(
+                        pod["metadata"]["namespace"],
+                        pod["metadata"]["name"],
+                        {
+                            "phase": "Running",
+                            "startTime": now(),
+                            "conditions": [{"type": "Ready", "status": "True"}],
+                        },
+                    )
+        except Exception:
+            pass
+        stop.wait(period)

@@ -1,0 +1,159 @@
+"""The one module that talks to the Kubernetes API (official client).
+
+Objects travel as plain dicts: responses are read with `_preload_content=False` and parsed once
+with json, which is several times faster than the client's model classes at thousands of pods,
+and sidesteps the client's failure to deserialise a pods/binding response."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
+Obj = dict[str, Any]
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        response = fn(*args, _preload_content=False, **kwargs)
+    except ApiException as exc:
+        raise ApiError(exc.status or 0, f"{exc.reason}: {str(exc.body)[:300]}") from exc
+    return json.loads(response.data) if response.data else {}
+
+
+class Gateway:
+    def __init__(self, kubeconfig: Path | None = None, pool_size: int = 32) -> None:
+        configuration = client.Configuration()
+        if kubeconfig is not None:
+            config.load_kube_config(str(kubeconfig), client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+        configuration.connection_pool_maxsize = pool_size
+        if not configuration.verify_ssl:  # the loopback dev/test cluster only
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    # reads
+    def nodes(self) -> list[Obj]:
+        return list(_call(self.core.list_node)["items"])
+
+    def pods(self) -> list[Obj]:
+        return list(_call(self.core.list_pod_for_all_namespaces)["items"])
+
+    def jobs(self) -> list[Obj]:
+        return list(_call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"])
+
+    def config_map(self, namespace: str, name: str) -> Obj:
+        return dict(_call(self.core.read_namespaced_config_map, name, namespace))
+
+    # writes
+    def create_pod(self, namespace: str, body: Obj) -> None:
+        _call(self.core.create_namespaced_pod, namespace, body)
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        _call(self.core.create_namespaced_pod_binding, pod, namespace, body)
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        try:
+            _call(self.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    def ensure_service(self, namespace: str, body: Obj) -> None:
+        try:
+            _call(self.core.create_namespaced_service, namespace, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
+    def patch_status(self, namespace: str, name: str, status: Obj) -> None:
+        _call(
+            self.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status},
+        )
+
+    def event(self, job: Obj, kind: str, reason: str, message: str) -> None:
+        meta = job["metadata"]
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "TrainingJob",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message[:1000],
+            "source": {"component": "rackwise"},
+            "count": 1,
+        }
+        _call(self.core.create_namespaced_event, meta["namespace"], body)
+
+    # used by the fake kubelet and test fixtures (admin rights), never by the operator
+    def create_node(self, body: Obj) -> None:
+        _call(self.core.create_node, body)
+
+    def delete_node(self, name: str) -> None:
+        _call(self.core.delete_node, name)
+
+    def patch_node(self, name: str, body: Obj) -> None:
+        _call(self.core.patch_node, name, body)
+
+    def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
+        _call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
+
+    # watches: each calls `wake` on any change, forever, in a daemon thread
+    def watch_all(self, wake: Callable[[], None], stop: threading.Event) -> list[threading.Thread]:
+        sources: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+            (self.custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL)),
+            (self.core.list_pod_for_all_namespaces, ()),
+            (self.core.list_node, ()),
+        ]
+        threads = []
+        for fn, args in sources:
+            thread = threading.Thread(target=_watch, args=(fn, args, wake, stop), daemon=True)
+            thread.start()
+            threads.append(thread)
+        return threads
+
+
+def _watch(
+    fn: Callable[..., Any], args: tuple[Any, ...], wake: Callable[[], None], stop: threading.Event
+) -> None:
+    while not stop.is_set():
+        try:
+            for _ in watch.Watch().stream(fn, *args, timeout_seconds=30):
+                wake()
+                if stop.is_set():
+                    return
+        except Exception:
+            stop.wait(1.0)

@@ -1,0 +1,99 @@
+"""Prometheus metrics (rackwise_ prefix), liveness/readiness probes, structured JSON logs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from scheduler.model import Placement
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.attempts = Counter(
+            "rackwise_placement_attempts", "Placement decisions", ["result"], registry=self.registry
+        )
+        self.solve = Histogram(
+            "rackwise_solve_seconds",
+            "Time to decide one gang",
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+        )
+        self.pending = Gauge("rackwise_pending_gangs", "Gangs waiting", registry=self.registry)
+        self.gap = Gauge(
+            "rackwise_placement_gap", "Gap of the last placement", registry=self.registry
+        )
+        self.last_cycle = Gauge(
+            "rackwise_last_cycle_timestamp", "End of the last reconcile", registry=self.registry
+        )
+
+    def observe(self, placement: Placement) -> None:
+        self.attempts.labels("placed" if placement.placed else "unplaceable").inc()
+        self.solve.observe(placement.solve_seconds)
+        if placement.gap is not None:
+            self.gap.set(placement.gap)
+
+
+class Health:
+    """Live while cycles keep completing; ready after the first successful cycle."""
+
+    def __init__(self, stale_after: float) -> None:
+        self.stale_after = stale_after
+        self.last_ok = 0.0
+        self.started = time.monotonic()
+
+    def beat(self) -> None:
+        self.last_ok = time.monotonic()
+
+    @property
+    def ready(self) -> bool:
+        return self.last_ok > 0
+
+    @property
+    def live(self) -> bool:
+        reference = self.last_ok or self.started
+        return time.monotonic() - reference < self.stale_after
+
+
+def serve(port: int, metrics: Metrics, health: Health) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._reply(200, generate_latest(metrics.registry), "text/plain; version=0.0.4")
+            elif self.path == "/healthz":
+                self._reply(200 if health.live else 500, b"ok" if health.live else b"stale")
+            elif self.path == "/readyz":
+                self._reply(200 if health.ready else 503, b"ready" if health.ready else b"starting")
+            else:
+                self._reply(404, b"not found")
+
+        def _reply(self, code: int, body: bytes, kind: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def configure_logging() -> None:
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+    )

@@ -1,0 +1,73 @@
+"""TrainingJob status: phase, standard conditions with CamelCase reasons, placement summary."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler.model import Placement
+
+Obj = dict[str, Any]
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(kind: str, ok: bool, reason: str, message: str, old: list[Obj]) -> Obj:
+    """A condition; lastTransitionTime moves only when the status flips."""
+    status = "True" if ok else "False"
+    previous = next((c for c in old if c.get("type") == kind), None)
+    since = (
+        previous["lastTransitionTime"] if previous and previous.get("status") == status else now()
+    )
+    # never an empty message: the Python client sends "" as null, which the schema rejects
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message[:1000] or reason,
+        "lastTransitionTime": since,
+    }
+
+
+def summary(placement: Placement) -> Obj:
+    """Placement summary for status (no nulls: the API server rejects them in a CR)."""
+    out: Obj = {
+        "domains": placement.domains,
+        "cost": round(placement.cost, 6),
+        "optimal": placement.optimal,
+        "solveSeconds": round(placement.solve_seconds, 6),
+        "engine": placement.engine,
+        "hosts": dict(sorted(placement.hosts().items())),
+    }
+    if placement.bound is not None and placement.gap is not None:
+        out["bound"] = round(placement.bound, 6)
+        out["gap"] = round(placement.gap, 6)
+    return out
+
+
+def build(job: Obj, phase: str, conditions: list[Obj], placement: Obj | None = None) -> Obj:
+    spec = job.get("spec") or {}
+    status: Obj = {
+        "phase": phase,
+        "gpus": int(spec.get("replicas", 0)) * int(spec.get("gpusPerReplica", 8)),
+        "observedGeneration": job["metadata"].get("generation", 0),
+        "conditions": conditions,
+    }
+    if placement is not None:
+        status["placement"] = placement
+    return status
+
+
+def same(old: Obj, new: Obj) -> bool:
+    """Equal but for transition times: no write when nothing changed."""
+
+    def strip(status: Obj) -> Obj:
+        conditions = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"}
+            for c in status.get("conditions") or []
+        ]
+        return {**status, "conditions": conditions}
+
+    return strip(old) == strip(new)
