@@ -54,23 +54,14 @@ def create_nodes(gateway: Gateway, spec: TopologySpec, config: OperatorConfig) -
 
 
 def set_ready(gateway: Gateway, node: str, ready: bool) -> None:
-    status = "True" if ready else "False"
-    gateway.patch_node(
-        node,
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": status,
-                        "reason": "Test",
-                        "lastHeartbeatTime": now(),
-                        "lastTransitionTime": now(),
-                    }
-                ]
-            }
-        },
-    )
+    condition = {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "Test",
+        "lastHeartbeatTime": now(),
+        "lastTransitionTime": now(),
+    }
+    gateway.patch_node_status(node, {"conditions": [condition]})
 
 
 def run_kubelet(gateway: Gateway, stop: threading.Event, period: float = 0.5) -> None:

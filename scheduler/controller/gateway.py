@@ -125,8 +125,8 @@ class Gateway:
     def delete_node(self, name: str) -> None:
         _call(self.core.delete_node, name)
 
-    def patch_node(self, name: str, body: Obj) -> None:
-        _call(self.core.patch_node, name, body)
+    def patch_node_status(self, name: str, status: Obj) -> None:
+        _call(self.core.patch_node_status, name, {"status": status})
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         _call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})

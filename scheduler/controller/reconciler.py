@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -27,6 +27,7 @@ from scheduler.model import PlaceConfig, Placement
 from scheduler.placement import place_one
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 log = structlog.get_logger("rackwise")
 
 
@@ -54,6 +55,7 @@ class Reconciler:
         self.builder = StateBuilder(config)
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
         self.place_config = PlaceConfig(time_limit_s=config.solver_time_limit_s)
+        self.backoff: dict[str, tuple[float, float]] = {}  # job uid -> (retry at, delay)
 
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
@@ -131,6 +133,9 @@ class Reconciler:
     ) -> None:
         launches: list[tuple[JobView, Placement]] = []
         for job in pending:
+            if self.backoff.get(job.uid, (0.0, 0.0))[0] > time.monotonic():
+                report.pending += 1
+                continue
             if state is None:
                 self._pending(job, "NoNodes", "the cluster has no nodes")
                 report.pending += 1
@@ -155,36 +160,52 @@ class Reconciler:
     def _launch_all(
         self, launches: list[tuple[JobView, Placement]]
     ) -> Iterable[tuple[JobView, Placement, bool]]:
-        """Create every pod of every gang, then bind the gangs whose pods all exist."""
+        """Create every pod of every gang, then bind the gangs whose pods all exist. A gang
+        that fails either step loses exactly the pods this call created, nothing else."""
         created = self._map(lambda jp: self._create_gang(*jp), launches)
-        bindable = [(j, p) for (j, p), ok in zip(launches, created, strict=True) if ok]
+        complete = [
+            (j, p)
+            for (j, p), names in zip(launches, created, strict=True)
+            if len(names) == j.gang.pods
+        ]
         bound = dict(
             zip(
-                (j.uid for j, _ in bindable),
-                self._map(lambda jp: self._bind_placement(*jp), bindable),
+                (j.uid for j, _ in complete),
+                self._map(lambda jp: self._bind_placement(*jp), complete),
                 strict=True,
             )
         )
-        for job, placement in launches:
+        for (job, placement), names in zip(launches, created, strict=True):
             ok = bound.get(job.uid, False)
-            if not ok:
-                self._rollback_names(
-                    job, placement, "BindFailed", "could not create or bind every pod"
-                )
+            if ok:
+                self.backoff.pop(job.uid, None)
+            else:
+                self._delete_names(job.namespace, names)
+                self._retry_later(job)
+                self._pending(job, "BindFailed", "could not create or bind every pod; retrying")
+                self._event(job.obj, "Warning", "BindFailed", "could not create or bind every pod")
             yield job, placement, ok
 
-    def _create_gang(self, job: JobView, placement: Placement) -> bool:
+    def _create_gang(self, job: JobView, placement: Placement) -> list[str]:
+        """Names of the pods created (all of them on success)."""
         try:
             self.gw.ensure_service(job.namespace, service(job))
-            bodies = gang_pods(job, placement, self.config)
-            return all(self._map(lambda b: self._try(self.gw.create_pod, job.namespace, b), bodies))
         except ApiError as exc:
-            log.warning("create failed", job=job.gang.name, error=str(exc))
-            return False
+            log.warning("service failed", job=job.gang.name, error=str(exc))
+            return []
+        bodies = gang_pods(job, placement, self.config)
+        made = self._map(lambda b: self._try(self.gw.create_pod, job.namespace, b), bodies)
+        return [b["metadata"]["name"] for b, ok in zip(bodies, made, strict=True) if ok]
 
     def _bind_placement(self, job: JobView, placement: Placement) -> bool:
         pairs = [(f"{job.name}-{p.rank}", p.host) for p in placement.pods]
         return all(self._map(lambda pn: self._try(self.gw.bind, job.namespace, *pn), pairs))
+
+    def _retry_later(self, job: JobView) -> None:
+        """Exponential backoff (1 s .. 60 s) for a gang whose launch failed."""
+        _, delay = self.backoff.get(job.uid, (0.0, 0.5))
+        delay = min(delay * 2, 60.0)
+        self.backoff[job.uid] = (time.monotonic() + delay, delay)
 
     def _bind_all(self, pods: list[Obj]) -> bool:
         pairs = [
@@ -206,7 +227,8 @@ class Reconciler:
             return False
         return True
 
-    def _map(self, fn: Callable[[Any], bool], items: list[Any]) -> list[bool]:
+    def _map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+        """fn over items on the API thread pool (a single item runs inline)."""
         return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
 
     # rollback and status
@@ -222,6 +244,9 @@ class Reconciler:
         self._map(lambda n: self._try(self.gw.delete_pod, job.namespace, n), names)
         self._pending(job, reason, message)
         self._event(job.obj, "Warning", reason, message)
+
+    def _delete_names(self, namespace: str, names: list[str]) -> None:
+        self._map(lambda n: self._try(self.gw.delete_pod, namespace, n), names)
 
     def _delete_orphans(self, pods: Iterable[Obj]) -> None:
         pairs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]

@@ -1,0 +1,170 @@
+"""A real kube-apiserver + etcd on loopback for the whole session, and the operator running in
+this process as the `rackwise-operator` token user, whose only rights are the ClusterRole in
+manifests/base/rbac. Each test starts from an empty cluster with the nodes it asks for."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.controller.cluster import LocalCluster
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.devcluster import install
+from scheduler.controller.fake import create_nodes, run_kubelet
+from scheduler.controller.gateway import Gateway
+from scheduler.controller.operator import run
+from scheduler.model import TopologySpec
+from scheduler.topology import generate
+
+pytestmark = pytest.mark.apiserver
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    local = LocalCluster.start(tmp_path_factory.mktemp("apiserver"))
+    try:
+        install(local)
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def admin(cluster: LocalCluster) -> Gateway:
+    return Gateway(cluster.admin_kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]:
+    stop = threading.Event()
+    config = OperatorConfig(resync_s=1.0)
+    threads = [
+        threading.Thread(
+            target=run, args=(config, cluster.operator_kubeconfig, None, stop), daemon=True
+        ),
+        threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    yield stop
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=40)
+
+
+class Env:
+    """What a test uses: kubectl, the admin API, waiting for conditions."""
+
+    def __init__(self, cluster: LocalCluster, admin: Gateway) -> None:
+        self.cluster = cluster
+        self.admin = admin
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> Any:
+        return self.cluster.kubectl(*args, stdin=stdin, check=check)
+
+    def apply(self, manifest: Obj | str | Path, check: bool = True) -> Any:
+        if isinstance(manifest, Path):
+            return self.kubectl("apply", "-f", str(manifest), check=check)
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self.kubectl("apply", "-f", "-", stdin=text, check=check)
+
+    def job(self, name: str, namespace: str = "default") -> Obj:
+        return dict(
+            json.loads(self.kubectl("get", "tj", name, "-n", namespace, "-o", "json").stdout)
+        )
+
+    def pods(self, name: str, namespace: str = "default") -> list[Obj]:
+        return [
+            p
+            for p in self.admin.pods()
+            if p["metadata"]["namespace"] == namespace
+            and (p["metadata"].get("labels") or {}).get("rackwise.io/job") == name
+        ]
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def condition(self, name: str, kind: str = "Placed") -> Obj:
+        conditions = (self.job(name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == kind), {})
+
+    def wait_placed(self, name: str) -> Obj:
+        self.wait(f"{name} placed", lambda: self.condition(name).get("status") == "True")
+        job = self.job(name)
+        self.wait(f"{name} pods bound", lambda: self._bound(name, job["spec"]["replicas"]))
+        return job
+
+    def _bound(self, name: str, replicas: int) -> bool:
+        pods = self.pods(name)
+        return len(pods) == replicas and all(p["spec"].get("nodeName") for p in pods)
+
+    def node_pool(self) -> dict[str, str]:
+        return {
+            n["metadata"]["name"]: n["metadata"]["labels"]["rackwise.io/pool"]
+            for n in self.admin.nodes()
+        }
+
+    def node_rack(self) -> dict[str, str]:
+        return {
+            n["metadata"]["name"]: n["metadata"]["labels"]["rackwise.io/rack"]
+            for n in self.admin.nodes()
+        }
+
+
+def reset(env: Env, spec: TopologySpec) -> None:
+    env.kubectl("delete", "tj", "--all", "--all-namespaces", "--wait=false")
+    env.kubectl(
+        "delete",
+        "pods",
+        "--all",
+        "--all-namespaces",
+        "--grace-period=0",
+        "--force",
+        "--wait=false",
+        check=False,
+    )
+    env.wait("pods gone", lambda: not env.admin.pods())
+    for node in env.admin.nodes():
+        env.admin.delete_node(node["metadata"]["name"])
+    create_nodes(env.admin, spec, OperatorConfig())
+
+
+@pytest.fixture
+def env(cluster: LocalCluster, admin: Gateway, operator: threading.Event) -> Env:
+    return Env(cluster, admin)
+
+
+@pytest.fixture
+def fabric(env: Env) -> Callable[..., TopologySpec]:
+    def make(**kwargs: Any) -> TopologySpec:
+        spec = generate(**kwargs)
+        reset(env, spec)
+        return spec
+
+    return make
+
+
+def training_job(name: str, replicas: int, gpus: int = 8, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "rackwise.io/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "gpusPerReplica": gpus,
+            "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+            **spec,
+        },
+    }

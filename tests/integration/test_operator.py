@@ -1,0 +1,191 @@
+"""The operator against a real API server, driven with the real kubectl."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scheduler.controller.cluster import OPERATOR_USER
+from tests.integration.conftest import Env, training_job
+
+pytestmark = pytest.mark.apiserver
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "manifests" / "samples"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"replicas": 0}, "spec.replicas: Invalid value: 0"),
+        ({"pool": "gpu"}, 'spec.pool: Unsupported value: "gpu"'),
+        ({"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel: Unsupported value"),
+        ({"gpusPerReplica": "eight"}, "spec.gpusPerReplica"),
+        ({"template": None}, "spec.template: Required value"),
+    ],
+)
+def test_schema_rejects_bad_objects(env: Env, change, message):
+    job = training_job("bad", 1)
+    job["spec"].update(change)
+    job["spec"] = {k: v for k, v in job["spec"].items() if v is not None}
+    # --validate=false: the API server itself, not kubectl, must reject the object
+    done = env.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(job), check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
+    assert "bad" not in env.kubectl("get", "tj", "-o", "name").stdout
+
+
+def test_samples_are_all_placed(env: Env, fabric):
+    fabric(
+        blocks=2,
+        racks=6,
+        hosts=2,
+        gpus=8,
+        pools={"training": 0.5, "batch-inference": 0.17, "online-inference": 0.33},
+    )
+    env.apply(SAMPLES)
+    pools, racks = env.node_pool(), env.node_rack()
+    for sample in sorted(SAMPLES.glob("*.yaml")):
+        body = yaml.safe_load(sample.read_text())
+        name, pool = body["metadata"]["name"], body["spec"]["pool"]
+        job = env.wait_placed(name)
+        pods = env.pods(name)
+        assert {pools[p["spec"]["nodeName"]] for p in pods} == {pool}
+        assert sorted(p["metadata"]["labels"]["rackwise.io/rank"] for p in pods) == [
+            str(r) for r in range(body["spec"]["replicas"])
+        ]
+        env.wait(f"{name} running", lambda n=name: env.job(n)["status"]["phase"] == "Running")
+        summary = job["status"]["placement"]
+        assert summary["domains"]["rack"] == len({racks[p["spec"]["nodeName"]] for p in pods})
+    serving = env.pods("chat-serving")
+    assert len({racks[p["spec"]["nodeName"]] for p in serving}) == 4  # one replica per rack
+    printed = env.kubectl("get", "tj").stdout
+    assert "llm-pretrain" in printed
+    assert "True" in printed
+
+
+def test_pools_stay_isolated_when_training_is_full(env: Env, fabric):
+    fabric(blocks=1, racks=4, hosts=2, gpus=8, pools={"training": 1, "online-inference": 1})
+    env.apply(training_job("fill", 4))
+    env.wait_placed("fill")
+    env.apply(training_job("more", 1))
+    env.wait("more unplaceable", lambda: env.condition("more").get("reason") == "Unplaceable")
+    assert "pool training" in env.condition("more")["message"]
+    assert env.pods("more") == []
+    pools = env.node_pool()
+    assert {pools[p["spec"]["nodeName"]] for p in env.pods("fill")} == {"training"}
+    events = env.kubectl("get", "events", "-o", "json").stdout
+    assert "Unplaceable" in events
+
+
+def test_pending_gang_is_placed_when_capacity_frees(env: Env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(training_job("first", 3))
+    env.wait_placed("first")
+    env.apply(training_job("second", 2))
+    env.wait("second pending", lambda: env.condition("second").get("reason") == "Unplaceable")
+    env.kubectl("delete", "tj", "first")
+    env.wait_placed("second")
+    env.wait("first's pods deleted", lambda: env.pods("first") == [])
+
+
+def test_gang_is_never_partly_bound(env: Env, fabric):
+    """A pod name taken by someone else makes one creation fail: the whole gang rolls back."""
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    squatter = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "victim-2", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    env.apply(squatter)
+    env.apply(training_job("victim", 4, gpus=4))
+    env.wait("bind failure reported", lambda: env.condition("victim").get("reason") == "BindFailed")
+    for _ in range(10):  # whenever we look, no pod of the gang is bound
+        assert not [p for p in env.pods("victim") if p["spec"].get("nodeName")]
+    env.kubectl("delete", "pod", "victim-2", "--grace-period=0", "--force")
+    env.wait_placed("victim")
+
+
+def test_invalid_spec_is_a_condition_and_the_operator_keeps_going(env: Env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    env.apply(training_job("shape", 2, parallelism={"dp": 3, "tp": 8, "pp": 1}))
+    env.wait("invalid reported", lambda: env.condition("shape").get("reason") == "InvalidSpec")
+    assert "must equal pods*gpus_per_pod=16" in env.condition("shape")["message"]
+    env.apply(training_job("fine", 2))
+    env.wait_placed("fine")
+
+
+def test_lost_node_replaces_the_gang(env: Env, fabric):
+    from scheduler.controller.fake import set_ready
+
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(training_job("phoenix", 2))
+    env.wait_placed("phoenix")
+    lost = env.pods("phoenix")[0]["spec"]["nodeName"]
+    set_ready(env.admin, lost, False)
+    env.wait(
+        "re-placed away from the lost node",
+        lambda: (
+            len(env.pods("phoenix")) == 2
+            and all(p["spec"].get("nodeName") not in (None, lost) for p in env.pods("phoenix"))
+        ),
+    )
+
+
+def test_restarted_operator_completes_a_half_bound_gang(env: Env, fabric):
+    """Pods as a crashed operator leaves them: both created with their nodes, one bound. The
+    split across two racks is one the operator would never choose, so ending on exactly those
+    nodes proves it completed the gang rather than placing it again."""
+    from scheduler.controller.config import OperatorConfig
+    from scheduler.controller.fake import set_ready
+    from scheduler.controller.jobs import JobView, to_gang
+    from scheduler.controller.pods import gang_pods
+    from scheduler.model import Placement, PlacementStatus, PodAssignment
+
+    spec = fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    for host in spec.hosts:  # nothing may be placed while the debris is laid out
+        set_ready(env.admin, host.name, False)
+    env.apply(training_job("halfway", 2))
+    env.wait("halfway pending", lambda: env.condition("halfway").get("reason") == "Unplaceable")
+    job = env.job("halfway")
+    split = (PodAssignment(rank=0, host="h0-0"), PodAssignment(rank=1, host="h1-1"))
+    placement = Placement(
+        gang="default/halfway", policy="rackwise", status=PlacementStatus.PLACED, pods=split
+    )
+    for body in gang_pods(JobView(job, to_gang(job)), placement, OperatorConfig()):
+        env.admin.create_pod("default", copy.deepcopy(body))
+    env.admin.bind("default", "halfway-0", "h0-0")
+    for host in spec.hosts:
+        set_ready(env.admin, host.name, True)
+    env.wait_placed("halfway")
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in env.pods("halfway")} == {
+        "halfway-0": "h0-0",
+        "halfway-1": "h1-1",
+    }
+
+
+def test_operator_has_exactly_the_manifest_rbac(env: Env):
+    role = yaml.safe_load((REPO / "manifests/base/rbac/clusterrole.yaml").read_text())
+    live = yaml.safe_load(
+        env.kubectl("get", "clusterrole", "rackwise-operator", "-o", "yaml").stdout
+    )
+    assert live["rules"] == role["rules"]
+
+    def can(verb: str, resource: str, sub: str = "") -> bool:
+        extra = [f"--subresource={sub}"] if sub else []
+        done = env.kubectl(
+            "auth", "can-i", verb, resource, *extra, f"--as={OPERATOR_USER}", check=False
+        )
+        return done.stdout.strip() == "yes"
+
+    assert can("create", "pods", "binding")
+    assert can("patch", "trainingjobs.rackwise.io", "status")
+    assert not can("patch", "trainingjobs.rackwise.io")
+    assert not can("patch", "pods", "status")
+    assert not can("delete", "nodes")
+    assert not can("create", "trainingjobs.rackwise.io")
+    assert not can("get", "secrets")
