@@ -3,9 +3,13 @@
 A. The whole Philly CSV (79,940 jobs) on the Lingjun topology (8 GPUs per host), rackwise only:
    wall time and peak memory (max RSS of this process).
 B. LLM-era: a generated 100k-GPU fabric (16 spines x 98 racks x 8 hosts x 8 GPUs), the first
-   10,000 Philly jobs with gang sizes x8, arrivals compressed so that the offered load is ~90% of
-   the fabric; rackwise and every baseline, two policies at a time. Prints the comparison and
-   rackwise's ratios to Kueue BestFit and Slurm tree.
+   10,000 Philly jobs with gang sizes x8; rackwise and every baseline, two policies at a time.
+   Those jobs request 95,072 GPUs in all and most finish within minutes, so no compression of
+   their arrivals alone keeps 100k GPUs 80% busy (at most ~16% on average). The fabric is
+   therefore loaded as a production cluster is: 75% of hosts (seeded, scattered) stay busy with
+   work outside the trace, and arrivals are compressed so the trace offers ~60% of the remaining
+   quarter on average (queues absorb the bursts). Utilisation counts the background load.
+   Prints the comparison and rackwise's ratios to Kueue BestFit and Slurm tree.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from scheduler.placement import POLICIES
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.metrics import policy_metrics
 from scheduler.simulation.runner import Task, run_all, run_one
-from scheduler.simulation.trace import load_trace, transform
+from scheduler.simulation.trace import TraceJob, load_trace, transform
 from scheduler.topology import from_lingjun_csv, generate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,11 +49,22 @@ def whole_philly() -> None:
     )
 
 
-def offered_load(jobs: list, gpus: int, target: float) -> float:
-    """Arrival compression giving `target` x capacity of offered GPU-seconds per second."""
-    span = jobs[-1].submit_s - jobs[0].submit_s
-    work = sum(j.gpus * j.duration_s for j in jobs)
-    return target * gpus * span / work
+def busy_share(jobs: list[TraceJob], gpus: int, load: float) -> float:
+    """Mean share of GPUs the jobs would hold during their (compressed) arrival window if none
+    ever waited: what arrival compression `load` offers."""
+    first = jobs[0].submit_s
+    window = max((jobs[-1].submit_s - first) / load, 1.0)
+    held = sum(j.gpus * min(j.duration_s, window - (j.submit_s - first) / load) for j in jobs)
+    return held / (gpus * window)
+
+
+def offered_load(jobs: list[TraceJob], gpus: int, target: float) -> float:
+    """Arrival compression (bisection) at which the arrival window is `target` busy."""
+    low, high = 1.0, 1e6
+    for _ in range(60):
+        mid = (low * high) ** 0.5
+        low, high = (mid, high) if busy_share(jobs, gpus, mid) < target else (low, mid)
+    return high
 
 
 def llm_era(jobs_n: int, target: float, workers: int) -> None:
@@ -84,6 +99,13 @@ def llm_era(jobs_n: int, target: float, workers: int) -> None:
     ours = metrics["rackwise"]
     for base in ("kueue-best-fit", "slurm-tree"):
         theirs = metrics[base]
+        if not theirs["cross_spine_gb"] or not theirs["cross_rack_gb"]:
+            print(
+                f"rackwise / {base}: {base} sent no cross-rack or cross-spine bytes; "
+                f"rackwise sent {ours['cross_rack_gb']:.3g} GB cross-rack, "
+                f"{ours['cross_spine_gb']:.3g} GB cross-spine"
+            )
+            continue
         print(
             f"rackwise / {base}: "
             f"cross-spine {ours['cross_spine_gb'] / theirs['cross_spine_gb']:.3f}x"
@@ -102,13 +124,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--part", choices=["a", "b", "all"], default="all")
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--load", type=float, default=0.6, help="offered share of free GPUs")
+    parser.add_argument("--background", type=float, default=0.75, help="share of hosts busy")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if args.part in ("a", "all"):
         whole_philly()
     if args.part in ("b", "all"):
-        llm_era(args.jobs, args.load, args.workers)
+        llm_era(args.jobs, args.load, args.background, args.workers)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ class SimConfig(BaseModel):
     max_attempts: int = Field(default=64, ge=1, description="placement tries per pool per cycle")
     samples: int = Field(default=400, ge=10, description="fragmentation samples per run")
     failures: Failures | None = None
+    # share of hosts fully taken for the whole run by work outside the trace (seeded), as on a
+    # busy production cluster; counted in utilisation
+    background_hosts: float = Field(default=0.0, ge=0, lt=1)
     profile: Profile = Profile()
 
     @property

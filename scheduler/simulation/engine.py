@@ -54,6 +54,7 @@ class SimResult:
     pool_gpus: dict[str, int]
     end: float
     wall_seconds: float = 0.0
+    background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
 
 
 @dataclass(order=True)
@@ -91,12 +92,21 @@ class Simulation:
         self.busy: dict[str, int] = {}
         self.rng = random.Random(config.seed)
         self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
+        self._background(config.background_hosts)
 
     def _pool_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for host in self.fabric.hosts:
             out[host.pool] = out.get(host.pool, 0) + host.gpus
         return out
+
+    def _background(self, share: float) -> None:
+        hosts = self.fabric.hosts
+        rng = random.Random(f"background/{self.config.seed}")
+        for h in rng.sample(range(len(hosts)), round(share * len(hosts))):
+            self.snapshot.free_gpus[h] = 0
+            pool = hosts[h].pool
+            self.result.background[pool] = self.result.background.get(pool, 0) + hosts[h].gpus
 
     def push(self, at: float, kind: int, payload: int) -> None:
         self.seq += 1
@@ -183,7 +193,8 @@ class Simulation:
         return placement
 
     def _free(self, pool: str) -> int:
-        return self.result.pool_gpus.get(pool, 0) - self.busy.get(pool, 0) - self._down_gpus(pool)
+        held = self.busy.get(pool, 0) + self.result.background.get(pool, 0)
+        return self.result.pool_gpus.get(pool, 0) - held - self._down_gpus(pool)
 
     def _down_gpus(self, pool: str) -> int:
         hosts = self.fabric.hosts

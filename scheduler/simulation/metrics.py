@@ -58,17 +58,19 @@ def utilisation(result: SimResult, pool: str | None) -> float:
     if end <= start:
         end = max(result.end, start + 1.0)
     capacity = sum(result.pool_gpus.values()) if pool is None else result.pool_gpus.get(pool, 0)
-    busy: dict[str, int] = {}
+    busy: dict[str, int] = {p: g for p, g in result.background.items() if pool in (None, p)}
+    base = sum(busy.values())
     area, last = 0.0, start
+    running: dict[str, int] = {}
     for at, p, value in result.busy:
         if at > end:
             break
-        held = sum(busy.values()) if pool is None else busy.get(pool, 0)
-        area += held * (at - last)
-        busy[p] = value
+        held = sum(running.values()) if pool is None else running.get(pool, 0)
+        area += (base + held) * max(at - last, 0.0)
+        running[p] = value
         last = max(at, start)
-    held = sum(busy.values()) if pool is None else busy.get(pool, 0)
-    area += held * max(end - last, 0.0)
+    held = sum(running.values()) if pool is None else running.get(pool, 0)
+    area += (base + held) * max(end - last, 0.0)
     return area / (capacity * (end - start)) if capacity else 0.0
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from scheduler.model.topology import LEVELS
 from scheduler.placement.baselines.required import restrict
 from scheduler.placement.baselines.take import take
@@ -55,11 +57,21 @@ def _least_free(children: list[tuple[int, int]], n: int) -> list[tuple[int, int]
 
 def _start(capacity: Capacity) -> tuple[int, int] | None:
     """(level, domain): the lowest level where one domain holds the gang, tightest such."""
-    n = capacity.gang.pods
+    gang = capacity.gang
+    n = gang.pods
     top = len(LEVELS) - 1
-    if capacity.gang.required_level is not None:
-        top = LEVELS.index(capacity.gang.required_level)
+    if gang.required_level is not None:
+        top = LEVELS.index(gang.required_level)
+    plain = gang.tp_pods == 1 and gang.max_pods_per_rack is None
     for level in range(1, top + 1):
+        if plain:  # capacities are plain sums: one vectorised pass per level
+            sums = np.bincount(
+                capacity.snapshot.fabric.columns[level][capacity.hosts], weights=capacity.pods
+            )
+            fits = np.nonzero(sums >= n)[0]
+            if len(fits):
+                return level, int(fits[np.argmin(sums[fits])])
+            continue
         fitting = [(c, d) for d, c in capacity.per_domain[level].items() if c >= n]
         if fitting:
             return level, min(fitting)[1]
@@ -77,6 +89,7 @@ def _kueue(capacity: Capacity, pick: Pick) -> dict[int, int] | None:
         )
     else:
         level, shares = start[0], [(start[1], capacity.gang.pods)]
+        capacity = restrict(capacity, *start)  # descend inside the chosen domain only
     while level > 1:
         children = _children(capacity, level - 1, level)
         level, shares = level - 1, [x for d, s in shares for x in pick(children.get(d, []), s)]
