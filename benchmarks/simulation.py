@@ -67,18 +67,21 @@ def offered_load(jobs: list[TraceJob], gpus: int, target: float) -> float:
     return high
 
 
-def llm_era(jobs_n: int, target: float, workers: int) -> None:
+def llm_era(jobs_n: int, target: float, background: float, workers: int) -> None:
     spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
     gpus = sum(h.gpus for h in spec.hosts)
+    free = round(gpus * (1 - background))
     raw = transform(load_trace(PHILLY, "philly").jobs, scale=8, limit=jobs_n)
-    load = offered_load(raw, gpus, target)
+    load = offered_load(raw, free, target)
     jobs = transform(raw, load=load)
     print(
-        f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} Philly jobs x8, "
-        f"arrivals compressed x{load:.1f} (offered load {target:.0%} of the fabric)"
+        f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs, {background:.0%} of hosts busy "
+        f"outside the trace; {len(jobs)} Philly jobs x8 ({sum(j.gpus for j in jobs)} GPUs in "
+        f"all), arrivals compressed x{load:.0f} to offer {target:.0%} of the free GPUs"
     )
     start = time.perf_counter()
-    tasks = [Task(spec, jobs, p, SimConfig(seed=1)) for p in POLICIES]
+    config = SimConfig(seed=1, background_hosts=background)
+    tasks = [Task(spec, jobs, p, config) for p in POLICIES]
     results = run_all(tasks, workers)
     wall = time.perf_counter() - start
     metrics = {r.policy: policy_metrics(r) for r in results}

@@ -161,45 +161,45 @@ class Reconciler:
         self, launches: list[tuple[JobView, Placement]]
     ) -> Iterable[tuple[JobView, Placement, bool]]:
         """Create every pod of every gang, then bind the gangs whose pods all exist. A gang
-        that fails either step loses exactly the pods this call created, nothing else."""
-        created = self._map(lambda jp: self._create_gang(*jp), launches)
-        complete = [
-            (j, p)
-            for (j, p), names in zip(launches, created, strict=True)
-            if len(names) == j.gang.pods
-        ]
-        bound = dict(
-            zip(
-                (j.uid for j, _ in complete),
-                self._map(lambda jp: self._bind_placement(*jp), complete),
-                strict=True,
-            )
+        that fails either step loses exactly the pods this call created, nothing else.
+
+        Each step is one flat pass over the thread pool: a task that waited on tasks of the
+        same pool would deadlock it once there are more gangs than threads."""
+        services = self._map(
+            lambda jp: self._try(self.gw.ensure_service, jp[0].namespace, service(jp[0])), launches
         )
-        for (job, placement), names in zip(launches, created, strict=True):
-            ok = bound.get(job.uid, False)
+        work = [
+            (i, body)
+            for i, ((job, placement), ok) in enumerate(zip(launches, services, strict=True))
+            if ok
+            for body in gang_pods(job, placement, self.config)
+        ]
+        made = self._map(
+            lambda wb: self._try(self.gw.create_pod, wb[1]["metadata"]["namespace"], wb[1]), work
+        )
+        created: list[list[str]] = [[] for _ in launches]
+        for (i, body), ok in zip(work, made, strict=True):
             if ok:
+                created[i].append(body["metadata"]["name"])
+        binds = [
+            (i, launches[i][0].namespace, f"{launches[i][0].name}-{p.rank}", p.host)
+            for i, (job, placement) in enumerate(launches)
+            if len(created[i]) == job.gang.pods
+            for p in placement.pods
+        ]
+        results = self._map(lambda b: self._try(self.gw.bind, *b[1:]), binds)
+        bound = [len(created[i]) == job.gang.pods for i, (job, _) in enumerate(launches)]
+        for (i, *_), ok in zip(binds, results, strict=True):
+            bound[i] = bound[i] and ok
+        for i, (job, placement) in enumerate(launches):
+            if bound[i]:
                 self.backoff.pop(job.uid, None)
             else:
-                self._delete_names(job.namespace, names)
+                self._delete_names(job.namespace, created[i])
                 self._retry_later(job)
                 self._pending(job, "BindFailed", "could not create or bind every pod; retrying")
                 self._event(job.obj, "Warning", "BindFailed", "could not create or bind every pod")
-            yield job, placement, ok
-
-    def _create_gang(self, job: JobView, placement: Placement) -> list[str]:
-        """Names of the pods created (all of them on success)."""
-        try:
-            self.gw.ensure_service(job.namespace, service(job))
-        except ApiError as exc:
-            log.warning("service failed", job=job.gang.name, error=str(exc))
-            return []
-        bodies = gang_pods(job, placement, self.config)
-        made = self._map(lambda b: self._try(self.gw.create_pod, job.namespace, b), bodies)
-        return [b["metadata"]["name"] for b, ok in zip(bodies, made, strict=True) if ok]
-
-    def _bind_placement(self, job: JobView, placement: Placement) -> bool:
-        pairs = [(f"{job.name}-{p.rank}", p.host) for p in placement.pods]
-        return all(self._map(lambda pn: self._try(self.gw.bind, job.namespace, *pn), pairs))
+            yield job, placement, bound[i]
 
     def _retry_later(self, job: JobView) -> None:
         """Exponential backoff (1 s .. 60 s) for a gang whose launch failed."""
