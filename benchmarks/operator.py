@@ -29,7 +29,6 @@ from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
 from scheduler.topology import generate
 
-
 API_WORKERS = int(os.environ.get("RACKWISE_API_WORKERS", "16"))
 
 

@@ -67,7 +67,7 @@ def offered_load(jobs: list[TraceJob], gpus: int, target: float) -> float:
     return high
 
 
-def llm_era(jobs_n: int, target: float, background: float, workers: int) -> None:
+def llm_era(jobs_n: int, target: float, background: float, patience: float, workers: int) -> None:
     spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
     gpus = sum(h.gpus for h in spec.hosts)
     free = round(gpus * (1 - background))
@@ -80,7 +80,7 @@ def llm_era(jobs_n: int, target: float, background: float, workers: int) -> None
         f"all), arrivals compressed x{load:.0f} to offer {target:.0%} of the free GPUs"
     )
     start = time.perf_counter()
-    config = SimConfig(seed=1, background_hosts=background)
+    config = SimConfig(seed=1, background_hosts=background, compact_wait_s=patience)
     tasks = [Task(spec, jobs, p, config) for p in POLICIES]
     results = run_all(tasks, workers)
     wall = time.perf_counter() - start
@@ -129,12 +129,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--load", type=float, default=0.6, help="offered share of free GPUs")
     parser.add_argument("--background", type=float, default=0.75, help="share of hosts busy")
+    parser.add_argument(
+        "--patience",
+        type=float,
+        default=0.0,
+        help="rackwise: seconds a gang may wait for a one-spine placement",
+    )
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if args.part in ("a", "all"):
         whole_philly()
     if args.part in ("b", "all"):
-        llm_era(args.jobs, args.load, args.background, args.workers)
+        llm_era(args.jobs, args.load, args.background, args.patience, args.workers)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,11 @@ class PlaceConfig(BaseModel):
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
     # compute the lower bound for decisions not already proven optimal (costs time at scale)
     report_bound: bool = True
+    # patience: a gang that would fit inside one spine of its empty pool waits up to this long
+    # for a placement inside one spine rather than take one that spans spines now (0: never)
+    compact_wait_s: float = Field(default=0.0, ge=0)
+    # how long this gang has waited so far (the caller's clock)
+    waited_s: float = Field(default=0.0, ge=0)
     # "auto": exact tree DP where the objective decomposes along the tree, CP-SAT elsewhere;
     # "cp-sat": the CP-SAT model always, warm-started from the best baseline
     engine: Literal["auto", "cp-sat"] = "auto"

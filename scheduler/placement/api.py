@@ -67,6 +67,9 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
         optimal, engine = False, config.policy
     if counts is None:
         return _unplaceable(gang, config.policy, "no placement found within the time limit", start)
+    wait = _patience(capacity, counts, config)
+    if wait is not None:
+        return _unplaceable(gang, config.policy, wait, start)
     if optimal or not config.report_bound:
         return finalize(capacity, counts, config.policy, None, optimal, start, engine)
     return finalize(capacity, counts, config.policy, bound().value, optimal, start, engine)
@@ -104,6 +107,36 @@ def finalize(
         solve_seconds=time.perf_counter() - start,
         engine=engine,
     )
+
+
+SPINE = LEVELS.index("spine")
+
+
+def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> str | None:
+    """A reason to wait when the best placement now spans spines but the gang fits in one spine
+    of its pool when that is free, and the gang is still within its patience."""
+    if config.policy != RACKWISE or config.waited_s >= config.compact_wait_s:
+        return None
+    fabric = capacity.snapshot.fabric
+    spines = {fabric.domain[SPINE][h] for h, n in counts.items() if n > 0}
+    if len(spines) <= 1 or not _fits_one_spine(capacity):
+        return None
+    left = config.compact_wait_s - config.waited_s
+    return (
+        f"waiting up to {left:.0f} s more for a placement inside one spine "
+        f"(the best now spans {len(spines)})"
+    )
+
+
+def _fits_one_spine(capacity: Capacity) -> bool:
+    gang = capacity.gang
+    fabric = capacity.snapshot.fabric
+    per_spine: dict[int, int] = {}
+    for h, host in enumerate(fabric.hosts):
+        if host.pool == gang.pool and gang.gpus_per_pod:
+            spine = fabric.domain[SPINE][h]
+            per_spine[spine] = per_spine.get(spine, 0) + host.gpus // gang.gpus_per_pod
+    return max(per_spine.values(), default=0) >= gang.pods
 
 
 def _unplaceable(gang: GangRequest, policy: str, reason: str, start: float) -> Placement:

@@ -37,6 +37,8 @@ class SimConfig(BaseModel):
     # share of hosts fully taken for the whole run by work outside the trace (seeded), as on a
     # busy production cluster; counted in utilisation
     background_hosts: float = Field(default=0.0, ge=0, lt=1)
+    # rackwise only: seconds a gang may wait for a one-spine placement (PlaceConfig)
+    compact_wait_s: float = Field(default=0.0, ge=0)
     profile: Profile = Profile()
 
     @property

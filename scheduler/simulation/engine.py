@@ -20,7 +20,7 @@ from scheduler.simulation.slowdown import Reference, slowdown
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
-FINISH, REPAIR, FAILURE, ARRIVAL = range(4)  # order of events at the same instant
+FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)  # order of events at the same instant
 
 
 @dataclass
@@ -37,6 +37,7 @@ class JobState:
     overhead: float = 0.0  # restart cost paid at the start of the current run
     stretch: float = 1.0
     due: float = math.inf  # when the current run ends; a FINISH for another time is stale
+    placeable_since: float | None = None  # first time a (spread) placement existed
     failed_epoch: int = -1
     rack_gb: float = 0.0
     spine_gb: float = 0.0
@@ -79,6 +80,7 @@ class Simulation:
             seed=config.seed,
             workers=1,
             report_bound=policy == "rackwise",
+            compact_wait_s=config.compact_wait_s if policy == "rackwise" else 0.0,
         )
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [
@@ -151,9 +153,9 @@ class Simulation:
                 return 1
         elif event.kind == FAILURE:
             self._fail(event.payload, now)
-        else:
+        elif event.kind == REPAIR:
             self._repair(event.payload, now)
-        return 0
+        return 0  # WAKE only makes a cycle run
 
     def _enqueue(self, state: JobState) -> None:
         queue = self.queues.setdefault(state.gang.pool, [])
@@ -174,7 +176,15 @@ class Simulation:
                 if gang.gpus > free or too_big or state.failed_epoch == self.epoch.get(pool, 0):
                     continue
                 attempts += 1
-                placement = self._decide(gang)
+                since = now if state.placeable_since is None else state.placeable_since
+                placement = self._decide(gang, now - since)
+                if placement.reason.startswith("waiting"):
+                    # patience runs from the first moment the gang could have started; retry
+                    # when it runs out, or sooner if capacity frees
+                    if state.placeable_since is None:
+                        state.placeable_since = now
+                        self.push(now + self.config.compact_wait_s, WAKE, 0)
+                    continue
                 if placement.placed:
                     queue.remove(state)
                     self._start(state, placement, now)
@@ -185,8 +195,11 @@ class Simulation:
                         failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods
                     )
 
-    def _decide(self, gang: GangRequest) -> Placement:
-        placement = place_one(self.snapshot, gang, self.place_config)
+    def _decide(self, gang: GangRequest, waited: float) -> Placement:
+        config = self.place_config
+        if config.compact_wait_s:
+            config = config.model_copy(update={"waited_s": waited})
+        placement = place_one(self.snapshot, gang, config)
         self.result.latencies.append(placement.solve_seconds)
         if placement.placed and placement.gap is not None:
             self.result.gaps.append(placement.gap)
