@@ -1,17 +1,8 @@
-"""Helpers shared by the benchmarks: percentiles and plain-text tables."""
+"""Helpers shared by the benchmarks: plain-text tables."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

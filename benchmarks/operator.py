@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,7 @@ import psutil
 
 from scheduler.controller.cluster import REPO, LocalCluster, free_port
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import install
+from scheduler.controller.devcluster import install, operator_command
 from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
 from scheduler.topology import generate
@@ -69,18 +68,7 @@ def main() -> None:
         port = free_port()
         (workdir / "config.yaml").write_text(f"apiWorkers: {API_WORKERS}\n")
         operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "scheduler.cli.main",
-                "operator",
-                "--kubeconfig",
-                str(cluster.operator_kubeconfig),
-                "--port",
-                str(port),
-                "--config",
-                str(workdir / "config.yaml"),
-            ],
+            operator_command(cluster.operator_kubeconfig, port, workdir / "config.yaml"),
             cwd=REPO,
             stdout=(workdir / "operator.log").open("wb"),
             stderr=subprocess.STDOUT,

@@ -16,10 +16,11 @@ import random
 import time
 from pathlib import Path
 
-from benchmarks.common import percentile, table
+from benchmarks.common import table
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import POLICIES, Snapshot, place_one, validate
 from scheduler.placement.baselines import BASELINES
+from scheduler.simulation.metrics import percentile
 from scheduler.topology import Fabric, from_lingjun_csv, generate
 
 SIZES = (8, 64, 256, 512, 1024)

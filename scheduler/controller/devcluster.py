@@ -18,6 +18,22 @@ from scheduler.model import TopologySpec
 MANIFESTS = REPO / "manifests" / "base"
 
 
+def operator_command(kubeconfig: Path, port: int, config: Path | None = None) -> list[str]:
+    """`rackwise operator` as a separate process, from this checkout."""
+    extra = ["--config", str(config)] if config else []
+    return [
+        sys.executable,
+        "-m",
+        "scheduler.cli.main",
+        "operator",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--port",
+        str(port),
+        *extra,
+    ]
+
+
 def install(cluster: LocalCluster) -> None:
     """CRDs and the operator's RBAC, bound to the operator's token user."""
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crds"))
@@ -40,19 +56,7 @@ def up(workdir: Path, spec: TopologySpec) -> LocalCluster:
     create_nodes(Gateway(cluster.admin_kubeconfig), spec, OperatorConfig())
     logs = workdir / "logs"
     pids = [
-        _background(
-            [
-                sys.executable,
-                "-m",
-                "scheduler.cli.main",
-                "operator",
-                "--kubeconfig",
-                str(cluster.operator_kubeconfig),
-                "--port",
-                "0",
-            ],
-            logs / "operator.log",
-        ),
+        _background(operator_command(cluster.operator_kubeconfig, 0), logs / "operator.log"),
         _background(
             [
                 sys.executable,

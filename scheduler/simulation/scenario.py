@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from scheduler.io import load_yaml
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
 from scheduler.simulation.config import Failures, SimConfig
@@ -82,12 +82,7 @@ class Scenario(Strict):
 
 
 def load_scenario(path: Path) -> tuple[Scenario, Path]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML") from exc
+    data = load_yaml(path)
     try:
         return Scenario.model_validate(data), path.parent
     except ValidationError as exc:
