@@ -30,7 +30,10 @@ def fail(message: str) -> NoReturn:
 def run_cli(command: Callable[..., object]) -> None:
     """Run a click/typer command; map expected failures to one line and exit 2."""
     try:
-        command(standalone_mode=False)
+        code = command(standalone_mode=False)
+        # without standalone mode click returns an Exit's code instead of raising it
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except (click.exceptions.Exit, typer.Exit) as exc:
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, typer.Abort):

@@ -1,0 +1,139 @@
+"""The `rackwise` command line as a user runs it: a subprocess, real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
+GANGS = """
+- {name: llm, pods: 4, gpus_per_pod: 8, shape: {dp: 4, tp: 8}}
+- {name: pair, pods: 2, gpus_per_pod: 4, required_level: host}
+- {name: huge, pods: 500, gpus_per_pod: 8, required_level: rack}
+"""
+
+
+def rackwise(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    gangs = tmp_path / "gangs.yaml"
+    gangs.write_text(GANGS)
+    topology = tmp_path / "fabric.yaml"
+    done = rackwise(
+        "topology",
+        "generate",
+        "-o",
+        str(topology),
+        "--blocks",
+        "2",
+        "--racks",
+        "2",
+        "--hosts",
+        "2",
+        "--nvlink",
+        "2",
+    )
+    assert done.returncode == 0, done.stderr
+    generated = tmp_path / "gen.yaml"
+    generated.write_text("generate: {blocks: 2, racks: 3, hosts: 2, gpus: 8}\n")
+    return {"gangs": gangs, "yaml": topology, "generate": generated, "lingjun": LINGJUN}
+
+
+@pytest.mark.parametrize("kind", ["yaml", "generate", "lingjun"])
+def test_place_json_on_every_topology_source(files, kind):
+    done = rackwise(
+        "place", "--topology", str(files[kind]), "--gangs", str(files["gangs"]), "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result = {p["gang"]: p for p in json.loads(done.stdout)["placements"]}
+    assert result["llm"]["status"] == "placed"
+    assert sorted(p["rank"] for p in result["llm"]["pods"]) == [0, 1, 2, 3]
+    assert result["pair"]["domains"]["host"] == 1
+    assert result["huge"]["status"] == "unplaceable"
+    # the pool or, on Lingjun, the largest rack is the binding constraint
+    assert result["huge"]["reason"].startswith("needs 500 pods")
+
+
+def test_place_table_shows_ranks_cost_and_exit_1_when_a_gang_waits(files):
+    done = rackwise("place", "--topology", str(files["yaml"]), "--gangs", str(files["gangs"]))
+    assert done.returncode == 1  # one gang could not be placed
+    assert "ranks 0-" in done.stdout
+    assert "optimal" in done.stdout
+    assert "unplaceable" in done.stdout
+
+
+def test_topology_show_prints_free_capacity(files):
+    done = rackwise("topology", "show", str(files["lingjun"]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("fabric: 6776/6776 GPUs free")
+    assert "spine P10" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["place", "--topology", "missing.yaml", "--gangs", "x"], "missing.yaml: No such file"),
+        (
+            ["place", "--topology", "{yaml}", "--gangs", "{gangs}", "--policy", "magic"],
+            "--policy: unknown 'magic'",
+        ),
+        (
+            ["place", "--topology", "{gangs}", "--gangs", "{gangs}"],
+            "Input should be a valid dictionary",
+        ),
+        (["place", "--topology", "{yaml}", "--gangs", "{yaml}"], "expected a list of gangs"),
+        (["place", "--bogus"], "No such option: --bogus"),
+        (["topology", "generate", "-o", "x.yaml", "--pools", "training"], "is not POOL=SHARE"),
+        (["topology", "show", "{yaml}", "--depth", "pod"], "unknown level 'pod'"),
+    ],
+)
+def test_bad_input_one_line_exit_2(files, args, message):
+    done = rackwise(*(a.format(yaml=files["yaml"], gangs=files["gangs"]) for a in args))
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_gang_field_names_file_and_field(tmp_path, files):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {name: a, pods: 2, pool: gpu-pool}\n")
+    done = rackwise("place", "--topology", str(files["yaml"]), "--gangs", str(bad))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"rackwise: error: {bad}: gangs[0].pool: unknown pool 'gpu-pool'; "
+        "pools are training, batch-inference, online-inference"
+    )
+
+
+def test_state_file_marks_usage_and_down_hosts(tmp_path, files):
+    state = tmp_path / "state.yaml"
+    state.write_text("used: [{host: h0-0, gpus: 8}]\ndown: [h0-1]\n")
+    gangs = tmp_path / "one.yaml"
+    gangs.write_text("- {name: one, pods: 1, gpus_per_pod: 8}\n")
+    done = rackwise(
+        "place",
+        "--topology",
+        str(files["yaml"]),
+        "--gangs",
+        str(gangs),
+        "--state",
+        str(state),
+        "--json",
+    )
+    [placement] = json.loads(done.stdout)["placements"]
+    assert placement["pods"][0]["host"] not in ("h0-0", "h0-1")
