@@ -69,6 +69,8 @@ class Scenario(Strict):
     time_limit_s: float = Field(default=1.0, gt=0)
     failures: Failures | None = None
     skip_bad_rows: bool = False
+    # rackwise: seconds a gang may wait for a placement inside one spine (0: place greedily)
+    compact_wait_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _policies(self) -> Scenario:
@@ -78,7 +80,12 @@ class Scenario(Strict):
         return self
 
     def sim_config(self) -> SimConfig:
-        return SimConfig(seed=self.seed, time_limit_s=self.time_limit_s, failures=self.failures)
+        return SimConfig(
+            seed=self.seed,
+            time_limit_s=self.time_limit_s,
+            failures=self.failures,
+            compact_wait_s=self.compact_wait_s,
+        )
 
 
 def load_scenario(path: Path) -> tuple[Scenario, Path]:

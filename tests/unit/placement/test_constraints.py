@@ -156,3 +156,23 @@ def test_down_hosts_are_never_used(small_fabric):
     [result] = place(snapshot, [gang])
     validate(snapshot, gang, result)
     assert all(small_fabric.host_index[h] % 2 == 1 for h in result.hosts())
+
+
+def test_patience_waits_for_one_spine_then_gives_in():
+    """2 spines x 1 rack x 2 hosts: one host busy in each rack, so 2 hosts exist only across
+    spines. With patience the gang waits; once its patience is spent it takes the spread."""
+    fabric = Fabric(generate(blocks=2, racks=1, hosts=2, gpus=8))
+    snapshot = Snapshot(fabric)
+    snapshot.use("h0-1", 8)
+    snapshot.use("h1-1", 8)
+    gang = GangRequest(name="g", pods=2, gpus_per_pod=8)
+    [waiting] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=10))
+    assert not waiting.placed
+    assert waiting.reason == (
+        "waiting up to 50 s more for a placement inside one spine (the best now spans 2)"
+    )
+    [spread] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=60))
+    assert spread.placed
+    assert spread.domains["spine"] == 2
+    [baseline] = place(snapshot, [gang], PlaceConfig(policy="slurm-tree", compact_wait_s=60))
+    assert baseline.placed  # patience is rackwise's, baselines place greedily
