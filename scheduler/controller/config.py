@@ -19,6 +19,8 @@ class OperatorConfig(BaseModel):
     solver_time_limit_s: float = Field(default=1.0, gt=0, alias="solverTimeLimitSeconds")
     resync_s: float = Field(default=5.0, gt=0, alias="resyncSeconds")
     api_workers: int = Field(default=16, ge=1, alias="apiWorkers")
+    # seconds a gang may wait for a placement inside one spine (0: place greedily)
+    compact_wait_s: float = Field(default=0.0, ge=0, alias="compactWaitSeconds")
 
 
 def load_config(path: Path | None) -> OperatorConfig:

@@ -54,7 +54,10 @@ class Reconciler:
         self.metrics = metrics
         self.builder = StateBuilder(config)
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
-        self.place_config = PlaceConfig(time_limit_s=config.solver_time_limit_s)
+        self.place_config = PlaceConfig(
+            time_limit_s=config.solver_time_limit_s, compact_wait_s=config.compact_wait_s
+        )
+        self.placeable_since: dict[str, float] = {}  # job uid -> first time it could start
         self.backoff: dict[str, tuple[float, float]] = {}  # job uid -> (retry at, delay)
 
     def cycle(self) -> CycleReport:
@@ -140,10 +143,13 @@ class Reconciler:
                 self._pending(job, "NoNodes", "the cluster has no nodes")
                 report.pending += 1
                 continue
-            placement = place_one(state.snapshot, job.gang, self.place_config)
+            placement = place_one(state.snapshot, job.gang, self._config_for(job))
             report.solve_seconds += placement.solve_seconds
             self.metrics.observe(placement)
+            if placement.reason.startswith("waiting"):
+                self.placeable_since.setdefault(job.uid, time.monotonic())
             if placement.placed:
+                self.placeable_since.pop(job.uid, None)
                 state.snapshot.apply(job.gang, placement)
                 launches.append((job, placement))
             else:
@@ -156,6 +162,13 @@ class Reconciler:
                 self._placed(job, placement)
             else:
                 report.pending += 1
+
+    def _config_for(self, job: JobView) -> PlaceConfig:
+        """Patience counts from the first cycle in which the gang could have started."""
+        if not self.config.compact_wait_s:
+            return self.place_config
+        since = self.placeable_since.get(job.uid, time.monotonic())
+        return self.place_config.model_copy(update={"waited_s": time.monotonic() - since})
 
     def _launch_all(
         self, launches: list[tuple[JobView, Placement]]

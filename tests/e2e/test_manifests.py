@@ -80,3 +80,12 @@ def test_kind_cluster_places_the_samples():
             ["kubectl", "wait", f"tj/{name}", "--for=condition=Placed", "--timeout=120s"],
             check=True,
         )
+
+
+def test_shipped_config_map_is_a_valid_operator_config():
+    from scheduler.controller.config import OperatorConfig
+
+    config_map = yaml.safe_load((MANIFESTS / "base/config.yaml").read_text())
+    config = OperatorConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
+    assert config.labels.rack == "rackwise.io/rack"
+    assert config.gpu_resource == "nvidia.com/gpu"
