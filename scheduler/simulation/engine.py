@@ -155,7 +155,9 @@ class Simulation:
             self._fail(event.payload, now)
         elif event.kind == REPAIR:
             self._repair(event.payload, now)
-        return 0  # WAKE only makes a cycle run
+        else:  # WAKE: a gang's patience ran out; try it again this cycle
+            self.states[event.payload].failed_epoch = -1
+        return 0
 
     def _enqueue(self, state: JobState) -> None:
         queue = self.queues.setdefault(state.gang.pool, [])
@@ -180,10 +182,11 @@ class Simulation:
                 placement = self._decide(gang, now - since)
                 if placement.reason.startswith("waiting"):
                     # patience runs from the first moment the gang could have started; retry
-                    # when it runs out, or sooner if capacity frees
+                    # when capacity frees, or when the patience runs out (WAKE)
+                    state.failed_epoch = self.epoch.get(pool, 0)
                     if state.placeable_since is None:
                         state.placeable_since = now
-                        self.push(now + self.config.compact_wait_s, WAKE, 0)
+                        self.push(now + self.config.compact_wait_s, WAKE, state.order)
                     continue
                 if placement.placed:
                     queue.remove(state)
