@@ -46,7 +46,7 @@ def run(
             continue
         health.beat()
         metrics.last_cycle.set_to_current_time()
-        if report.placed or report.errors:
+        if report.placed:
             log.info(
                 "cycle",
                 placed=report.placed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -38,7 +38,6 @@ class CycleReport:
     pending: int = 0
     solve_seconds: float = 0.0
     seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
 
 
 def _order(job: Obj) -> tuple[int, str, str]:

@@ -10,7 +10,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.model.topology import HostSpec, TopologySpec
-from scheduler.topology.fabric import Fabric
 
 
 class TopologyError(ValueError):
@@ -166,7 +165,3 @@ def load_topology(path: Path, gpus: int = 8) -> TopologySpec:
 
 def save_topology(spec: TopologySpec, path: Path) -> None:
     path.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
-
-
-def fabric_of(spec: TopologySpec) -> Fabric:
-    return Fabric(spec)
