@@ -74,6 +74,7 @@ def llm_era(jobs_n: int, target: float, background: float, patience: float, work
     raw = transform(load_trace(PHILLY, "philly").jobs, scale=8, limit=jobs_n)
     load = offered_load(raw, free, target)
     jobs = transform(raw, load=load)
+    print(f"rackwise patience (compact_wait_s): {patience:.0f} s")
     print(
         f"\n== B. LLM-era: {len(spec.hosts)} hosts, {gpus} GPUs, {background:.0%} of hosts busy "
         f"outside the trace; {len(jobs)} Philly jobs x8 ({sum(j.gpus for j in jobs)} GPUs in "
@@ -132,7 +133,7 @@ def main() -> None:
     parser.add_argument(
         "--patience",
         type=float,
-        default=0.0,
+        default=1200.0,
         help="rackwise: seconds a gang may wait for a one-spine placement",
     )
     parser.add_argument("--workers", type=int, default=2)
