@@ -111,22 +111,18 @@ class Reconciler:
         phases = [p.get("status", {}).get("phase") for p in pods]
         old = job.obj.get("status") or {}
         conditions = old.get("conditions") or []
-        placed = st.condition("Placed", True, "Placed", "all pods bound", conditions)
+        before: Obj = next((c for c in conditions if c.get("type") == "Placed"), {})
+        message = before.get("message") if before.get("status") == "True" else "all pods bound"
+        placed = st.condition("Placed", True, "Placed", str(message), conditions)
         if "Failed" in phases:
-            phase, running = (
-                "Failed",
-                st.condition("Running", False, "PodFailed", "a pod failed", conditions),
-            )
+            phase, reason, text = "Failed", "PodFailed", "a pod failed"
+        elif all(p == "Succeeded" for p in phases):
+            phase, reason, text = "Succeeded", "Completed", "all pods succeeded"
         elif all(p == "Running" for p in phases):
-            phase, running = (
-                "Running",
-                st.condition("Running", True, "AllPodsRunning", "all pods running", conditions),
-            )
+            phase, reason, text = "Running", "AllPodsRunning", "all pods running"
         else:
-            phase, running = (
-                "Placed",
-                st.condition("Running", False, "Starting", "waiting for pods to start", conditions),
-            )
+            phase, reason, text = "Placed", "Starting", "waiting for pods to start"
+        running = st.condition("Running", phase == "Running", reason, text, conditions)
         self._status(job.obj, st.build(job.obj, phase, [placed, running], old.get("placement")))
 
     # pending jobs
