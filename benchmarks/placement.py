@@ -12,27 +12,19 @@ baseline, 1 s limit, no tree DP) on N seeds, and gives its cost divided by rackw
 from __future__ import annotations
 
 import argparse
-import random
 import time
 from pathlib import Path
 
 from benchmarks.common import table
 from scheduler.model import GangRequest, PlaceConfig
-from scheduler.placement import POLICIES, Snapshot, place_one, validate
+from scheduler.placement import POLICIES, place_one, validate
 from scheduler.placement.baselines import BASELINES
+from scheduler.placement.snapshot import random_occupancy
 from scheduler.simulation.metrics import percentile
 from scheduler.topology import Fabric, from_lingjun_csv, generate
 
 SIZES = (8, 64, 256, 512, 1024)
 LINGJUN = Path(__file__).resolve().parents[1] / "simulations" / "traces" / "lingjun-topo.csv"
-
-
-def occupied(fabric: Fabric, busy: float, seed: int) -> Snapshot:
-    snapshot = Snapshot(fabric)
-    rng = random.Random(seed)
-    for h, host in enumerate(fabric.hosts):
-        snapshot.free_gpus[h] = sum(rng.random() >= busy for _ in range(host.gpus))
-    return snapshot
 
 
 def run(fabric: Fabric, seeds: int, cpsat_seeds: int) -> str:
@@ -42,7 +34,7 @@ def run(fabric: Fabric, seeds: int, cpsat_seeds: int) -> str:
         times, good, gaps, cpsat_times, cpsat_ratio = [], 0, [], [], []
         ratios: dict[str, list[float]] = {b: [] for b in BASELINES}
         for seed in range(seeds):
-            snapshot = occupied(fabric, 0.6, seed)
+            snapshot = random_occupancy(fabric, 0.6, seed)
             ours = place_one(snapshot, gang, PlaceConfig(seed=seed))
             validate(snapshot, gang, ours)
             times.append(ours.solve_seconds)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from scheduler.placement import Snapshot
+from scheduler.placement.snapshot import random_occupancy
 from scheduler.topology import Fabric, generate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,12 +17,18 @@ LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
 
 
 def fragmented(fabric: Fabric, busy: float, seed: int) -> Snapshot:
-    """Each GPU busy with probability `busy`, independently (seeded)."""
-    snapshot = Snapshot(fabric)
-    rng = random.Random(seed)
-    for h, host in enumerate(fabric.hosts):
-        snapshot.free_gpus[h] = sum(rng.random() >= busy for _ in range(host.gpus))
-    return snapshot
+    return random_occupancy(fabric, busy, seed)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`rackwise ARGS` as a user runs it: its own process, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.fixture

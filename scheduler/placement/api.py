@@ -70,14 +70,14 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     wait = _patience(capacity, counts, config)
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start)
-    if optimal or not config.report_bound:
-        return finalize(capacity, counts, config.policy, None, optimal, start, engine)
-    return finalize(capacity, counts, config.policy, bound().value, optimal, start, engine)
+    proven = None if optimal or not config.report_bound else bound().value
+    return finalize(capacity, counts, weights, config.policy, proven, optimal, start, engine)
 
 
 def finalize(
     capacity: Capacity,
     counts: Mapping[int, int],
+    weights: list[float],
     policy: str,
     bound: float | None,
     optimal: bool,
@@ -89,7 +89,7 @@ def finalize(
     pods = assign_ranks(fabric, counts)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
-    objective = ring_cost(capacity, counts, level_weights(fabric, gang))
+    objective = ring_cost(capacity, counts, weights)
     optimal = optimal or (bound is not None and objective <= bound * (1 + 1e-9))
     bound = objective if optimal else bound
     gap = None if bound is None else (objective - bound) / objective if objective > 0 else 0.0

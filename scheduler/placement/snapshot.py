@@ -4,6 +4,7 @@ Free resources are numpy arrays so that per-gang capacity is one vectorised pass
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,3 +85,13 @@ class Snapshot:
             pool: int(self.free_gpus[mask & up].sum())
             for pool, mask in self.fabric.pool_mask.items()
         }
+
+
+def random_occupancy(fabric: Fabric, busy: float, seed: int) -> Snapshot:
+    """Each GPU taken with probability `busy`, independently (seeded): a fragmented cluster for
+    tests and benchmarks."""
+    snapshot = Snapshot(fabric)
+    rng = random.Random(seed)
+    for h, host in enumerate(fabric.hosts):
+        snapshot.free_gpus[h] = sum(rng.random() >= busy for _ in range(host.gpus))
+    return snapshot

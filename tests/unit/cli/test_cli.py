@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[3]
 LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
@@ -18,22 +18,12 @@ GANGS = """
 """
 
 
-def rackwise(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "scheduler.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-    )
-
-
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     gangs = tmp_path / "gangs.yaml"
     gangs.write_text(GANGS)
     topology = tmp_path / "fabric.yaml"
-    done = rackwise(
+    done = run_cli(
         "topology",
         "generate",
         "-o",
@@ -55,7 +45,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.mark.parametrize("kind", ["yaml", "generate", "lingjun"])
 def test_place_json_on_every_topology_source(files, kind):
-    done = rackwise(
+    done = run_cli(
         "place", "--topology", str(files[kind]), "--gangs", str(files["gangs"]), "--json"
     )
     assert done.returncode == 0, done.stderr
@@ -69,7 +59,7 @@ def test_place_json_on_every_topology_source(files, kind):
 
 
 def test_place_table_shows_ranks_cost_and_exit_1_when_a_gang_waits(files):
-    done = rackwise("place", "--topology", str(files["yaml"]), "--gangs", str(files["gangs"]))
+    done = run_cli("place", "--topology", str(files["yaml"]), "--gangs", str(files["gangs"]))
     assert done.returncode == 1  # one gang could not be placed
     assert "ranks 0-" in done.stdout
     assert "optimal" in done.stdout
@@ -77,7 +67,7 @@ def test_place_table_shows_ranks_cost_and_exit_1_when_a_gang_waits(files):
 
 
 def test_topology_show_prints_free_capacity(files):
-    done = rackwise("topology", "show", str(files["lingjun"]))
+    done = run_cli("topology", "show", str(files["lingjun"]))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("fabric: 6776/6776 GPUs free")
     assert "spine P10" in done.stdout
@@ -102,7 +92,7 @@ def test_topology_show_prints_free_capacity(files):
     ],
 )
 def test_bad_input_one_line_exit_2(files, args, message):
-    done = rackwise(*(a.format(yaml=files["yaml"], gangs=files["gangs"]) for a in args))
+    done = run_cli(*(a.format(yaml=files["yaml"], gangs=files["gangs"]) for a in args))
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stderr.count("\n") == 1
@@ -112,7 +102,7 @@ def test_bad_input_one_line_exit_2(files, args, message):
 def test_bad_gang_field_names_file_and_field(tmp_path, files):
     bad = tmp_path / "bad.yaml"
     bad.write_text("- {name: a, pods: 2, pool: gpu-pool}\n")
-    done = rackwise("place", "--topology", str(files["yaml"]), "--gangs", str(bad))
+    done = run_cli("place", "--topology", str(files["yaml"]), "--gangs", str(bad))
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"rackwise: error: {bad}: gangs[0].pool: unknown pool 'gpu-pool'; "
@@ -125,7 +115,7 @@ def test_state_file_marks_usage_and_down_hosts(tmp_path, files):
     state.write_text("used: [{host: h0-0, gpus: 8}]\ndown: [h0-1]\n")
     gangs = tmp_path / "one.yaml"
     gangs.write_text("- {name: one, pods: 1, gpus_per_pod: 8}\n")
-    done = rackwise(
+    done = run_cli(
         "place",
         "--topology",
         str(files["yaml"]),

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from scheduler.simulation.api import simulate
 from scheduler.simulation.scenario import ScenarioError, load_scenario
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIO = """
@@ -87,16 +86,6 @@ def test_scenario_errors_name_the_field(tmp_path):
         load_scenario(path)
 
 
-def rackwise(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "scheduler.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -105,7 +94,7 @@ def rackwise(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args, message, tmp_path):
-    done = rackwise(*args, "--out", str(tmp_path / "o"))
+    done = run_cli(*args, "--out", str(tmp_path / "o"))
     assert done.returncode == 2
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -114,13 +103,13 @@ def test_cli_bad_input_is_one_line_exit_2(args, message, tmp_path):
 
 def test_cli_bad_trace_row_then_skip(scenario, tmp_path):
     (scenario.parent / "jobs.csv").write_text(JOBS + "bad,0,-1,8,training\n")
-    done = rackwise("simulate", str(scenario), "--out", str(tmp_path / "o"))
+    done = run_cli("simulate", str(scenario), "--out", str(tmp_path / "o"))
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"rackwise: error: {scenario.parent / 'jobs.csv'}:32: duration_s: "
         "Input should be greater than 0"
     )
-    done = rackwise(
+    done = run_cli(
         "simulate",
         str(scenario),
         "--out",
