@@ -3,6 +3,7 @@ scheduling cycles calling `place_one()`, completions, and optional node failures
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -161,9 +162,8 @@ class Simulation:
 
     def _enqueue(self, state: JobState) -> None:
         queue = self.queues.setdefault(state.gang.pool, [])
-        queue.append(state)
         # priority first, then arrival order (FIFO); restarted jobs keep their original place
-        queue.sort(key=lambda s: (-s.gang.priority, s.order))
+        bisect.insort(queue, state, key=lambda s: (-s.gang.priority, s.order))
 
     def _cycle(self, now: float) -> None:
         for pool, queue in self.queues.items():
