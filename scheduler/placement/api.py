@@ -6,6 +6,8 @@ import functools
 import time
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.topology import LEVELS
@@ -129,14 +131,14 @@ def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig
 
 
 def _fits_one_spine(capacity: Capacity) -> bool:
+    """Would one spine of the gang's pool hold it if nothing else ran there?"""
     gang = capacity.gang
     fabric = capacity.snapshot.fabric
-    per_spine: dict[int, int] = {}
-    for h, host in enumerate(fabric.hosts):
-        if host.pool == gang.pool and gang.gpus_per_pod:
-            spine = fabric.domain[SPINE][h]
-            per_spine[spine] = per_spine.get(spine, 0) + host.gpus // gang.gpus_per_pod
-    return max(per_spine.values(), default=0) >= gang.pods
+    pool = fabric.pool_mask.get(gang.pool)
+    if pool is None or not gang.gpus_per_pod:
+        return False
+    pods = np.bincount(fabric.columns[SPINE][pool], weights=fabric.gpus[pool] // gang.gpus_per_pod)
+    return bool(pods.max(initial=0) >= gang.pods)
 
 
 def _unplaceable(gang: GangRequest, policy: str, reason: str, start: float) -> Placement:
