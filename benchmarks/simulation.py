@@ -104,10 +104,11 @@ def llm_era(jobs_n: int, target: float, background: float, patience: float, work
     for base in ("kueue-best-fit", "slurm-tree"):
         theirs = metrics[base]
         if not theirs["cross_spine_gb"] or not theirs["cross_rack_gb"]:
+            # a ratio to zero is undefined: give both sides' totals instead
             print(
-                f"rackwise / {base}: {base} sent no cross-rack or cross-spine bytes; "
-                f"rackwise sent {ours['cross_rack_gb']:.3g} GB cross-rack, "
-                f"{ours['cross_spine_gb']:.3g} GB cross-spine"
+                f"rackwise / {base}: cross-rack GB {ours['cross_rack_gb']:.3g} vs "
+                f"{theirs['cross_rack_gb']:.3g}, cross-spine GB {ours['cross_spine_gb']:.3g} vs "
+                f"{theirs['cross_spine_gb']:.3g}"
             )
             continue
         print(

@@ -23,7 +23,7 @@ from scheduler.controller.jobs import InvalidSpecError, JobView, key, to_gang
 from scheduler.controller.observability import Metrics
 from scheduler.controller.pods import gang_pods, service
 from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION, ClusterState, StateBuilder
-from scheduler.model import PlaceConfig, Placement
+from scheduler.model import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import place_one
 
 Obj = dict[str, Any]
@@ -141,14 +141,19 @@ class Reconciler:
             placement = place_one(state.snapshot, job.gang, self._config_for(job))
             report.solve_seconds += placement.solve_seconds
             self.metrics.observe(placement)
-            if placement.reason.startswith("waiting"):
+            if placement.status is PlacementStatus.WAITING:
                 self.placeable_since.setdefault(job.uid, time.monotonic())
             if placement.placed:
                 self.placeable_since.pop(job.uid, None)
                 state.snapshot.apply(job.gang, placement)
                 launches.append((job, placement))
             else:
-                self._pending(job, "Unplaceable", placement.reason)
+                waiting = placement.status is PlacementStatus.WAITING
+                self._pending(
+                    job,
+                    "WaitingForCompactPlacement" if waiting else "Unplaceable",
+                    placement.reason,
+                )
                 report.pending += 1
         for job, placement, ok in self._launch_all(launches):
             if ok:

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class PlacementStatus(StrEnum):
     PLACED = "placed"
     UNPLACEABLE = "unplaceable"
+    # a placement exists but the policy chose to wait for a better one (patience)
+    WAITING = "waiting"
 
 
 class PodAssignment(BaseModel):

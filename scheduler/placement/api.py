@@ -71,7 +71,7 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
         return _unplaceable(gang, config.policy, "no placement found within the time limit", start)
     wait = _patience(capacity, counts, config)
     if wait is not None:
-        return _unplaceable(gang, config.policy, wait, start)
+        return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
     proven = None if optimal or not config.report_bound else bound().value
     return finalize(capacity, counts, weights, config.policy, proven, optimal, start, engine)
 
@@ -141,11 +141,17 @@ def _fits_one_spine(capacity: Capacity) -> bool:
     return bool(pods.max(initial=0) >= gang.pods)
 
 
-def _unplaceable(gang: GangRequest, policy: str, reason: str, start: float) -> Placement:
+def _unplaceable(
+    gang: GangRequest,
+    policy: str,
+    reason: str,
+    start: float,
+    status: PlacementStatus = PlacementStatus.UNPLACEABLE,
+) -> Placement:
     return Placement(
         gang=gang.name,
         policy=policy,
-        status=PlacementStatus.UNPLACEABLE,
+        status=status,
         reason=reason,
         solve_seconds=time.perf_counter() - start,
     )

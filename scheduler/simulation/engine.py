@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.slowdown import Reference, slowdown
@@ -180,7 +180,7 @@ class Simulation:
                 attempts += 1
                 since = now if state.placeable_since is None else state.placeable_since
                 placement = self._decide(gang, now - since)
-                if placement.reason.startswith("waiting"):
+                if placement.status is PlacementStatus.WAITING:
                     # patience runs from the first moment the gang could have started; retry
                     # when capacity frees, or when the patience runs out (WAKE)
                     state.failed_epoch = self.epoch.get(pool, 0)

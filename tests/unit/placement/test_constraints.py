@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.model import GangRequest, ParallelShape, PlaceConfig
+from scheduler.model import GangRequest, ParallelShape, PlaceConfig, PlacementStatus
 from scheduler.placement import POLICIES, Snapshot, place, validate
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
@@ -167,7 +167,7 @@ def test_patience_waits_for_one_spine_then_gives_in():
     snapshot.use("h1-1", 8)
     gang = GangRequest(name="g", pods=2, gpus_per_pod=8)
     [waiting] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=10))
-    assert not waiting.placed
+    assert waiting.status is PlacementStatus.WAITING
     assert waiting.reason == (
         "waiting up to 50 s more for a placement inside one spine (the best now spans 2)"
     )
