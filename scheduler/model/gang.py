@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from scheduler.model.constraints import NodeConstraints
 from scheduler.model.topology import LEVELS
 
 
@@ -52,6 +53,8 @@ class GangRequest(BaseModel):
     max_pods_per_rack: int | None = Field(default=None, ge=1)
     # gradient bytes each DP member holds; drives the traffic cost (default: 1 GB per GPU)
     gradient_gb: float = Field(default=1.0, ge=0)
+    # labels and taints a host must answer (nodeSelector, required affinity, tolerations)
+    constraints: NodeConstraints = NodeConstraints()
 
     @model_validator(mode="after")
     def _check(self) -> GangRequest:

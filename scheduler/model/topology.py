@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.model.constraints import Taint
+
 # Fabric levels from the bottom up. "nvlink" and "core" are optional in a spec: a host without an
 # NVLink domain is its own, and a fabric without a core level has a single one.
 LEVELS: tuple[str, ...] = ("host", "nvlink", "rack", "spine", "core")
@@ -70,6 +72,9 @@ class HostSpec(Frozen):
     # level name -> domain name at that level; "rack" is required, others optional.
     domains: dict[str, str]
     labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    # the node's `pods` allocatable: Kubernetes' default kubelet limit unless the node says
+    max_pods: int = Field(default=110, ge=0)
 
     @field_validator("domains")
     @classmethod

@@ -58,11 +58,12 @@ class Capacity:
             ),
             _fit(snapshot.free_mem, gang.memory_mib_per_pod),
         )
+        pods = np.minimum(pods, snapshot.free_pods)
         group = gang.tp_pods
         if group > 1:
             lone = ~np.isin(fabric.columns[1], list(fabric.real_nvlink))
             pods = np.where(lone, pods - pods % group, pods)
-        keep = eligible & snapshot.up_mask() & (pods > 0)
+        keep = eligible & fabric.admits(gang.constraints) & snapshot.up_mask() & (pods > 0)
         index = np.nonzero(keep)[0]
         return cls(snapshot, gang, index, pods[index])
 

@@ -28,6 +28,8 @@ class Snapshot:
     free_gpus: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     free_cpu: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     free_mem: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # pods each host may still take (the node's `pods` allocatable less what runs there)
+    free_pods: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # hosts that take no new pods (cordoned, failed, not ready)
     down: set[int] = field(default_factory=set)
 
@@ -36,6 +38,7 @@ class Snapshot:
         self.free_gpus = _array(self.free_gpus, [h.gpus for h in hosts])
         self.free_cpu = _array(self.free_cpu, [h.cpu_milli for h in hosts])
         self.free_mem = _array(self.free_mem, [h.memory_mib for h in hosts])
+        self.free_pods = _array(self.free_pods, [h.max_pods for h in hosts])
 
     def copy(self) -> Snapshot:
         return Snapshot(
@@ -43,15 +46,19 @@ class Snapshot:
             self.free_gpus.copy(),
             self.free_cpu.copy(),
             self.free_mem.copy(),
+            self.free_pods.copy(),
             set(self.down),
         )
 
-    def use(self, host: str, gpus: int, cpu_milli: int = 0, memory_mib: int = 0) -> None:
+    def use(
+        self, host: str, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, pods: int = 0
+    ) -> None:
         """Record usage by a workload this scheduler did not place (e.g. a state file)."""
         h = self.fabric.host_index[host]
         self.free_gpus[h] -= gpus
         self.free_cpu[h] -= cpu_milli
         self.free_mem[h] -= memory_mib
+        self.free_pods[h] -= pods
 
     def apply(self, gang: GangRequest, placement: Placement, sign: int = 1) -> None:
         """Take (sign=1) or give back (sign=-1) the resources of a placed gang."""
@@ -61,6 +68,7 @@ class Snapshot:
             self.free_gpus[h] -= sign * pods * gang.gpus_per_pod
             self.free_cpu[h] -= sign * pods * gang.cpu_milli_per_pod
             self.free_mem[h] -= sign * pods * gang.memory_mib_per_pod
+            self.free_pods[h] -= sign * pods
 
     def release(self, gang: GangRequest, placement: Placement) -> None:
         self.apply(gang, placement, sign=-1)

@@ -35,6 +35,10 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
             raise InvalidPlacementError(f"{gang.name}: host {host} is in pool {spec.pool}")
         if h in snapshot.down:
             raise InvalidPlacementError(f"{gang.name}: host {host} is down")
+        if not gang.constraints.admits(spec.labels, spec.taints):
+            raise InvalidPlacementError(f"{gang.name}: host {host} fails the node constraints")
+        if pods > snapshot.free_pods[h]:
+            raise InvalidPlacementError(f"{gang.name}: host {host} is over its pod limit")
         for free, need, what in (
             (snapshot.free_gpus[h], gang.gpus_per_pod, "GPUs"),
             (snapshot.free_cpu[h], gang.cpu_milli_per_pod, "CPU"),

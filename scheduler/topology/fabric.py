@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.model.constraints import NodeConstraints
 from scheduler.model.topology import LEVELS, HostSpec, TopologySpec
 
 ROOT = "fabric"
@@ -130,6 +131,23 @@ class Fabric:
     def pool_mask(self) -> dict[str, npt.NDArray[np.bool_]]:
         pools = np.asarray([h.pool for h in self.hosts])
         return {str(p): pools == p for p in np.unique(pools)}
+
+    def admits(self, constraints: NodeConstraints) -> npt.NDArray[np.bool_]:
+        """Hosts whose labels and taints admit a pod with these constraints. Gangs mostly share
+        a handful of constraint sets, so each mask is computed once per fabric."""
+        mask = self._admits.get(constraints)
+        if mask is None:
+            mask = np.fromiter(
+                (constraints.admits(h.labels, h.taints) for h in self.hosts),
+                dtype=bool,
+                count=len(self.hosts),
+            )
+            self._admits[constraints] = mask
+        return mask
+
+    @cached_property
+    def _admits(self) -> dict[NodeConstraints, npt.NDArray[np.bool_]]:
+        return {}
 
     @cached_property
     def dfs_position(self) -> dict[int, int]:
