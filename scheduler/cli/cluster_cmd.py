@@ -23,6 +23,9 @@ def operator_cmd(
     ] = None,
     port: Annotated[int | None, typer.Option(help="metrics and probes port (0: any free)")] = 8080,
     resync: Annotated[float | None, typer.Option(help="seconds between full resyncs")] = None,
+    bind_address: Annotated[
+        str, typer.Option(envvar="POD_IP", help="address for metrics and probes (the pod's IP)")
+    ] = "127.0.0.1",
 ) -> None:
     """Run the operator: place TrainingJobs as gangs and bind their pods."""
     from scheduler.controller.config import load_config
@@ -31,7 +34,7 @@ def operator_cmd(
     settings = load_config(config)
     if resync is not None:
         settings = settings.model_copy(update={"resync_s": resync})
-    run(settings, kubeconfig, port)
+    run(settings, kubeconfig, port, host=bind_address)
 
 
 @dev.command("up")

@@ -5,9 +5,30 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from scheduler.controller.podpolicy import PodSecurity
 from scheduler.topology import LabelKeys
+
+
+class LeaderElection(BaseModel):
+    """A coordination.k8s.io/v1 Lease; the holder is the only replica that writes. A leader
+    stops writing once renewDeadline passes without a renewal, before the lease can expire for
+    the others (leaseDuration), so two replicas never write at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    enabled: bool = True
+    namespace: str = "rackwise-system"
+    name: str = "rackwise-operator"
+    lease_s: float = Field(default=15.0, gt=0, alias="leaseDurationSeconds")
+    renew_deadline_s: float = Field(default=10.0, gt=0, alias="renewDeadlineSeconds")
+    retry_s: float = Field(default=2.0, gt=0, alias="retryPeriodSeconds")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElection:
+        if not self.retry_s < self.renew_deadline_s < self.lease_s:
+            raise ValueError("need retryPeriod < renewDeadline < leaseDuration")
+        return self
 
 
 class OperatorConfig(BaseModel):
@@ -21,6 +42,17 @@ class OperatorConfig(BaseModel):
     api_workers: int = Field(default=16, ge=1, alias="apiWorkers")
     # seconds a gang may wait for a placement inside one spine (0: place greedily)
     compact_wait_s: float = Field(default=0.0, ge=0, alias="compactWaitSeconds")
+    # the largest gang accepted; larger jobs are InvalidSpec
+    max_gang_pods: int = Field(default=10_000, ge=1, alias="maxGangPods")
+    # pod creations plus bindings per cycle, shared by every gang being launched
+    launch_budget: int = Field(default=1_000, ge=1, alias="launchPodsPerCycle")
+    # a NotReady node keeps its pods this long before their gang is repaired (as the node
+    # lifecycle controller's default monitor grace period)
+    node_grace_s: float = Field(default=40.0, ge=0, alias="nodeNotReadyGraceSeconds")
+    pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
+    leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
+    # every API call gives up after this long, so a silent partition cannot hang a cycle
+    api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
 
 
 def load_config(path: Path | None) -> OperatorConfig:

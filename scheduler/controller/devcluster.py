@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from scheduler.controller.cluster import OPERATOR_USER, REPO, LocalCluster
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.fake import create_nodes
@@ -34,19 +36,51 @@ def operator_command(kubeconfig: Path, port: int, config: Path | None = None) ->
     ]
 
 
-def install(cluster: LocalCluster) -> None:
-    """CRDs and the operator's RBAC, bound to the operator's token user."""
+def install(cluster: LocalCluster, namespaces: tuple[str, ...] = ("default",)) -> None:
+    """CRDs and the operator's RBAC from manifests/base, bound to the operator's token user
+    (in place of the ServiceAccount), serving the given namespaces."""
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crds"))
+    cluster.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
     cluster.kubectl("apply", "-f", str(MANIFESTS / "rbac" / "clusterrole.yaml"))
+    bindings = yaml.safe_load_all((MANIFESTS / "rbac" / "rolebinding.yaml").read_text())
+    roles = [d for d in bindings if d and d["kind"] == "Role"]
+    cluster.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": roles})
+    )
+    user = f"--user={OPERATOR_USER}"
     cluster.kubectl(
         "create",
         "clusterrolebinding",
         "rackwise-operator-user",
         "--clusterrole=rackwise-operator",
-        f"--user={OPERATOR_USER}",
+        user,
     )
     cluster.kubectl(
+        "create",
+        "rolebinding",
+        "rackwise-leader-election-user",
+        "-n",
+        "rackwise-system",
+        "--role=rackwise-leader-election",
+        user,
+    )
+    for namespace in namespaces:
+        serve_namespace(cluster, namespace)
+    cluster.kubectl(
         "wait", "--for=condition=Established", "crd/trainingjobs.rackwise.io", "--timeout=60s"
+    )
+
+
+def serve_namespace(cluster: LocalCluster, namespace: str) -> None:
+    """What rolebinding.yaml does for `default`: the operator may run jobs in `namespace`."""
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "rackwise-workloads-user",
+        "-n",
+        namespace,
+        "--clusterrole=rackwise-workloads",
+        f"--user={OPERATOR_USER}",
     )
 
 

@@ -48,12 +48,27 @@ def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
     }
 
 
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
 def create_nodes(gateway: Gateway, spec: TopologySpec, config: OperatorConfig) -> None:
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda h: gateway.create_node(node_manifest(h, config)), spec.hosts))
+        list(pool.map(lambda h: _create_ready(gateway, node_manifest(h, config)), spec.hosts))
+
+
+def _create_ready(gateway: Gateway, body: Obj) -> None:
+    """Create the node, then do what the node lifecycle controller does for a Ready node: lift
+    the not-ready taint the API server's admission puts on every new node."""
+    gateway.create_node(body)
+    gateway.patch_node(body["metadata"]["name"], {"spec": {"taints": body["spec"]["taints"]}})
 
 
 def set_ready(gateway: Gateway, node: str, ready: bool) -> None:
+    """The kubelet's Ready condition, and the not-ready taint the lifecycle controller keeps in
+    step with it."""
+    current = next(n for n in gateway.nodes() if n["metadata"]["name"] == node)
+    taints = [t for t in current["spec"].get("taints") or [] if t["key"] != NOT_READY["key"]]
+    gateway.patch_node(node, {"spec": {"taints": taints if ready else [*taints, NOT_READY]}})
     condition = {
         "type": "Ready",
         "status": "True" if ready else "False",

@@ -12,30 +12,60 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
 import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
+log = structlog.get_logger("rackwise")
 Obj = dict[str, Any]
 
 
 class ApiError(RuntimeError):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status} {reason}")
+    """A failed API call: the HTTP status (0 when no answer came) and the server's message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status} {message}")
         self.status = status
+        self.message = message
+
+    @property
+    def rejected(self) -> bool:
+        """The server refused the request itself (invalid, forbidden, not found): sending it
+        again unchanged will fail again."""
+        return self.status in (400, 403, 404, 422)
+
+
+def _message(status: int, body: bytes | str | None) -> str:
+    """The `message` of a Kubernetes Status body, else the body's start."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        found = json.loads(text).get("message")
+    except (ValueError, AttributeError):
+        found = None
+    return str(found or text or f"HTTP {status}")[:600]
+
+
+# (connect, read) seconds for every call; set from the config when a Gateway is made
+TIMEOUT: list[tuple[float, float]] = [(5.0, 30.0)]
 
 
 def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        response = fn(*args, _preload_content=False, **kwargs)
+        response = fn(*args, _preload_content=False, _request_timeout=TIMEOUT[0], **kwargs)
     except ApiException as exc:
-        raise ApiError(exc.status or 0, f"{exc.reason}: {str(exc.body)[:300]}") from exc
+        raise ApiError(exc.status or 0, _message(exc.status or 0, exc.body)) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
     return json.loads(response.data) if response.data else {}
 
 
 class Gateway:
-    def __init__(self, kubeconfig: Path | None = None, pool_size: int = 32) -> None:
+    def __init__(
+        self, kubeconfig: Path | None = None, pool_size: int = 32, timeout_s: float = 30.0
+    ) -> None:
+        TIMEOUT[0] = (min(5.0, timeout_s), timeout_s)
         configuration = client.Configuration()
         if kubeconfig is not None:
             config.load_kube_config(str(kubeconfig), client_configuration=configuration)
@@ -47,6 +77,7 @@ class Gateway:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+        self.coordination = client.CoordinationV1Api(self.api)
 
     # reads
     def nodes(self) -> list[Obj]:
@@ -57,9 +88,6 @@ class Gateway:
 
     def jobs(self) -> list[Obj]:
         return list(_call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"])
-
-    def config_map(self, namespace: str, name: str) -> Obj:
-        return dict(_call(self.core.read_namespaced_config_map, name, namespace))
 
     # writes
     def create_pod(self, namespace: str, body: Obj) -> None:
@@ -83,15 +111,21 @@ class Gateway:
         for setting in configuration.auth_settings().values():  # token auth, as the client does
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
-        response = self.api.rest_client.pool_manager.request(
-            "POST",
-            configuration.host + path,
-            body=json.dumps(body).encode(),
-            headers=headers,
-            preload_content=True,
-        )
+        connect, read = TIMEOUT[0]
+        try:
+            response = self.api.rest_client.pool_manager.request(
+                "POST",
+                configuration.host + path,
+                body=json.dumps(body).encode(),
+                headers=headers,
+                preload_content=True,
+                timeout=urllib3.Timeout(connect=connect, read=read),
+                retries=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
         if response.status >= 300:
-            raise ApiError(response.status, response.data.decode(errors="replace")[:300])
+            raise ApiError(response.status, _message(response.status, response.data))
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         try:
@@ -108,6 +142,7 @@ class Gateway:
                 raise
 
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:
+        """Merge patch of .status: a key set to None is removed."""
         _call(
             self.custom.patch_namespaced_custom_object_status,
             GROUP,
@@ -118,24 +153,29 @@ class Gateway:
             {"status": status},
         )
 
-    def event(self, job: Obj, kind: str, reason: str, message: str) -> None:
-        meta = job["metadata"]
-        body = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "TrainingJob",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta["uid"],
-            },
-            "type": kind,
-            "reason": reason,
-            "message": message[:1000],
-            "source": {"component": "rackwise"},
-            "count": 1,
-        }
-        _call(self.core.create_namespaced_event, meta["namespace"], body)
+    def create_event(self, namespace: str, body: Obj) -> str:
+        """Create an Event; returns its name for later aggregation."""
+        made = _call(self.core.create_namespaced_event, namespace, body)
+        return str(made["metadata"]["name"])
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
+        _call(self.core.patch_namespaced_event, name, namespace, patch)
+
+    # leader election
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return dict(_call(self.coordination.read_namespaced_lease, name, namespace))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create_lease(self, namespace: str, body: Obj) -> Obj:
+        return dict(_call(self.coordination.create_namespaced_lease, namespace, body))
+
+    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        """Optimistic: body carries the resourceVersion read, so a racing writer gets 409."""
+        return dict(_call(self.coordination.replace_namespaced_lease, name, namespace, body))
 
     # used by the fake kubelet and test fixtures (admin rights), never by the operator
     def create_node(self, body: Obj) -> None:
@@ -143,6 +183,9 @@ class Gateway:
 
     def delete_node(self, name: str) -> None:
         _call(self.core.delete_node, name)
+
+    def patch_node(self, name: str, patch: Obj) -> None:
+        _call(self.core.patch_node, name, patch)
 
     def patch_node_status(self, name: str, status: Obj) -> None:
         _call(self.core.patch_node_status, name, {"status": status})
@@ -170,9 +213,14 @@ def _watch(
 ) -> None:
     while not stop.is_set():
         try:
-            for _ in watch.Watch().stream(fn, *args, timeout_seconds=30):
+            stream = watch.Watch().stream(
+                fn, *args, timeout_seconds=30, _request_timeout=(TIMEOUT[0][0], 60)
+            )
+            for _ in stream:
                 wake()
                 if stop.is_set():
                     return
-        except Exception:
+        except Exception:  # any failure of a watch means: wake the loop, watch again
+            log.warning("watch failed; watching again", exc_info=True)
+            wake()
             stop.wait(1.0)

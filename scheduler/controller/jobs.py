@@ -1,21 +1,42 @@
-"""TrainingJob objects -> gang requests. What the CRD schema cannot check is checked here and
-reported as a condition, never as a crash."""
+"""TrainingJob objects -> gang requests and the pod spec every replica shares.
+
+Each job is translated on its own; whatever is wrong with it becomes an InvalidSpecError naming
+the field, which the reconciler reports on that job alone."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from scheduler.controller.state import MI, quantity
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podpolicy import check_owned_fields, check_security
+from scheduler.controller.quantity import parse
+from scheduler.controller.resources import Charge, charge
+from scheduler.controller.spec import (
+    DNS_LABEL,
+    InvalidSpecError,
+    PodSpec,
+    TrainingJobSpec,
+    describe,
+    parse_spec,
+)
 from scheduler.model import GangRequest, ParallelShape
+from scheduler.model.constraints import (
+    MatchOperator,
+    NodeConstraints,
+    Requirement,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+)
+from scheduler.pools import PoolPolicy
 
 Obj = dict[str, Any]
 
-
-class InvalidSpecError(ValueError):
-    pass
+__all__ = ["InvalidSpecError", "JobView", "key", "translate"]
 
 
 def key(job: Obj) -> str:
@@ -27,6 +48,8 @@ def key(job: Obj) -> str:
 class JobView:
     obj: Obj
     gang: GangRequest
+    spec: TrainingJobSpec
+    pod_spec: Obj  # the rendered spec every replica starts from
 
     @property
     def namespace(self) -> str:
@@ -41,33 +64,135 @@ class JobView:
         return str(self.obj["metadata"]["uid"])
 
 
-def to_gang(job: Obj) -> GangRequest:
-    spec = job.get("spec") or {}
-    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers")
-    if not containers:
-        raise InvalidSpecError("spec.template.spec.containers must list at least one container")
-    topology = spec.get("topology") or {}
-    shape = spec.get("parallelism")
+def translate(job: Obj, config: OperatorConfig) -> JobView:
+    spec = parse_spec(job)
+    _check_names(job, spec)
+    if spec.replicas > config.max_gang_pods:
+        raise InvalidSpecError(
+            f"spec.replicas: {spec.replicas} exceeds the operator's limit of "
+            f"{config.max_gang_pods} pods per gang (maxGangPods)"
+        )
+    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    check_owned_fields(spec, config.scheduler_name, policy.label_key, policy.taint_key)
+    check_security(spec, job["metadata"]["namespace"], config.pod_security)
+    pod_spec = render(job["spec"]["template"].get("spec") or {}, spec, config)
+    per_pod = _charge(pod_spec, spec, config)
+    return JobView(job, _gang(job, spec, per_pod, config), spec, pod_spec)
+
+
+def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
+    """The Service is named after the job and each pod's hostname is `<job>-<rank>`: both must
+    be DNS labels, so a name the API server would refuse is reported before any pod exists."""
+    name = str(job["metadata"]["name"])
+    if not DNS_LABEL.match(name) or not name[0].isalpha():
+        raise InvalidSpecError(
+            f"metadata.name: {name[:80]!r} must start with a letter and hold only a-z, 0-9 "
+            "and '-' (it names the gang's Service)"
+        )
+    longest = f"{name}-{spec.replicas - 1}"
+    if len(longest) > 63:
+        raise InvalidSpecError(
+            f"metadata.name: pod hostnames such as {longest[:40]}... would exceed 63 characters; "
+            f"use a name of at most {62 - len(str(spec.replicas - 1))}"
+        )
+
+
+def render(template_spec: Obj, spec: TrainingJobSpec, config: OperatorConfig) -> Obj:
+    """The template's pod spec with the gang's resources on its first container and the fields
+    the scheduler owns set. Unknown fields pass through as the user wrote them."""
+    pod = copy.deepcopy(template_spec)
+    first = pod["containers"][0]
+    resources = first.setdefault("resources", {})
+    limits = resources.setdefault("limits", {})
+    requests = resources.setdefault("requests", {})
+    gpu = config.gpu_resource
+    for where, given in (("limits", limits.get(gpu)), ("requests", requests.get(gpu))):
+        if given is not None and parse(given) != spec.gpus_per_replica:
+            raise InvalidSpecError(
+                f"spec.template.spec.containers.0.resources.{where}.{gpu}: {given} disagrees "
+                f"with spec.gpusPerReplica={spec.gpus_per_replica}"
+            )
+    if spec.gpus_per_replica:
+        limits[gpu] = str(spec.gpus_per_replica)
+    for value, name in ((spec.cpu_per_replica, "cpu"), (spec.memory_per_replica, "memory")):
+        if value is None:
+            continue
+        given = requests.get(name)
+        if given is not None and parse(given) != parse(value):
+            raise InvalidSpecError(
+                f"spec.template.spec.containers.0.resources.requests.{name}: {given} disagrees "
+                f"with spec.{name}PerReplica={value}"
+            )
+        requests[name] = str(value)
+    pod["schedulerName"] = config.scheduler_name
+    return pod
+
+
+def _charge(pod_spec: Obj, spec: TrainingJobSpec, config: OperatorConfig) -> Charge:
+    """What one pod holds on its node, sidecars and init containers included: the charge the
+    snapshot takes, so capacity is never counted from gpusPerReplica alone."""
+    per_pod = charge(pod_spec, config.gpu_resource)
+    if per_pod.gpus != spec.gpus_per_replica:
+        raise InvalidSpecError(
+            f"spec.template.spec: each pod would request {per_pod.gpus} {config.gpu_resource} "
+            f"(all containers, init containers and overhead) but spec.gpusPerReplica is "
+            f"{spec.gpus_per_replica}; only the first container gets the job's GPUs"
+        )
+    return per_pod
+
+
+def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConfig) -> GangRequest:
+    topology = spec.topology
     try:
         return GangRequest(
             name=key(job),
-            pods=int(spec["replicas"]),
-            gpus_per_pod=int(spec.get("gpusPerReplica", 8)),
-            cpu_milli_per_pod=quantity(spec.get("cpuPerReplica"), 1000),
-            memory_mib_per_pod=quantity(spec.get("memoryPerReplica"), divide=MI),
-            pool=spec.get("pool", "training"),
-            required_level=topology.get("requiredLevel"),
-            preferred_levels={
-                p["level"]: float(p.get("weight", 1.0))
-                for p in topology.get("preferredLevels") or []
-            },
-            shape=ParallelShape(**shape) if shape else None,
-            priority=int(spec.get("priority", 0)),
-            max_pods_per_rack=spec.get("maxReplicasPerRack"),
+            pods=spec.replicas,
+            gpus_per_pod=per_pod.gpus,
+            cpu_milli_per_pod=per_pod.cpu_milli,
+            memory_mib_per_pod=per_pod.memory_mib,
+            pool=spec.pool.value,
+            required_level=topology.required_level,
+            preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
+            shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
+            priority=spec.priority,
+            max_pods_per_rack=spec.max_replicas_per_rack,
+            constraints=constraints(spec.template.spec, spec.pool.value, config),
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InvalidSpecError(f"{where}: {err['msg']}" if where else err["msg"]) from exc
-    except (ValueError, ArithmeticError) as exc:
-        raise InvalidSpecError(str(exc)) from exc
+        raise InvalidSpecError(describe(exc, "spec")) from exc
+
+
+def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstraints:
+    """The template's nodeSelector, required node affinity and tolerations, plus the pool's
+    selector and toleration the operator adds to every pod."""
+    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    selector = {**pod.node_selector, **policy.node_selector(pool)}
+    required = pod.affinity.node_affinity if pod.affinity else None
+    terms = required.required_during_scheduling_ignored_during_execution if required else None
+    affinity = tuple(
+        tuple(
+            Requirement(key=r.key, operator=MatchOperator(r.operator), values=tuple(r.values))
+            for r in term.match_expressions
+        )
+        for term in (terms.node_selector_terms if terms else [])
+    )
+    own = Toleration(key=policy.taint_key, value=pool, effect=TaintEffect.NO_SCHEDULE)
+    tolerations = (
+        *(
+            Toleration(
+                key=t.key,
+                operator=TolerationOperator(t.operator),
+                value=t.value,
+                effect=TaintEffect(t.effect) if t.effect else None,
+            )
+            for t in pod.tolerations
+        ),
+        own,
+    )
+    return NodeConstraints(
+        selector=tuple(sorted(selector.items())), affinity=affinity, tolerations=tolerations
+    )
+
+
+def total_gpus(spec: TrainingJobSpec | None) -> int:
+    return spec.replicas * spec.gpus_per_replica if spec else 0

@@ -32,6 +32,31 @@ class Metrics:
         self.last_cycle = Gauge(
             "rackwise_last_cycle_timestamp", "End of the last reconcile", registry=self.registry
         )
+        self.invalid = Gauge(
+            "rackwise_invalid_jobs", "Jobs with an InvalidSpec condition", registry=self.registry
+        )
+        self.launching = Gauge(
+            "rackwise_launching_gangs", "Gangs whose pods are being created", registry=self.registry
+        )
+        self.job_errors = Counter(
+            "rackwise_job_errors",
+            "Unexpected failures while handling one job (logged with the stack)",
+            registry=self.registry,
+        )
+        self.cycle_errors = Counter(
+            "rackwise_cycle_errors", "Cycles that did not complete", registry=self.registry
+        )
+        self.api_errors = Counter(
+            "rackwise_api_errors", "Failed API calls", ["call"], registry=self.registry
+        )
+        self.leader = Gauge(
+            "rackwise_leader", "1 while this replica holds the lease", registry=self.registry
+        )
+
+    def cycle(self, pending: int, invalid: int, launching: int) -> None:
+        self.pending.set(pending)
+        self.invalid.set(invalid)
+        self.launching.set(launching)
 
     def observe(self, placement: Placement) -> None:
         self.attempts.labels("placed" if placement.placed else "unplaceable").inc()
@@ -61,7 +86,7 @@ class Health:
         return time.monotonic() - reference < self.stale_after
 
 
-def serve(port: int, metrics: Metrics, health: Health) -> ThreadingHTTPServer:
+def serve(host: str, port: int, metrics: Metrics, health: Health) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics":
@@ -83,7 +108,7 @@ def serve(port: int, metrics: Metrics, health: Health) -> ThreadingHTTPServer:
         def log_message(self, *_args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

@@ -1,19 +1,85 @@
-"""`rackwise operator`: watch, reconcile, repeat; keep running whatever one cycle meets."""
+"""`rackwise operator`: elect a leader, watch, reconcile, repeat; keep running whatever one cycle
+meets. Only the leader reconciles, and every write it makes is fenced: once its lease is no
+longer certainly held, the write is refused before it leaves the process."""
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import ApiError, Gateway
+from scheduler.controller.leader import AlwaysLeader, Elector
 from scheduler.controller.observability import Health, Metrics, configure_logging, serve
 from scheduler.controller.reconciler import Reconciler
 
+Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
+
+
+class NotLeaderError(ApiError):
+    def __init__(self) -> None:
+        super().__init__(0, "not the leader: write refused")
+
+
+class Fenced:
+    """The gateway's reads as they are, its writes only while `leading()` holds."""
+
+    def __init__(self, gateway: Gateway, leading: Any) -> None:
+        self.gw = gateway
+        self.leading = leading
+
+    def _check(self) -> None:
+        if not self.leading():
+            raise NotLeaderError()
+
+    def nodes(self) -> list[Obj]:
+        return self.gw.nodes()
+
+    def pods(self) -> list[Obj]:
+        return self.gw.pods()
+
+    def jobs(self) -> list[Obj]:
+        return self.gw.jobs()
+
+    def create_pod(self, namespace: str, body: Obj) -> None:
+        self._check()
+        self.gw.create_pod(namespace, body)
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        self._check()
+        self.gw.bind(namespace, pod, node)
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        self._check()
+        self.gw.delete_pod(namespace, pod)
+
+    def ensure_service(self, namespace: str, body: Obj) -> None:
+        self._check()
+        self.gw.ensure_service(namespace, body)
+
+    def patch_status(self, namespace: str, name: str, status: Obj) -> None:
+        self._check()
+        self.gw.patch_status(namespace, name, status)
+
+    def create_event(self, namespace: str, body: Obj) -> str:
+        self._check()
+        return self.gw.create_event(namespace, body)
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
+        self._check()
+        self.gw.patch_event(namespace, name, patch)
+
+
+def identity() -> str:
+    """The pod's name in a cluster (downward API), else host and process."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def run(
@@ -21,40 +87,84 @@ def run(
     kubeconfig: Path | None,
     port: int | None,
     stop: threading.Event | None = None,
+    host: str = "127.0.0.1",
 ) -> None:
     configure_logging()
     stop = stop or threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         if threading.current_thread() is threading.main_thread():
             signal.signal(sig, lambda *_: stop.set())
-    gateway = Gateway(kubeconfig, pool_size=config.api_workers * 2)
+    gateway = Gateway(kubeconfig, config.api_workers * 2, config.api_timeout_s)
     metrics = Metrics()
     health = Health(stale_after=max(30.0, config.resync_s * 6))
     if port is not None:
-        serve(port, metrics, health)
-    reconciler = Reconciler(gateway, config, metrics)
+        server = serve(host, port, metrics, health)
+        log.info("serving metrics and probes", address=f"{host}:{server.server_address[1]}")
+    me = identity()
+    elector = (
+        Elector(gateway, config.leader_election, me)
+        if config.leader_election.enabled
+        else AlwaysLeader()
+    )
+    threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
     wake = threading.Event()
     gateway.watch_all(wake.set, stop)
-    log.info("operator started", scheduler=config.scheduler_name)
+    log.info("operator started", scheduler=config.scheduler_name, identity=me)
+    _loop(config, gateway, elector, metrics, health, wake, stop, me)
+    log.info("operator stopped")
+
+
+def _loop(
+    config: OperatorConfig,
+    gateway: Gateway,
+    elector: Elector | AlwaysLeader,
+    metrics: Metrics,
+    health: Health,
+    wake: threading.Event,
+    stop: threading.Event,
+    me: str,
+) -> None:
+    reconciler: Reconciler | None = None
     while not stop.is_set():
         wake.clear()
-        try:
-            report = reconciler.cycle()
-        except Exception as exc:
-            log.error("reconcile failed", error=f"{exc.__class__.__name__}: {exc}")
+        leading = elector.leading()
+        metrics.leader.set(1 if leading else 0)
+        if not leading:
+            reconciler = None  # a new term starts from the cluster, not from old memory
+            health.beat()  # a standby replica is healthy
+            stop.wait(min(1.0, config.resync_s))
+            continue
+        reconciler = reconciler or Reconciler(Fenced(gateway, elector.leading), config, metrics, me)
+        if _cycle(reconciler, metrics):
+            health.beat()
+            metrics.last_cycle.set_to_current_time()
+        else:
             stop.wait(1.0)
             continue
-        health.beat()
-        metrics.last_cycle.set_to_current_time()
-        if report.placed:
-            log.info(
-                "cycle",
-                placed=report.placed,
-                pods=report.pods_bound,
-                pending=report.pending,
-                seconds=round(report.seconds, 3),
-                solve=round(report.solve_seconds, 3),
-            )
         wake.wait(config.resync_s)
         stop.wait(0.05)  # let a burst of watch events land in one cycle
-    log.info("operator stopped")
+
+
+def _cycle(reconciler: Reconciler, metrics: Metrics) -> bool:
+    try:
+        report = reconciler.cycle()
+    except ApiError as exc:  # the API server is unreachable or refused a list: try again
+        metrics.cycle_errors.inc()
+        log.warning("cycle failed: API unavailable", error=str(exc))
+        return False
+    except Exception:  # a bug outside any one job: logged with its stack; /healthz goes stale
+        metrics.cycle_errors.inc()
+        log.exception("cycle failed")
+        return False
+    if report.placed or report.errors:
+        log.info(
+            "cycle",
+            placed=report.placed,
+            pods=report.pods_bound,
+            pending=report.pending,
+            invalid=report.invalid,
+            errors=report.errors,
+            seconds=round(report.seconds, 3),
+            solve=round(report.solve_seconds, 3),
+        )
+    return True

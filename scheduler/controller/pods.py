@@ -13,12 +13,14 @@ from scheduler.pools import PoolPolicy
 
 Obj = dict[str, Any]
 RANK_LABEL = "rackwise.io/rank"
+GANG_ANNOTATION = "rackwise.io/gang-uid"
+API_VERSION = "rackwise.io/v1alpha1"
 MASTER_PORT = 29500
 
 
 def owner(job: JobView) -> Obj:
     return {
-        "apiVersion": "rackwise.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "TrainingJob",
         "name": job.name,
         "uid": job.uid,
@@ -55,27 +57,23 @@ def _ranks(placement: Placement) -> list[tuple[int, str]]:
 
 
 def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
-    template = copy.deepcopy(job.obj["spec"].get("template") or {})
-    meta = template.get("metadata") or {}
-    spec = template.get("spec") or {}
-    gang = job.gang
+    spec = copy.deepcopy(job.pod_spec)
+    meta = job.obj["spec"]["template"].get("metadata") or {}
     policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    pool = job.gang.pool
     name = f"{job.name}-{rank}"
     env = [
         {"name": "RANK", "value": str(rank)},
-        {"name": "WORLD_SIZE", "value": str(gang.pods)},
+        {"name": "WORLD_SIZE", "value": str(job.gang.pods)},
         {"name": "MASTER_ADDR", "value": f"{job.name}-0.{job.name}.{job.namespace}.svc"},
         {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
     ]
-    for i, container in enumerate(spec.get("containers") or []):
+    for container in spec["containers"]:
         container["env"] = [*(container.get("env") or []), *env]
-        if i == 0:
-            _resources(container, gang.gpus_per_pod, job.obj["spec"], config)
-    spec["schedulerName"] = config.scheduler_name
     spec["hostname"] = name
     spec["subdomain"] = job.name
-    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **policy.node_selector(gang.pool)}
-    spec["tolerations"] = [*(spec.get("tolerations") or []), policy.toleration(gang.pool)]
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **policy.node_selector(pool)}
+    spec["tolerations"] = [*(spec.get("tolerations") or []), policy.toleration(pool)]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -88,7 +86,7 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
             "annotations": {
                 **(meta.get("annotations") or {}),
                 NODE_ANNOTATION: host,
-                "rackwise.io/gang-uid": job.uid,
+                GANG_ANNOTATION: job.uid,
             },
             "ownerReferences": [owner(job)],
         },
@@ -96,12 +94,11 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
     }
 
 
-def _resources(container: Obj, gpus: int, spec: Obj, config: OperatorConfig) -> None:
-    resources = container.setdefault("resources", {})
-    limits = resources.setdefault("limits", {})
-    requests = resources.setdefault("requests", {})
-    if gpus:
-        limits[config.gpu_resource] = str(gpus)
-    for field, name in (("cpuPerReplica", "cpu"), ("memoryPerReplica", "memory")):
-        if spec.get(field) is not None:
-            requests[name] = str(spec[field])
+def owned_by(pod: Obj) -> str | None:
+    """The uid of the TrainingJob that controls this pod, or None for a pod rackwise did not
+    create: labels and annotations can be copied by anyone, an owner uid cannot be guessed."""
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        ours = ref.get("kind") == "TrainingJob" and ref.get("apiVersion") == API_VERSION
+        if ours and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None

@@ -1,34 +1,62 @@
 """One reconcile cycle: read everything, fix what is half done, place what is pending.
 
-Level-triggered: every cycle rebuilds the whole picture from the API (nodes, all pods, all
-TrainingJobs), so a restarted operator resumes exactly where the cluster is. A gang is launched
-in two steps, all pods created (each annotated with its node, which reserves the capacity), then
-all bound; a failure in either step deletes the gang's pods again, so a gang is never left
-partly placed. Binding uses the pods/binding subresource, as kube-scheduler does."""
+Contract. Level-triggered: every cycle rebuilds the picture from the API (nodes, pods, jobs),
+so a restarted or newly elected operator resumes exactly where the cluster is. Each job is
+handled on its own: a job that cannot be read becomes that job's InvalidSpec condition, an
+unexpected failure in one job is logged with the job's key and stack and counted, and the cycle
+goes on with the others. The operator touches only pods it created (controller owner reference
+to a live TrainingJob's uid); it charges every pod on a node, whoever placed it. A running gang
+keeps its pods through a NotReady blip shorter than the grace period and through a cordon;
+after that only the lost pods are put back, near the survivors, unless the job asks for a
+whole-gang move. Finished jobs are never run again."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
 from scheduler.controller import status as st
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import ApiError, Gateway
-from scheduler.controller.jobs import InvalidSpecError, JobView, key, to_gang
+from scheduler.controller.events import Recorder, job_ref, node_ref
+from scheduler.controller.gateway import ApiError
+from scheduler.controller.jobs import InvalidSpecError, JobView, key, total_gpus, translate
+from scheduler.controller.launch import Launch, Launcher
 from scheduler.controller.observability import Metrics
-from scheduler.controller.pods import gang_pods, service
-from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION, ClusterState, StateBuilder
-from scheduler.model import PlaceConfig, Placement, PlacementStatus
+from scheduler.controller.pods import RANK_LABEL, owned_by, pod, service
+from scheduler.controller.spec import RepairPolicy
+from scheduler.controller.state import ClusterState, StateBuilder, host_of
+from scheduler.model import PlaceConfig, Placement, PlacementStatus, PodAssignment
 from scheduler.placement import place_one
+from scheduler.placement.cost import domains_spanned, traffic
+from scheduler.placement.repair import piecemeal, repair
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 log = structlog.get_logger("rackwise")
+TERMINAL = ("Succeeded", "Failed")
+WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
+WARNINGS |= {"IncompleteGang", "RepairWaiting"}
+
+
+class Api(Protocol):
+    """What the reconciler needs of the API: the gateway, or a fake in unit tests."""
+
+    def nodes(self) -> list[Obj]: ...
+    def pods(self) -> list[Obj]: ...
+    def jobs(self) -> list[Obj]: ...
+    def create_pod(self, namespace: str, body: Obj) -> None: ...
+    def bind(self, namespace: str, pod: str, node: str) -> None: ...
+    def delete_pod(self, namespace: str, pod: str) -> None: ...
+    def ensure_service(self, namespace: str, body: Obj) -> None: ...
+    def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
+    def create_event(self, namespace: str, body: Obj) -> str: ...
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
 
 
 @dataclass
@@ -36,84 +64,336 @@ class CycleReport:
     placed: int = 0
     pods_bound: int = 0
     pending: int = 0
+    invalid: int = 0
+    errors: int = 0
     solve_seconds: float = 0.0
     seconds: float = 0.0
 
 
 def _order(job: Obj) -> tuple[int, str, str]:
-    spec = job.get("spec") or {}
-    meta = job["metadata"]
-    return (-int(spec.get("priority", 0)), meta.get("creationTimestamp", ""), key(job))
+    priority = (job.get("spec") or {}).get("priority", 0)
+    rank = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+    return (-rank, str(job["metadata"].get("creationTimestamp", "")), key(job))
+
+
+def _bound(fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+    return functools.partial(fn, *args)
+
+
+def _rank(pod: Obj) -> int:
+    text = str((pod["metadata"].get("labels") or {}).get(RANK_LABEL, ""))
+    return int(text) if text.isdigit() else -1
 
 
 class Reconciler:
-    def __init__(self, gateway: Gateway, config: OperatorConfig, metrics: Metrics) -> None:
-        self.gw = gateway
+    def __init__(
+        self,
+        api: Api,
+        config: OperatorConfig,
+        metrics: Metrics,
+        identity: str = "rackwise",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
         self.config = config
         self.metrics = metrics
+        self.clock = clock
         self.builder = StateBuilder(config)
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
         self.place_config = PlaceConfig(
             time_limit_s=config.solver_time_limit_s, compact_wait_s=config.compact_wait_s
         )
+        self.recorder = Recorder(api, identity)
+        self.launcher = Launcher(
+            create=api.create_pod,
+            bind=api.bind,
+            build=lambda launch, rank, host: pod(launch.view, rank, host, config),
+            run=self._map,
+            budget=config.launch_budget,
+        )
+        self.launches: dict[str, Launch] = {}  # job uid -> launch in progress
         self.placeable_since: dict[str, float] = {}  # job uid -> first time it could start
         self.backoff: dict[str, tuple[float, float]] = {}  # job uid -> (retry at, delay)
+        self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
+        self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
 
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
         report = CycleReport()
-        nodes, pods, jobs = self.gw.nodes(), self.gw.pods(), self.gw.jobs()
+        nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
         state = self.builder.build(nodes, pods)
-        by_job: dict[str, list[Obj]] = {}
-        for pod in pods:
-            owner = (pod["metadata"].get("labels") or {}).get(JOB_LABEL)
-            if owner:
-                by_job.setdefault(f"{pod['metadata']['namespace']}/{owner}", []).append(pod)
-        live = {key(j): j for j in jobs}
-        self._delete_orphans(p for k, ps in by_job.items() if k not in live for p in ps)
+        self._watch_nodes(nodes, state)
+        owned: dict[str, list[Obj]] = {}
+        for p in pods:
+            uid = owned_by(p)
+            if uid is not None:
+                owned.setdefault(uid, []).append(p)
+        live = {str(j["metadata"]["uid"]): j for j in jobs}
+        self.launches = {u: launch for u, launch in self.launches.items() if u in live}
+        self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
+        if state is not None:
+            for launch in self.launches.values():
+                launch.reserve(state.snapshot)
         pending: list[JobView] = []
         for job in sorted(jobs, key=_order):
-            try:
-                view = JobView(job, to_gang(job))
-            except InvalidSpecError as exc:
-                self._invalid(job, str(exc))
-                continue
-            mine = by_job.get(key(job), [])
-            if mine:
-                self._existing(view, mine, state)
-            else:
-                pending.append(view)
+            self._isolated(job, report, _bound(self._job, job, owned, state, pending))
         self._place(pending, state, report)
+        self._launch(report)
+        self.recorder.forget(set(live) | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
-        self.metrics.pending.set(report.pending)
+        self.metrics.cycle(report.pending, report.invalid, len(self.launches))
         return report
 
-    # jobs that already have pods
-    def _existing(self, job: JobView, pods: list[Obj], state: ClusterState | None) -> None:
-        stale = [p for p in pods if _annotation(p, "rackwise.io/gang-uid") != job.uid]
-        if stale:  # left by an earlier job of the same name
-            self._delete_orphans(stale)
-            return
+    def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
+        try:
+            handle()
+        except InvalidSpecError as exc:
+            report.invalid += 1
+            self._invalid(job, str(exc))
+        except Exception:  # one job's surprise must not stop the others; its stack is logged
+            report.errors += 1
+            self.metrics.job_errors.inc()
+            log.exception("job handling failed", job=key(job))
+
+    # nodes
+    def _watch_nodes(self, nodes: list[Obj], state: ClusterState | None) -> None:
+        now = self.clock()
         ready = state.ready if state else set()
-        complete = len(pods) == job.gang.pods
-        targets = {_annotation(p, NODE_ANNOTATION) for p in pods}
-        if not complete or not targets <= ready:
-            reason = "NodeLost" if complete else "IncompleteGang"
-            self._rollback(job, pods, reason, f"{reason}: the gang will be placed again")
+        names = set()
+        for node in nodes:
+            name = node["metadata"]["name"]
+            names.add(name)
+            if name in ready:
+                self.not_ready_since.pop(name, None)
+            else:
+                self.not_ready_since.setdefault(name, now)
+            reason = state.excluded.get(name) if state else None
+            if reason and (name, reason) not in self.noted_nodes:
+                self.noted_nodes.add((name, reason))
+                self._try(self.recorder.record, node_ref(node), "Warning", "NodeIgnored", reason)
+        self.node_names = names
+        self.not_ready_since = {n: t for n, t in self.not_ready_since.items() if n in names}
+        self.noted_nodes = {(n, r) for n, r in self.noted_nodes if n in names}
+
+    def _lost(self, node: str | None) -> bool:
+        """Gone, or NotReady for longer than the grace period. A cordoned node is not lost,
+        and a node rackwise ignores (no labels) keeps the pods already on it."""
+        if node is None or node not in self.node_names:
+            return True
+        since = self.not_ready_since.get(node)
+        return since is not None and self.clock() - since > self.config.node_grace_s
+
+    # jobs
+    def _job(
+        self,
+        job: Obj,
+        owned: dict[str, list[Obj]],
+        state: ClusterState | None,
+        pending: list[JobView],
+    ) -> None:
+        uid = str(job["metadata"]["uid"])
+        if (job.get("status") or {}).get("phase") in TERMINAL or uid in self.launches:
+            return
+        view = translate(job, self.config)
+        pods = owned.get(uid, [])
+        if pods:
+            self._existing(view, pods, state)
+        else:
+            pending.append(view)
+
+    def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+        phases = [p.get("status", {}).get("phase") for p in pods]
+        done = len(pods) == view.gang.pods and all(p == "Succeeded" for p in phases)
+        if "Failed" in phases or done:
+            self._running_status(view, pods)
+            return
+        lost = [p for p in pods if self._lost(host_of(p))]
+        if lost:
+            self._node_lost(view, pods, lost)
+            return
+        if len(pods) < view.gang.pods:
+            if self._was_placed(view) and all(p["spec"].get("nodeName") for p in pods):
+                self._repair(view, pods, state)
+            else:
+                self._rollback(view, pods, "IncompleteGang", "the gang will be placed again")
             return
         unbound = [p for p in pods if not p["spec"].get("nodeName")]
         if unbound and not self._bind_all(unbound):
-            self._rollback(job, pods, "BindFailed", "binding failed; the gang will be placed again")
+            self._rollback(
+                view, pods, "BindFailed", "binding failed; the gang will be placed again"
+            )
             return
-        self._running_status(job, pods)
+        self._running_status(view, pods)
 
-    def _running_status(self, job: JobView, pods: list[Obj]) -> None:
+    def _was_placed(self, view: JobView) -> bool:
+        phase = (view.obj.get("status") or {}).get("phase")
+        return phase in ("Placed", "Running", "Repairing") and self._repairable(view)
+
+    def _repairable(self, view: JobView) -> bool:
+        return view.spec.repair is RepairPolicy.LOST_PODS and piecemeal(view.gang)
+
+    def _node_lost(self, view: JobView, pods: list[Obj], lost: list[Obj]) -> None:
+        nodes = sorted({str(host_of(p)) for p in lost})
+        where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "")
+        if not self._repairable(view):
+            self._rollback(view, pods, "NodeLost", f"node {where} lost; moving the whole gang")
+            return
+        self._delete(lost)
+        message = f"node {where} lost; re-placing {len(lost)} of {len(pods)} pods near the rest"
+        self._set(view, "Repairing", [self._cond(view, "Placed", False, "NodeLost", message)])
+
+    def _repair(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+        if state is None or self._backing_off(view.uid):
+            return
+        survivors = {_rank(p): str(host_of(p)) for p in pods}
+        missing = sorted(set(range(view.gang.pods)) - set(survivors))
+        found = repair(state.snapshot, view.gang, survivors, missing, self.place_config)
+        if found is None:
+            message = f"no room for {len(missing)} lost pods near the rest of the gang yet"
+            cond = self._cond(view, "Placed", False, "RepairWaiting", message)
+            self._set(view, "Repairing", [cond])
+            return
+        state.snapshot.apply(view.gang, found)
+        whole = self._combined(state, view, survivors, found)
+        self.launches[view.uid] = Launch(view, found, whole, repair=True)
+
+    def _combined(
+        self, state: ClusterState, view: JobView, survivors: dict[int, str], found: Placement
+    ) -> Placement:
+        kept = [PodAssignment(rank=r, host=h) for r, h in survivors.items()]
+        pods = tuple(sorted([*kept, *found.pods], key=lambda p: p.rank))
+        fabric = state.fabric
+        cost = traffic(fabric, view.gang, pods)
+        hosts = [fabric.host_index[p.host] for p in pods if p.host in fabric.host_index]
+        return found.model_copy(
+            update={
+                "pods": pods,
+                "domains": domains_spanned(fabric, hosts),
+                "cost": cost.cost,
+                "bound": None,
+                "gap": None,
+                "optimal": False,
+                "engine": "repair",
+            }
+        )
+
+    # pending jobs
+    def _place(
+        self, pending: list[JobView], state: ClusterState | None, report: CycleReport
+    ) -> None:
+        for view in pending:
+            report.pending += 1
+            if self._backing_off(view.uid):
+                continue
+            if state is None:
+                self._pending(view, "NoNodes", "the cluster has no labelled nodes")
+                continue
+            self._isolated(view.obj, report, _bound(self._place_one, view, state, report))
+
+    def _place_one(self, view: JobView, state: ClusterState, report: CycleReport) -> None:
+        placement = place_one(state.snapshot, view.gang, self._config_for(view))
+        report.solve_seconds += placement.solve_seconds
+        self.metrics.observe(placement)
+        if placement.status is PlacementStatus.WAITING:
+            self.placeable_since.setdefault(view.uid, self.clock())
+        if not placement.placed:
+            waiting = placement.status is PlacementStatus.WAITING
+            reason = "WaitingForCompactPlacement" if waiting else "Unplaceable"
+            self._pending(view, reason, placement.reason)
+            return
+        self.placeable_since.pop(view.uid, None)
+        state.snapshot.apply(view.gang, placement)
+        self._try(self.api.ensure_service, view.namespace, service(view))
+        self.launches[view.uid] = Launch(view, placement, placement)
+
+    def _config_for(self, view: JobView) -> PlaceConfig:
+        """Patience counts from the first cycle in which the gang could have started."""
+        if not self.config.compact_wait_s:
+            return self.place_config
+        since = self.placeable_since.get(view.uid, self.clock())
+        return self.place_config.model_copy(update={"waited_s": self.clock() - since})
+
+    # launches
+    def _launch(self, report: CycleReport) -> None:
+        if not self.launches:
+            return
+        self.launcher.step(list(self.launches.values()))
+        for uid, launch in list(self.launches.items()):
+            if launch.finished:
+                del self.launches[uid]
+                self.backoff.pop(uid, None)
+                report.placed += 1
+                report.pods_bound += launch.size
+                self._placed(launch)
+            elif launch.error is not None:
+                del self.launches[uid]
+                ns = launch.view.namespace
+                pairs = [(ns, launch.pod_name(r)) for r in launch.created]
+                self._map(lambda t: self._try(self.api.delete_pod, *t), pairs)
+                self._launch_failed(launch)
+
+    def _launch_failed(self, launch: Launch) -> None:
+        assert launch.error is not None
+        name, error = launch.error
+        view = launch.view
+        if error.rejected:
+            reason = "PodRejected"
+            message = f"the API server rejected pod {name}: {error.message}"
+        else:
+            reason = "BindFailed"
+            message = f"could not create or bind pod {name} ({error.message}); retrying"
+        self._retry_later(view.uid, long=error.rejected)
+        phase = "Repairing" if launch.repair else "Pending"
+        self._set(view, phase, [self._cond(view, "Placed", False, reason, message)])
+
+    def _retry_later(self, uid: str, long: bool = False) -> None:
+        """Exponential backoff: 1 s .. 60 s, or 5 s .. 5 min when the API server refused the
+        pod itself (fixing that needs a person, not another try every second)."""
+        first, cap = (2.5, 300.0) if long else (0.5, 60.0)
+        _, delay = self.backoff.get(uid, (0.0, first))
+        delay = min(delay * 2, cap)
+        self.backoff[uid] = (self.clock() + delay, delay)
+
+    def _backing_off(self, uid: str) -> bool:
+        return self.backoff.get(uid, (0.0, 0.0))[0] > self.clock()
+
+    def _bind_all(self, pods: list[Obj]) -> bool:
+        pairs = [(p["metadata"]["namespace"], p["metadata"]["name"], str(host_of(p))) for p in pods]
+        return all(self._map(lambda t: self._try(self.api.bind, *t), pairs))
+
+    def _try(self, fn: Callable[..., None], *args: Any) -> bool:
+        try:
+            fn(*args)
+        except ApiError as exc:
+            self.metrics.api_errors.labels(getattr(fn, "__name__", "call")).inc()
+            log.warning("api call failed", call=getattr(fn, "__name__", "call"), error=str(exc))
+            return False
+        return True
+
+    def _map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+        """fn over items on the API thread pool (a single item runs inline)."""
+        return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
+
+    def _delete(self, pods: Iterable[Obj]) -> None:
+        pairs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+        self._map(lambda t: self._try(self.api.delete_pod, *t), pairs)
+
+    # status
+    def _rollback(self, view: JobView, pods: list[Obj], reason: str, message: str) -> None:
+        self._delete(pods)
+        self._pending(view, reason, f"{reason}: {message}")
+
+    def _pending(self, view: JobView, reason: str, message: str) -> None:
+        self._set(view, "Pending", [self._cond(view, "Placed", False, reason, message)])
+
+    def _running_status(self, view: JobView, pods: list[Obj]) -> None:
         phases = [p.get("status", {}).get("phase") for p in pods]
-        old = job.obj.get("status") or {}
-        conditions = old.get("conditions") or []
-        before: Obj = next((c for c in conditions if c.get("type") == "Placed"), {})
+        old = view.obj.get("status") or {}
+        before: Obj = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == "Placed"), {}
+        )
         message = before.get("message") if before.get("status") == "True" else "all pods bound"
-        placed = st.condition("Placed", True, "Placed", str(message), conditions)
+        placed = self._cond(view, "Placed", True, "Placed", str(message))
         if "Failed" in phases:
             phase, reason, text = "Failed", "PodFailed", "a pod failed"
         elif all(p == "Succeeded" for p in phases):
@@ -122,198 +402,57 @@ class Reconciler:
             phase, reason, text = "Running", "AllPodsRunning", "all pods running"
         else:
             phase, reason, text = "Placed", "Starting", "waiting for pods to start"
-        running = st.condition("Running", phase == "Running", reason, text, conditions)
-        self._status(job.obj, st.build(job.obj, phase, [placed, running], old.get("placement")))
+        running = self._cond(view, "Running", phase == "Running", reason, text)
+        self._set(view, phase, [placed, running], old.get("placement"))
 
-    # pending jobs
-    def _place(
-        self, pending: list[JobView], state: ClusterState | None, report: CycleReport
-    ) -> None:
-        launches: list[tuple[JobView, Placement]] = []
-        for job in pending:
-            if self.backoff.get(job.uid, (0.0, 0.0))[0] > time.monotonic():
-                report.pending += 1
-                continue
-            if state is None:
-                self._pending(job, "NoNodes", "the cluster has no nodes")
-                report.pending += 1
-                continue
-            placement = place_one(state.snapshot, job.gang, self._config_for(job))
-            report.solve_seconds += placement.solve_seconds
-            self.metrics.observe(placement)
-            if placement.status is PlacementStatus.WAITING:
-                self.placeable_since.setdefault(job.uid, time.monotonic())
-            if placement.placed:
-                self.placeable_since.pop(job.uid, None)
-                state.snapshot.apply(job.gang, placement)
-                launches.append((job, placement))
-            else:
-                waiting = placement.status is PlacementStatus.WAITING
-                self._pending(
-                    job,
-                    "WaitingForCompactPlacement" if waiting else "Unplaceable",
-                    placement.reason,
-                )
-                report.pending += 1
-        for job, placement, ok in self._launch_all(launches):
-            if ok:
-                report.placed += 1
-                report.pods_bound += job.gang.pods
-                self._placed(job, placement)
-            else:
-                report.pending += 1
-
-    def _config_for(self, job: JobView) -> PlaceConfig:
-        """Patience counts from the first cycle in which the gang could have started."""
-        if not self.config.compact_wait_s:
-            return self.place_config
-        since = self.placeable_since.get(job.uid, time.monotonic())
-        return self.place_config.model_copy(update={"waited_s": time.monotonic() - since})
-
-    def _launch_all(
-        self, launches: list[tuple[JobView, Placement]]
-    ) -> Iterable[tuple[JobView, Placement, bool]]:
-        """Create every pod of every gang, then bind the gangs whose pods all exist. A gang
-        that fails either step loses exactly the pods this call created, nothing else.
-
-        Each step is one flat pass over the thread pool: a task that waited on tasks of the
-        same pool would deadlock it once there are more gangs than threads."""
-        services = self._map(
-            lambda jp: self._try(self.gw.ensure_service, jp[0].namespace, service(jp[0])), launches
-        )
-        work = [
-            (i, body)
-            for i, ((job, placement), ok) in enumerate(zip(launches, services, strict=True))
-            if ok
-            for body in gang_pods(job, placement, self.config)
-        ]
-        made = self._map(
-            lambda wb: self._try(self.gw.create_pod, wb[1]["metadata"]["namespace"], wb[1]), work
-        )
-        created: list[list[str]] = [[] for _ in launches]
-        for (i, body), ok in zip(work, made, strict=True):
-            if ok:
-                created[i].append(body["metadata"]["name"])
-        binds = [
-            (i, launches[i][0].namespace, f"{launches[i][0].name}-{p.rank}", p.host)
-            for i, (job, placement) in enumerate(launches)
-            if len(created[i]) == job.gang.pods
-            for p in placement.pods
-        ]
-        results = self._map(lambda b: self._try(self.gw.bind, *b[1:]), binds)
-        bound = [len(created[i]) == job.gang.pods for i, (job, _) in enumerate(launches)]
-        for (i, *_), ok in zip(binds, results, strict=True):
-            bound[i] = bound[i] and ok
-        for i, (job, placement) in enumerate(launches):
-            if bound[i]:
-                self.backoff.pop(job.uid, None)
-            else:
-                self._delete_names(job.namespace, created[i])
-                self._retry_later(job)
-                self._pending(job, "BindFailed", "could not create or bind every pod; retrying")
-                self._event(job.obj, "Warning", "BindFailed", "could not create or bind every pod")
-            yield job, placement, bound[i]
-
-    def _retry_later(self, job: JobView) -> None:
-        """Exponential backoff (1 s .. 60 s) for a gang whose launch failed."""
-        _, delay = self.backoff.get(job.uid, (0.0, 0.5))
-        delay = min(delay * 2, 60.0)
-        self.backoff[job.uid] = (time.monotonic() + delay, delay)
-
-    def _bind_all(self, pods: list[Obj]) -> bool:
-        pairs = [
-            (p["metadata"]["namespace"], p["metadata"]["name"], _annotation(p, NODE_ANNOTATION))
-            for p in pods
-        ]
-        return all(self._map(lambda t: self._try(self.gw.bind, *t), pairs))
-
-    def _try(self, fn: Callable[..., None], *args: Any) -> bool:
-        try:
-            fn(*args)
-        except ApiError as exc:
-            log.warning(
-                "api call failed",
-                call=fn.__name__,
-                args=[str(a)[:60] for a in args],
-                error=str(exc),
-            )
-            return False
-        return True
-
-    def _map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
-        """fn over items on the API thread pool (a single item runs inline)."""
-        return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
-
-    # rollback and status
-    def _rollback(self, job: JobView, pods: list[Obj], reason: str, message: str) -> None:
-        self._delete_orphans(pods)
-        self._pending(job, reason, message)
-        self._event(job.obj, "Warning", reason, message)
-
-    def _rollback_names(
-        self, job: JobView, placement: Placement, reason: str, message: str
-    ) -> None:
-        names = [f"{job.name}-{p.rank}" for p in placement.pods]
-        self._map(lambda n: self._try(self.gw.delete_pod, job.namespace, n), names)
-        self._pending(job, reason, message)
-        self._event(job.obj, "Warning", reason, message)
-
-    def _delete_names(self, namespace: str, names: list[str]) -> None:
-        self._map(lambda n: self._try(self.gw.delete_pod, namespace, n), names)
-
-    def _delete_orphans(self, pods: Iterable[Obj]) -> None:
-        pairs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
-        self._map(lambda t: self._try(self.gw.delete_pod, *t), pairs)
-
-    def _pending(self, job: JobView, reason: str, message: str) -> None:
-        old = job.obj.get("status") or {}
-        conditions = old.get("conditions") or []
-        placed = st.condition("Placed", False, reason, message, conditions)
-        before: Obj = next((c for c in conditions if c.get("type") == "Placed"), {})
-        if before.get("message") != placed["message"] and reason == "Unplaceable":
-            self._event(job.obj, "Warning", reason, message)
-        self._status(job.obj, st.build(job.obj, "Pending", [placed]))
-
-    def _placed(self, job: JobView, placement: Placement) -> None:
-        racks = placement.domains.get("rack", 0)
+    def _placed(self, launch: Launch) -> None:
+        view, whole = launch.view, launch.whole
         message = (
-            f"{job.gang.pods} pods on {placement.domains.get('host', 0)} hosts, "
-            f"{racks} racks, {placement.domains.get('spine', 0)} spines"
+            f"{view.gang.pods} pods on {whole.domains.get('host', 0)} hosts, "
+            f"{whole.domains.get('rack', 0)} racks, {whole.domains.get('spine', 0)} spines"
+            + (" (lost pods re-placed)" if launch.repair else "")
         )
-        conditions = (job.obj.get("status") or {}).get("conditions") or []
-        placed = st.condition("Placed", True, "Placed", message, conditions)
-        running = st.condition(
-            "Running", False, "Starting", "waiting for pods to start", conditions
-        )
-        self._status(job.obj, st.build(job.obj, "Placed", [placed, running], st.summary(placement)))
-        self._event(job.obj, "Normal", "Placed", message)
+        placed = self._cond(view, "Placed", True, "Placed", message)
+        running = self._cond(view, "Running", False, "Starting", "waiting for pods to start")
+        self._set(view, "Placed", [placed, running], st.summary(whole))
         log.info(
             "placed",
-            job=job.gang.name,
-            cost=round(placement.cost, 3),
-            engine=placement.engine,
-            seconds=round(placement.solve_seconds, 4),
-            **placement.domains,
+            job=view.gang.name,
+            repair=launch.repair,
+            cost=round(whole.cost, 3),
+            engine=whole.engine,
+            seconds=round(whole.solve_seconds, 4),
+            **whole.domains,
         )
 
     def _invalid(self, job: Obj, message: str) -> None:
         conditions = (job.get("status") or {}).get("conditions") or []
         placed = st.condition("Placed", False, "InvalidSpec", message, conditions)
-        before: Obj = next((c for c in conditions if c.get("type") == "Placed"), {})
-        if before.get("reason") != "InvalidSpec":
-            self._event(job, "Warning", "InvalidSpec", message)
-        self._status(job, st.build(job, "Invalid", [placed]))
+        self._write(job, st.build(job, "Invalid", [placed], 0))
 
-    def _status(self, job: Obj, new: Obj) -> None:
-        if st.same(job.get("status") or {}, new):
+    def _cond(self, view: JobView, kind: str, ok: bool, reason: str, message: str) -> Obj:
+        conditions = (view.obj.get("status") or {}).get("conditions") or []
+        return st.condition(kind, ok, reason, message, conditions)
+
+    def _set(
+        self, view: JobView, phase: str, conditions: list[Obj], placement: Obj | None = None
+    ) -> None:
+        self._write(
+            view.obj, st.build(view.obj, phase, conditions, total_gpus(view.spec), placement)
+        )
+
+    def _write(self, job: Obj, new: Obj) -> None:
+        """Patch the status if it changed; an event when the Placed reason changes (compared
+        with the stored status, so a restarted operator does not repeat itself)."""
+        old = job.get("status") or {}
+        if st.same(old, new):
             return
         meta = job["metadata"]
-        self._try(self.gw.patch_status, meta["namespace"], meta["name"], new)
+        if not self._try(self.api.patch_status, meta["namespace"], meta["name"], new):
+            return
+        before, after = st.reason_of(job), st.reason_of({"status": new})
         job["status"] = new
-
-    def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
-        self._try(self.gw.event, job, kind, reason, message)
-
-
-def _annotation(pod: Obj, name: str) -> str:
-    return str((pod["metadata"].get("annotations") or {}).get(name, ""))
+        if after and after != before:
+            placed = next(c for c in new["conditions"] if c["type"] == "Placed")
+            kind = "Warning" if after in WARNINGS else "Normal"
+            self._try(self.recorder.record, job_ref(job), kind, after, placed["message"])

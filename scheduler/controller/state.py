@@ -1,15 +1,22 @@
 """Cluster state from the API objects: the fabric from node labels, free capacity from every
-pod bound (or being bound) to a node, whichever scheduler put it there."""
+pod bound (or being bound) to a node, whichever scheduler put it there.
+
+A node is in the fabric only if it carries the pool label and the rack label: rackwise never
+guesses where an unlabelled node sits or which pool it serves. Each pod is charged what
+Kubernetes charges it (init containers, sidecars, overhead), so capacity is never overstated."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+import structlog
 
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.quantity import QuantityError, mebi, milli, parse, whole
+from scheduler.controller.resources import charge
+from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, from_node_labels
 
@@ -17,23 +24,21 @@ Obj = dict[str, Any]
 NODE_ANNOTATION = "rackwise.io/node"
 JOB_LABEL = "rackwise.io/job"
 DONE = ("Succeeded", "Failed")
+log = structlog.get_logger("rackwise")
 
 
-MI = 1 << 20
-
-
-def quantity(value: Any, multiply: int = 1, divide: int = 1) -> int:
-    """A Kubernetes quantity ("500m", "32Gi", 4) as an integer in the caller's unit."""
-    if value in (None, ""):
-        return 0
-    return int(parse_quantity(str(value)) * multiply / divide)
+class NodeError(ValueError):
+    """A node rackwise leaves out of the fabric; the message says why."""
 
 
 def node_ready(node: Obj) -> bool:
-    if node.get("spec", {}).get("unschedulable"):
-        return False
     conditions = node.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def schedulable(node: Obj) -> bool:
+    """Takes new pods: ready and not cordoned."""
+    return node_ready(node) and not node.get("spec", {}).get("unschedulable")
 
 
 def host_of(pod: Obj) -> str | None:
@@ -46,7 +51,8 @@ def host_of(pod: Obj) -> str | None:
 class ClusterState:
     fabric: Fabric
     snapshot: Snapshot
-    ready: set[str]
+    ready: set[str]  # Ready nodes in the fabric (cordoned ones included)
+    excluded: dict[str, str] = field(default_factory=dict)  # node -> why it is left out
 
 
 class StateBuilder:
@@ -57,14 +63,24 @@ class StateBuilder:
         self._key: tuple[Any, ...] | None = None
         self._fabric: Fabric | None = None
 
-    def fabric(self, nodes: list[Obj]) -> Fabric:
-        entries = [self._entry(n) for n in sorted(nodes, key=lambda n: n["metadata"]["name"])]
+    def entries(self, nodes: list[Obj]) -> tuple[list[Obj], dict[str, str]]:
+        entries, excluded = [], {}
+        for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+            try:
+                entries.append(self._entry(node))
+            except NodeError as exc:
+                excluded[node["metadata"]["name"]] = str(exc)
+        return entries, excluded
+
+    def fabric(self, entries: list[Obj]) -> Fabric:
         key = tuple(
             (
                 e["name"],
                 e["gpus"],
                 e["cpu_milli"],
                 e["memory_mib"],
+                e["max_pods"],
+                e["taints"],
                 tuple(sorted(e["labels"].items())),
             )
             for e in entries
@@ -75,36 +91,61 @@ class StateBuilder:
         return self._fabric
 
     def _entry(self, node: Obj) -> Obj:
+        labels = node["metadata"].get("labels") or {}
+        for what, label in (("pool", self.config.labels.pool), ("rack", self.config.labels.rack)):
+            if label not in labels:
+                raise NodeError(f"no {what} label {label}: rackwise does not schedule onto it")
         allocatable = node.get("status", {}).get("allocatable") or {}
-        return {
-            "name": node["metadata"]["name"],
-            "labels": node["metadata"].get("labels") or {},
-            "gpus": quantity(allocatable.get(self.config.gpu_resource)),
-            "cpu_milli": quantity(allocatable.get("cpu"), 1000),
-            "memory_mib": quantity(allocatable.get("memory"), divide=MI),
-        }
+        try:
+            return {
+                "name": node["metadata"]["name"],
+                "labels": labels,
+                "gpus": whole(parse(allocatable.get(self.config.gpu_resource, 0))),
+                "cpu_milli": milli(parse(allocatable.get("cpu", 0))),
+                "memory_mib": mebi(parse(allocatable.get("memory", 0))),
+                "max_pods": whole(parse(allocatable.get("pods", 110))),
+                "taints": _taints(node),
+            }
+        except QuantityError as exc:
+            raise NodeError(f"unreadable allocatable: {exc}") from exc
 
     def build(self, nodes: list[Obj], pods: Iterable[Obj]) -> ClusterState | None:
-        if not nodes:
+        entries, excluded = self.entries(nodes)
+        if not entries:
             return None
-        fabric = self.fabric(nodes)
+        fabric = self.fabric(entries)
         snapshot = Snapshot(fabric)
         index = fabric.host_index
         for pod in pods:
             node = host_of(pod)
             if node in index and pod.get("status", {}).get("phase") not in DONE:
-                gpus, cpu, memory = self.requests(pod)
-                snapshot.use(node, gpus, cpu, memory)
-        ready = {n["metadata"]["name"] for n in nodes if node_ready(n)}
-        snapshot.down.update(index[n] for n in index if n not in ready)
-        return ClusterState(fabric, snapshot, ready)
+                self.charge(snapshot, node, pod)
+        in_fabric = [n for n in nodes if n["metadata"]["name"] in index]
+        ready = {n["metadata"]["name"] for n in in_fabric if node_ready(n)}
+        open_ = {n["metadata"]["name"] for n in in_fabric if schedulable(n)}
+        snapshot.down.update(index[n] for n in index if n not in open_)
+        return ClusterState(fabric, snapshot, ready, excluded)
 
-    def requests(self, pod: Obj) -> tuple[int, int, int]:
-        gpus = cpu = memory = 0
-        for container in pod.get("spec", {}).get("containers") or []:
-            resources = container.get("resources") or {}
-            wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-            gpus += quantity(wanted.get(self.config.gpu_resource))
-            cpu += quantity(wanted.get("cpu"), 1000)
-            memory += quantity(wanted.get("memory"), divide=MI)
-        return gpus, cpu, memory
+    def charge(self, snapshot: Snapshot, node: str, pod: Obj) -> None:
+        try:
+            used = charge(pod.get("spec") or {}, self.config.gpu_resource)
+        except QuantityError:
+            # the API server validated this pod, so this should not happen; if it does, the
+            # node is taken as full rather than risk placing onto it
+            log.exception("unreadable pod resources", pod=pod["metadata"].get("name"), node=node)
+            h = snapshot.fabric.host_index[node]
+            snapshot.free_gpus[h] = snapshot.free_cpu[h] = snapshot.free_mem[h] = 0
+            snapshot.free_pods[h] = 0
+            return
+        snapshot.use(node, used.gpus, used.cpu_milli, used.memory_mib, pods=1)
+
+
+def _taints(node: Obj) -> tuple[Taint, ...]:
+    out = []
+    for taint in node.get("spec", {}).get("taints") or []:
+        effect = taint.get("effect")
+        if effect in TaintEffect.__members__.values() and taint.get("key"):
+            out.append(
+                Taint(key=taint["key"], value=taint.get("value") or "", effect=TaintEffect(effect))
+            )
+    return tuple(out)

@@ -47,27 +47,34 @@ def summary(placement: Placement) -> Obj:
     return out
 
 
-def build(job: Obj, phase: str, conditions: list[Obj], placement: Obj | None = None) -> Obj:
-    spec = job.get("spec") or {}
-    status: Obj = {
+def build(
+    job: Obj, phase: str, conditions: list[Obj], gpus: int, placement: Obj | None = None
+) -> Obj:
+    """A whole status. `placement` None is sent as null, so a merge patch removes a placement
+    left from an earlier attempt instead of keeping it forever."""
+    return {
         "phase": phase,
-        "gpus": int(spec.get("replicas", 0)) * int(spec.get("gpusPerReplica", 8)),
+        "gpus": gpus,
         "observedGeneration": job["metadata"].get("generation", 0),
         "conditions": conditions,
+        "placement": placement,
     }
-    if placement is not None:
-        status["placement"] = placement
-    return status
 
 
 def same(old: Obj, new: Obj) -> bool:
-    """Equal but for transition times: no write when nothing changed."""
+    """Equal but for transition times and absent-vs-null keys: no write when nothing changed."""
 
     def strip(status: Obj) -> Obj:
         conditions = [
             {k: v for k, v in c.items() if k != "lastTransitionTime"}
             for c in status.get("conditions") or []
         ]
-        return {**status, "conditions": conditions}
+        kept = {k: v for k, v in status.items() if v is not None}
+        return {**kept, "conditions": conditions}
 
     return strip(old) == strip(new)
+
+
+def reason_of(job: Obj, kind: str = "Placed") -> str:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return str(next((c.get("reason", "") for c in conditions if c.get("type") == kind), ""))

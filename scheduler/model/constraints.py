@@ -71,9 +71,9 @@ class Requirement(_Frozen):
             raise ValueError(f"operator {op.value} needs at least one value")
         if op in (MatchOperator.EXISTS, MatchOperator.DOES_NOT_EXIST) and n:
             raise ValueError(f"operator {op.value} takes no values")
-        if op in (MatchOperator.GT, MatchOperator.LT):
-            if n != 1 or not _is_int(self.values[0]):
-                raise ValueError(f"operator {op.value} needs exactly one integer value")
+        ordered = op in (MatchOperator.GT, MatchOperator.LT)
+        if ordered and (n != 1 or not _is_int(self.values[0])):
+            raise ValueError(f"operator {op.value} needs exactly one integer value")
         return self
 
     def matches(self, labels: dict[str, str]) -> bool:
@@ -110,7 +110,10 @@ class NodeConstraints(_Frozen):
     def admits(self, labels: dict[str, str], taints: tuple[Taint, ...]) -> bool:
         if any(labels.get(k) != v for k, v in self.selector):
             return False
-        if self.affinity and not any(all(r.matches(labels) for r in t) for t in self.affinity):
+        # an empty term matches no node, as in Kubernetes
+        if self.affinity and not any(
+            t and all(r.matches(labels) for r in t) for t in self.affinity
+        ):
             return False
         return all(self.tolerated(t) for t in taints if t.effect in BLOCKING)
 

@@ -134,6 +134,7 @@ def from_node_labels(
         labels = {str(k): str(v) for k, v in dict(node.get("labels") or {}).items()}  # type: ignore[call-overload]
         domains = {lv: labels[key] for lv, key in keys.for_level().items() if key in labels}
         domains.setdefault("rack", f"rack-of-{name}")
+        extra = {k: node[k] for k in ("taints", "max_pods") if k in node}
         hosts.append(
             HostSpec(
                 name=name,
@@ -143,6 +144,7 @@ def from_node_labels(
                 pool=labels.get(keys.pool, "training"),
                 domains=domains,
                 labels=labels,
+                **extra,
             )
         )
     return TopologySpec(hosts=tuple(hosts))

@@ -44,7 +44,7 @@ def admin(cluster: LocalCluster) -> Gateway:
 @pytest.fixture(scope="session")
 def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]:
     stop = threading.Event()
-    config = OperatorConfig(resync_s=1.0)
+    config = OperatorConfig(resync_s=1.0, node_grace_s=2.0)
     threads = [
         threading.Thread(
             target=run, args=(config, cluster.operator_kubeconfig, None, stop), daemon=True

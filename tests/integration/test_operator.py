@@ -142,7 +142,7 @@ def test_restarted_operator_completes_a_half_bound_gang(env: Env, fabric):
     nodes proves it completed the gang rather than placing it again."""
     from scheduler.controller.config import OperatorConfig
     from scheduler.controller.fake import set_ready
-    from scheduler.controller.jobs import JobView, to_gang
+    from scheduler.controller.jobs import translate
     from scheduler.controller.pods import gang_pods
     from scheduler.model import Placement, PlacementStatus, PodAssignment
 
@@ -156,7 +156,7 @@ def test_restarted_operator_completes_a_half_bound_gang(env: Env, fabric):
     placement = Placement(
         gang="default/halfway", policy="rackwise", status=PlacementStatus.PLACED, pods=split
     )
-    for body in gang_pods(JobView(job, to_gang(job)), placement, OperatorConfig()):
+    for body in gang_pods(translate(job, OperatorConfig()), placement, OperatorConfig()):
         env.admin.create_pod("default", copy.deepcopy(body))
     env.admin.bind("default", "halfway-0", "h0-0")
     for host in spec.hosts:
@@ -169,14 +169,13 @@ def test_restarted_operator_completes_a_half_bound_gang(env: Env, fabric):
 
 
 def test_operator_has_exactly_the_manifest_rbac(env: Env):
-    role = yaml.safe_load((REPO / "manifests/base/rbac/clusterrole.yaml").read_text())
-    live = yaml.safe_load(
-        env.kubectl("get", "clusterrole", "rackwise-operator", "-o", "yaml").stdout
-    )
-    assert live["rules"] == role["rules"]
+    for role in yaml.safe_load_all((REPO / "manifests/base/rbac/clusterrole.yaml").read_text()):
+        name = role["metadata"]["name"]
+        live = yaml.safe_load(env.kubectl("get", "clusterrole", name, "-o", "yaml").stdout)
+        assert live["rules"] == role["rules"]
 
     def can(verb: str, resource: str, sub: str = "") -> bool:
-        extra = [f"--subresource={sub}"] if sub else []
+        extra = [sub if sub.startswith("-") else f"--subresource={sub}"] if sub else []
         done = env.kubectl(
             "auth", "can-i", verb, resource, *extra, f"--as={OPERATOR_USER}", check=False
         )
@@ -189,3 +188,6 @@ def test_operator_has_exactly_the_manifest_rbac(env: Env):
     assert not can("delete", "nodes")
     assert not can("create", "trainingjobs.rackwise.io")
     assert not can("get", "secrets")
+    assert not can("create", "pods", "-n=kube-system")
+    assert not can("delete", "pods", "-n=kube-system")
+    assert not can("get", "configmaps")

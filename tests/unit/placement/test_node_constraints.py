@@ -115,7 +115,9 @@ def test_prefer_no_schedule_never_blocks():
 def test_pod_limit_bounds_gpu_less_pods(engine):
     f = fabric(host("a", max_pods=3), host("b", max_pods=2))
     snapshot = Snapshot(f)
-    [fits] = place(snapshot, [gang(pods=5, gpus=0)], PlaceConfig(engine=engine, deterministic_time=5))
+    [fits] = place(
+        snapshot, [gang(pods=5, gpus=0)], PlaceConfig(engine=engine, deterministic_time=5)
+    )
     assert fits.hosts() == {"a": 3, "b": 2}
     [too_many] = place(snapshot, [gang(pods=6, gpus=0)])
     assert not too_many.placed
@@ -143,4 +145,3 @@ def test_requirement_arity_is_checked():
         Requirement(key="k", operator=MatchOperator.IN)
     with pytest.raises(ValueError, match="integer"):
         Requirement(key="k", operator=MatchOperator.GT, values=("x",))
-

@@ -1,0 +1,76 @@
+"""Kubernetes Events, written sparingly: the caller records only a change of reason, and a reason
+that comes back for the same object bumps the count and lastTimestamp of the event it had
+before instead of writing a new one (as client-go's aggregating recorder does)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from scheduler.controller.status import now
+
+Obj = dict[str, Any]
+
+
+class EventSink(Protocol):
+    def create_event(self, namespace: str, body: Obj) -> str: ...
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
+
+
+@dataclass
+class Recorder:
+    sink: EventSink
+    instance: str
+    # (object uid, reason) -> (event name, count)
+    sent: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+
+    def record(self, ref: Obj, kind: str, reason: str, message: str) -> None:
+        """An event about the object `ref` names (an involvedObject: see job_ref, node_ref)."""
+        namespace = ref.get("namespace") or "default"
+        key = (str(ref["uid"]), reason)
+        stamp = now()
+        if key in self.sent:
+            name, count = self.sent[key]
+            patch = {"count": count + 1, "lastTimestamp": stamp, "message": message[:1000]}
+            self.sink.patch_event(namespace, name, patch)
+            self.sent[key] = (name, count + 1)
+            return
+        body = self._body(ref, namespace, kind, reason, message, stamp)
+        self.sent[key] = (self.sink.create_event(namespace, body), 1)
+
+    def _body(
+        self, ref: Obj, namespace: str, kind: str, reason: str, message: str, stamp: str
+    ) -> Obj:
+        return {
+            "metadata": {"generateName": f"{ref['name']}.", "namespace": namespace},
+            "involvedObject": ref,
+            "type": kind,
+            "reason": reason,
+            "message": message[:1000],
+            "source": {"component": "rackwise"},
+            "reportingComponent": "rackwise",
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
+    def forget(self, live: set[str]) -> None:
+        """Drop what is remembered of objects that are gone, so memory stays bounded."""
+        self.sent = {k: v for k, v in self.sent.items() if k[0] in live}
+
+
+def job_ref(job: Obj) -> Obj:
+    meta = job["metadata"]
+    return {
+        "apiVersion": "rackwise.io/v1alpha1",
+        "kind": "TrainingJob",
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta["uid"],
+    }
+
+
+def node_ref(node: Obj) -> Obj:
+    meta = node["metadata"]
+    return {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"]}

@@ -1,0 +1,115 @@
+"""Launching placed gangs: create every pod (each annotated with its node, which reserves the
+capacity), then bind them all, within a budget of API writes per cycle.
+
+Contract. A launch is all-or-nothing: no pod of a gang is bound before all its pods exist, and
+a launch that fails at any step deletes exactly the pods it created. The budget is shared by
+every launch in progress, smallest remaining work first, so a huge gang advances every cycle
+without holding back the small ones behind it; ranks not yet created stay reserved in the
+snapshot (`reserve`), so nothing else is placed onto them meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.controller.gateway import ApiError
+from scheduler.controller.jobs import JobView
+from scheduler.model import Placement
+from scheduler.placement import Snapshot
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Launch:
+    view: JobView
+    todo: Placement  # the ranks to create: every rank of a new gang, the lost ones of a repair
+    whole: Placement  # the gang as it will stand (for status)
+    repair: bool = False
+    created: set[int] = field(default_factory=set)
+    bound: set[int] = field(default_factory=set)
+    error: tuple[str, ApiError] | None = None  # (pod, what the API server said)
+
+    @property
+    def size(self) -> int:
+        return len(self.todo.pods)
+
+    @property
+    def work_left(self) -> int:
+        return 2 * self.size - len(self.created) - len(self.bound)
+
+    def pod_name(self, rank: int) -> str:
+        return f"{self.view.name}-{rank}"
+
+    def reserve(self, snapshot: Snapshot) -> None:
+        """Charge the ranks not created yet: created ones are charged from their pods."""
+        gang = self.view.gang
+        for p in self.todo.pods:
+            if p.rank not in self.created and p.host in snapshot.fabric.host_index:
+                snapshot.use(
+                    p.host, gang.gpus_per_pod, gang.cpu_milli_per_pod, gang.memory_mib_per_pod, 1
+                )
+
+    @property
+    def finished(self) -> bool:
+        return self.error is None and len(self.bound) == self.size
+
+
+Call = Callable[..., None]
+Mapper = Callable[[Callable[[Any], ApiError | None], list[Any]], list[ApiError | None]]
+
+
+@dataclass
+class Launcher:
+    create: Call  # (namespace, body)
+    bind: Call  # (namespace, pod, node)
+    build: Callable[[Launch, int, str], Obj]  # the pod body for (launch, rank, host)
+    run: Mapper  # runs calls on the API thread pool
+    budget: int
+
+    def step(self, launches: list[Launch]) -> None:
+        """Advance every launch as far as the budget allows; failures land in `error`."""
+        order = sorted(launches, key=lambda launch: launch.work_left)
+        left = self.budget
+        creates: list[tuple[Launch, int, str]] = []
+        for launch in order:
+            wanted = [p for p in launch.todo.pods if p.rank not in launch.created][:left]
+            left -= len(wanted)
+            creates += [(launch, p.rank, p.host) for p in wanted]
+        self._apply(creates, self._create, "created")
+        binds: list[tuple[Launch, int, str]] = []
+        for launch in order:
+            if launch.error is None and len(launch.created) == launch.size:
+                wanted = [p for p in launch.todo.pods if p.rank not in launch.bound][:left]
+                left -= len(wanted)
+                binds += [(launch, p.rank, p.host) for p in wanted]
+        self._apply(binds, self._bind, "bound")
+
+    def _create(self, item: tuple[Launch, int, str]) -> ApiError | None:
+        launch, rank, host = item
+        return _attempt(self.create, launch.view.namespace, self.build(launch, rank, host))
+
+    def _bind(self, item: tuple[Launch, int, str]) -> ApiError | None:
+        launch, rank, host = item
+        return _attempt(self.bind, launch.view.namespace, launch.pod_name(rank), host)
+
+    def _apply(
+        self,
+        items: list[tuple[Launch, int, str]],
+        fn: Callable[[tuple[Launch, int, str]], ApiError | None],
+        into: str,
+    ) -> None:
+        for (launch, rank, _), error in zip(items, self.run(fn, items), strict=True):
+            if error is None:
+                getattr(launch, into).add(rank)
+            elif launch.error is None:
+                launch.error = (launch.pod_name(rank), error)
+
+
+def _attempt(fn: Call, *args: Any) -> ApiError | None:
+    try:
+        fn(*args)
+    except ApiError as exc:
+        return exc
+    return None

@@ -1,0 +1,51 @@
+"""What a pod really holds on its node, as Kubernetes computes it: for each resource, the larger
+of the largest init container and the sum of the app containers, plus the pod's overhead. A
+container's limit stands in for a request it does not state (the API server's defaulting)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from scheduler.controller.quantity import mebi, milli, parse, whole
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A pod's charge in the snapshot's units."""
+
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+
+
+def container_requests(container: Obj) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: parse(value) for name, value in wanted.items()}
+
+
+def effective(spec: Obj) -> dict[str, Decimal]:
+    """Resource name -> the pod's effective request (base units)."""
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for name, value in container_requests(container).items():
+            total[name] = total.get(name, Decimal(0)) + value
+    for container in spec.get("initContainers") or []:
+        for name, value in container_requests(container).items():
+            total[name] = max(total.get(name, Decimal(0)), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Decimal(0)) + parse(value)
+    return total
+
+
+def charge(spec: Obj, gpu_resource: str) -> Charge:
+    wanted = effective(spec)
+    return Charge(
+        gpus=whole(wanted.get(gpu_resource, Decimal(0))),
+        cpu_milli=milli(wanted.get("cpu", Decimal(0))),
+        memory_mib=mebi(wanted.get("memory", Decimal(0))),
+    )
