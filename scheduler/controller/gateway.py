@@ -47,13 +47,12 @@ def _message(status: int, body: bytes | str | None) -> str:
     return str(found or text or f"HTTP {status}")[:600]
 
 
-# (connect, read) seconds for every call; set from the config when a Gateway is made
-TIMEOUT: list[tuple[float, float]] = [(5.0, 30.0)]
+Timeout = tuple[float, float]  # (connect, read) seconds
 
 
-def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _call(timeout: Timeout, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        response = fn(*args, _preload_content=False, _request_timeout=TIMEOUT[0], **kwargs)
+        response = fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
     except ApiException as exc:
         raise ApiError(exc.status or 0, _message(exc.status or 0, exc.body)) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -65,7 +64,7 @@ class Gateway:
     def __init__(
         self, kubeconfig: Path | None = None, pool_size: int = 32, timeout_s: float = 30.0
     ) -> None:
-        TIMEOUT[0] = (min(5.0, timeout_s), timeout_s)
+        self.timeout: Timeout = (min(5.0, timeout_s), timeout_s)
         configuration = client.Configuration()
         if kubeconfig is not None:
             config.load_kube_config(str(kubeconfig), client_configuration=configuration)
@@ -79,15 +78,20 @@ class Gateway:
         self.custom = client.CustomObjectsApi(self.api)
         self.coordination = client.CoordinationV1Api(self.api)
 
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return _call(self.timeout, fn, *args, **kwargs)
+
     # reads
     def nodes(self) -> list[Obj]:
-        return list(_call(self.core.list_node)["items"])
+        return list(self._call(self.core.list_node)["items"])
 
     def pods(self) -> list[Obj]:
-        return list(_call(self.core.list_pod_for_all_namespaces)["items"])
+        return list(self._call(self.core.list_pod_for_all_namespaces)["items"])
 
     def jobs(self) -> list[Obj]:
-        return list(_call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"])
+        return list(
+            self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"]
+        )
 
     # writes
     def create_pod(self, namespace: str, body: Obj) -> None:
@@ -111,7 +115,7 @@ class Gateway:
         for setting in configuration.auth_settings().values():  # token auth, as the client does
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
-        connect, read = TIMEOUT[0]
+        connect, read = self.timeout
         try:
             response = self.api.rest_client.pool_manager.request(
                 "POST",
@@ -129,21 +133,21 @@ class Gateway:
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         try:
-            _call(self.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0)
+            self._call(self.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0)
         except ApiError as exc:
             if exc.status != 404:
                 raise
 
     def ensure_service(self, namespace: str, body: Obj) -> None:
         try:
-            _call(self.core.create_namespaced_service, namespace, body)
+            self._call(self.core.create_namespaced_service, namespace, body)
         except ApiError as exc:
             if exc.status != 409:
                 raise
 
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:
         """Merge patch of .status: a key set to None is removed."""
-        _call(
+        self._call(
             self.custom.patch_namespaced_custom_object_status,
             GROUP,
             VERSION,
@@ -155,43 +159,43 @@ class Gateway:
 
     def create_event(self, namespace: str, body: Obj) -> str:
         """Create an Event; returns its name for later aggregation."""
-        made = _call(self.core.create_namespaced_event, namespace, body)
+        made = self._call(self.core.create_namespaced_event, namespace, body)
         return str(made["metadata"]["name"])
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
-        _call(self.core.patch_namespaced_event, name, namespace, patch)
+        self._call(self.core.patch_namespaced_event, name, namespace, patch)
 
     # leader election
     def get_lease(self, namespace: str, name: str) -> Obj | None:
         try:
-            return dict(_call(self.coordination.read_namespaced_lease, name, namespace))
+            return dict(self._call(self.coordination.read_namespaced_lease, name, namespace))
         except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
 
     def create_lease(self, namespace: str, body: Obj) -> Obj:
-        return dict(_call(self.coordination.create_namespaced_lease, namespace, body))
+        return dict(self._call(self.coordination.create_namespaced_lease, namespace, body))
 
     def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
         """Optimistic: body carries the resourceVersion read, so a racing writer gets 409."""
-        return dict(_call(self.coordination.replace_namespaced_lease, name, namespace, body))
+        return dict(self._call(self.coordination.replace_namespaced_lease, name, namespace, body))
 
     # used by the fake kubelet and test fixtures (admin rights), never by the operator
     def create_node(self, body: Obj) -> None:
-        _call(self.core.create_node, body)
+        self._call(self.core.create_node, body)
 
     def delete_node(self, name: str) -> None:
-        _call(self.core.delete_node, name)
+        self._call(self.core.delete_node, name)
 
     def patch_node(self, name: str, patch: Obj) -> None:
-        _call(self.core.patch_node, name, patch)
+        self._call(self.core.patch_node, name, patch)
 
     def patch_node_status(self, name: str, status: Obj) -> None:
-        _call(self.core.patch_node_status, name, {"status": status})
+        self._call(self.core.patch_node_status, name, {"status": status})
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
-        _call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
+        self._call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
 
     # watches: each calls `wake` on any change, forever, in a daemon thread
     def watch_all(self, wake: Callable[[], None], stop: threading.Event) -> list[threading.Thread]:
@@ -202,19 +206,25 @@ class Gateway:
         ]
         threads = []
         for fn, args in sources:
-            thread = threading.Thread(target=_watch, args=(fn, args, wake, stop), daemon=True)
+            thread = threading.Thread(
+                target=_watch, args=(fn, args, wake, stop, self.timeout[0]), daemon=True
+            )
             thread.start()
             threads.append(thread)
         return threads
 
 
 def _watch(
-    fn: Callable[..., Any], args: tuple[Any, ...], wake: Callable[[], None], stop: threading.Event
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    wake: Callable[[], None],
+    stop: threading.Event,
+    connect_s: float,
 ) -> None:
     while not stop.is_set():
         try:
             stream = watch.Watch().stream(
-                fn, *args, timeout_seconds=30, _request_timeout=(TIMEOUT[0][0], 60)
+                fn, *args, timeout_seconds=30, _request_timeout=(connect_s, 60)
             )
             for _ in stream:
                 wake()

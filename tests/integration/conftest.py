@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduler.controller.cluster import LocalCluster
+from scheduler.controller.cluster import LocalCluster, free_port
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.devcluster import install
 from scheduler.controller.fake import create_nodes, run_kubelet
@@ -41,13 +43,21 @@ def admin(cluster: LocalCluster) -> Gateway:
     return Gateway(cluster.admin_kubeconfig)
 
 
+# the session operator's probes and metrics (loopback)
+OPERATOR_PORT = free_port()
+# a NotReady blip shorter than this keeps a gang where it is
+GRACE_S = 5.0
+
+
 @pytest.fixture(scope="session")
 def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]:
     stop = threading.Event()
-    config = OperatorConfig(resync_s=1.0, node_grace_s=2.0)
+    config = OperatorConfig(resync_s=1.0, node_grace_s=GRACE_S)
     threads = [
         threading.Thread(
-            target=run, args=(config, cluster.operator_kubeconfig, None, stop), daemon=True
+            target=run,
+            args=(config, cluster.operator_kubeconfig, OPERATOR_PORT, stop),
+            daemon=True,
         ),
         threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
     ]
@@ -95,6 +105,25 @@ class Env:
                 return
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}")
+
+    def post(self, job: Obj, namespace: str = "default") -> None:
+        """Create a TrainingJob straight through the API, as `kubectl apply --validate=false`
+        or any client does: only the CRD's schema stands between it and the operator."""
+        self.admin.custom.create_namespaced_custom_object(
+            "rackwise.io", "v1alpha1", namespace, "trainingjobs", job
+        )
+
+    def events(self, name: str) -> list[Obj]:
+        out = self.kubectl("get", "events", "-A", "-o", "json").stdout
+        return [e for e in json.loads(out)["items"] if e["involvedObject"]["name"] == name]
+
+    def healthz(self) -> int:
+        url = f"http://127.0.0.1:{OPERATOR_PORT}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
 
     def condition(self, name: str, kind: str = "Placed") -> Obj:
         conditions = (self.job(name).get("status") or {}).get("conditions") or []
