@@ -69,22 +69,23 @@ class Launcher:
     budget: int
 
     def step(self, launches: list[Launch]) -> None:
-        """Advance every launch as far as the budget allows; failures land in `error`."""
-        order = sorted(launches, key=lambda launch: launch.work_left)
+        """Advance every launch as far as the budget allows; failures land in `error`. The
+        budget is planned per launch, smallest first: its creations, then (if those complete
+        it) its bindings; then all creations run, then the bindings of gangs now whole."""
         left = self.budget
         creates: list[tuple[Launch, int, str]] = []
-        for launch in order:
-            wanted = [p for p in launch.todo.pods if p.rank not in launch.created][:left]
-            left -= len(wanted)
-            creates += [(launch, p.rank, p.host) for p in wanted]
-        self._apply(creates, self._create, "created")
         binds: list[tuple[Launch, int, str]] = []
-        for launch in order:
-            if launch.error is None and len(launch.created) == launch.size:
-                wanted = [p for p in launch.todo.pods if p.rank not in launch.bound][:left]
-                left -= len(wanted)
-                binds += [(launch, p.rank, p.host) for p in wanted]
-        self._apply(binds, self._bind, "bound")
+        for launch in sorted(launches, key=lambda launch: launch.work_left):
+            missing = [p for p in launch.todo.pods if p.rank not in launch.created][:left]
+            left -= len(missing)
+            creates += [(launch, p.rank, p.host) for p in missing]
+            if len(launch.created) + len(missing) == launch.size:
+                unbound = [p for p in launch.todo.pods if p.rank not in launch.bound][:left]
+                left -= len(unbound)
+                binds += [(launch, p.rank, p.host) for p in unbound]
+        self._apply(creates, self._create, "created")
+        ready = [b for b in binds if b[0].error is None and len(b[0].created) == b[0].size]
+        self._apply(ready, self._bind, "bound")
 
     def _create(self, item: tuple[Launch, int, str]) -> ApiError | None:
         launch, rank, host = item

@@ -6,7 +6,7 @@ once crashed every cycle; here an out-of-range quantity is an error naming its v
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 _PATTERN = re.compile(
@@ -50,16 +50,21 @@ def _scale(suffix: str) -> Decimal:
     return Decimal(10) ** int(suffix[1:])
 
 
+def _ceil(value: Decimal) -> int:
+    # Decimal's // truncates toward zero, so rounding up is spelled out
+    return int(value.to_integral_value(rounding=ROUND_CEILING))
+
+
 def milli(value: Decimal) -> int:
     """CPU in millicores, rounded up as Kubernetes rounds sub-milli requests."""
-    return int(-((-value * 1000) // 1))
+    return _ceil(value * 1000)
 
 
 def mebi(value: Decimal) -> int:
     """Memory in MiB, rounded up: a charge is never smaller than the request."""
-    return int(-((-value) // MI))
+    return _ceil(value / MI)
 
 
 def whole(value: Decimal) -> int:
     """An integer resource (devices, pods); rounded up where a fraction slipped in."""
-    return int(-((-value) // 1))
+    return _ceil(value)

@@ -1,0 +1,144 @@
+"""The launcher's budget and all-or-nothing rule, and leader election's safety, driven without an
+API server (the same code runs against the real one in tests/integration)."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+from scheduler.controller.config import LeaderElection, OperatorConfig
+from scheduler.controller.gateway import ApiError
+from scheduler.controller.jobs import translate
+from scheduler.controller.launch import Launch, Launcher
+from scheduler.controller.leader import Elector
+from scheduler.model import Placement, PlacementStatus, PodAssignment
+
+
+def view(name: str, pods: int):
+    job = {
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {
+            "replicas": pods,
+            "gpusPerReplica": 1,
+            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}},
+        },
+    }
+    return translate(job, OperatorConfig())
+
+
+def launch(name: str, pods: int) -> Launch:
+    placement = Placement(
+        gang=name,
+        policy="rackwise",
+        status=PlacementStatus.PLACED,
+        pods=tuple(PodAssignment(rank=r, host="h") for r in range(pods)),
+    )
+    return Launch(view(name, pods), placement, placement)
+
+
+class Calls:
+    def __init__(self, fail: str | None = None) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.fail = fail
+
+    def create(self, namespace: str, body: dict) -> None:
+        self.log.append(("create", body["metadata"]["name"]))
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        if pod == self.fail:
+            raise ApiError(422, "no")
+        self.log.append(("bind", pod))
+
+
+def launcher(calls: Calls, budget: int) -> Launcher:
+    return Launcher(
+        create=calls.create,
+        bind=calls.bind,
+        build=lambda launch, rank, _host: {"metadata": {"name": launch.pod_name(rank)}},
+        run=lambda fn, items: [fn(i) for i in items],
+        budget=budget,
+    )
+
+
+def test_a_huge_gang_cannot_hold_back_a_small_one():
+    calls = Calls()
+    big, small = launch("big", 50), launch("small", 3)
+    step = launcher(calls, budget=10).step
+    step([big, small])
+    assert small.finished  # 3 creates + 3 binds fit in the first cycle's budget
+    assert not big.finished
+    assert len(calls.log) == 10
+    for _ in range(20):
+        step([big])
+    assert big.finished
+
+
+def test_no_pod_is_bound_before_every_pod_of_its_gang_exists():
+    calls = Calls()
+    gang = launch("g", 7)
+    step = launcher(calls, budget=3).step
+    while not gang.finished:
+        step([gang])
+    first_bind = next(i for i, (kind, _) in enumerate(calls.log) if kind == "bind")
+    assert sum(kind == "create" for kind, _ in calls.log[:first_bind]) == 7
+
+
+def test_a_failure_is_recorded_with_the_pod_and_the_servers_message():
+    calls = Calls(fail="g-1")
+    gang = launch("g", 2)
+    launcher(calls, budget=10).step([gang])
+    assert gang.error is not None
+    pod, error = gang.error
+    assert pod == "g-1"
+    assert error.rejected
+
+
+class Store:
+    """An in-memory Lease with resourceVersion conflicts, as the API server keeps it."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.lease)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.lease is not None:
+            raise ApiError(409, "exists")
+        return self._store(body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.lease is not None
+        if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+            raise ApiError(409, "conflict")
+        return self._store(body)
+
+    def _store(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        self.lease = copy.deepcopy(body)
+        self.lease["metadata"]["resourceVersion"] = str(self.version)
+        return copy.deepcopy(self.lease)
+
+
+def test_two_electors_never_lead_at_once_and_a_dead_leader_is_replaced():
+    now = [0.0]
+    config = LeaderElection(lease_s=3, renew_deadline_s=2, retry_s=0.5)
+    store = Store()
+    a = Elector(store, config, "a", clock=lambda: now[0])
+    b = Elector(store, config, "b", clock=lambda: now[0])
+    rng = random.Random(7)
+    alive = {"a": True, "b": True}
+    leaders_seen = set()
+    for _ in range(4000):
+        now[0] += rng.uniform(0.05, 0.6)
+        if rng.random() < 0.01:  # a replica dies or comes back
+            who = rng.choice("ab")
+            alive[who] = not alive[who]
+        for elector in rng.sample([a, b], 2):
+            if alive[elector.identity]:
+                elector.step()
+        assert not (a.leading() and b.leading())
+        leaders_seen |= {e.identity for e in (a, b) if e.leading()}
+    assert leaders_seen == {"a", "b"}

@@ -1,0 +1,118 @@
+"""Quantities, effective pod requests and typed spec parsing: what the operator reads."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.jobs import InvalidSpecError, translate
+from scheduler.controller.podpolicy import PodSecurity, SecurityLevel
+from scheduler.controller.quantity import QuantityError, mebi, milli, parse
+from scheduler.controller.resources import charge, effective
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("500m", Decimal("0.5")),
+        ("2", Decimal(2)),
+        (4, Decimal(4)),
+        ("1Gi", Decimal(1 << 30)),
+        ("1.5k", Decimal(1500)),
+        ("1e3", Decimal(1000)),
+        ("100u", Decimal("0.0001")),
+    ],
+)
+def test_quantities_parse_exactly(text, value):
+    assert parse(text) == value
+
+
+@pytest.mark.parametrize("text", ["1e400", "1e30", "-1", "abc", "1Zi", "", True, None, [1]])
+def test_bad_or_out_of_range_quantities_are_errors(text):
+    with pytest.raises(QuantityError):
+        parse(text)
+
+
+def test_units_round_up():
+    assert milli(Decimal("0.0001")) == 1
+    assert mebi(Decimal(1)) == 1
+    assert mebi(Decimal(1 << 20)) == 1
+
+
+def test_effective_request_is_max_of_init_and_sum_of_containers_plus_overhead():
+    spec = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "2"}, "limits": {"nvidia.com/gpu": "4"}}},
+            {"resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},  # limit as request
+        ],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "10"}}},
+            {"resources": {"requests": {"nvidia.com/gpu": "1"}}},
+        ],
+        "overhead": {"cpu": "250m"},
+    }
+    wanted = effective(spec)
+    assert wanted["cpu"] == Decimal("10.25")  # init 10 > 2 + 1, plus overhead
+    assert wanted["nvidia.com/gpu"] == Decimal(6)  # 4 + 2 > 1
+    assert charge(spec, "nvidia.com/gpu").cpu_milli == 10_250
+
+
+def job(**spec: object) -> dict:
+    base = {
+        "replicas": 2,
+        "gpusPerReplica": 8,
+        "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+    }
+    return {
+        "metadata": {"name": "j", "namespace": "team", "uid": "u"},
+        "spec": {**base, **spec},
+    }
+
+
+def test_a_good_job_translates_with_its_true_charge():
+    sidecar = {"name": "side", "image": "b", "resources": {"requests": {"cpu": "3"}}}
+    view = translate(
+        job(
+            cpuPerReplica="1",
+            template={"spec": {"containers": [{"name": "main", "image": "x"}, sidecar]}},
+        ),
+        OperatorConfig(),
+    )
+    assert view.gang.cpu_milli_per_pod == 4000  # the sidecar counts
+    assert view.pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert view.gang.constraints.selector == (("rackwise.io/pool", "training"),)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"replicas": "2"}, "spec.replicas"),
+        ({"replicas": 20_000}, "maxGangPods"),
+        ({"cpuPerReplica": "1e400"}, "spec.cpuPerReplica"),
+        ({"template": {"spec": "x"}}, "spec.template.spec"),
+        ({"template": {"spec": {"containers": []}}}, "spec.template.spec.containers"),
+        ({"pool": "gpu"}, "spec.pool"),
+        ({"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel"),
+        ({"parallelism": {"dp": 3, "tp": 8}}, "spec"),
+    ],
+)
+def test_bad_specs_name_the_field(change, field):
+    with pytest.raises(InvalidSpecError) as info:
+        translate(job(**change), OperatorConfig())
+    assert field in str(info.value)
+
+
+def test_pod_security_levels_and_exempt_namespaces():
+    root = {"name": "main", "image": "x", "securityContext": {"runAsUser": 0}}
+    as_root = job(template={"spec": {"containers": [root]}})
+    translate(as_root, OperatorConfig())  # baseline allows root
+    restricted = OperatorConfig(pod_security=PodSecurity(level=SecurityLevel.RESTRICTED))
+    with pytest.raises(InvalidSpecError, match="restricted"):
+        translate(as_root, restricted)
+    host = job(template={"spec": {"containers": [root], "hostNetwork": True}})
+    with pytest.raises(InvalidSpecError, match="hostNetwork"):
+        translate(host, OperatorConfig())
+    exempt = OperatorConfig(pod_security=PodSecurity(exempt_namespaces=("team",)))
+    translate(host, exempt)
