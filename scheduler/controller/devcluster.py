@@ -130,3 +130,55 @@ def _background(command: list[str], log: Path) -> int:
             command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
         )
     return process.pid
+
+
+class Replicas:
+    """Operator replicas as separate processes, each with its own identity (POD_NAME), for the
+    kill test and the soak: start them, find the leader from the Lease, SIGKILL it."""
+
+    def __init__(self, cluster: LocalCluster, config: Path, logs: Path) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.logs = logs
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.started = 0
+
+    def start(self) -> str:
+        name = f"operator-{self.started}"
+        self.started += 1
+        command = operator_command(self.cluster.operator_kubeconfig, 0, self.config)
+        with (self.logs / f"{name}.log").open("ab") as handle:
+            self.procs[name] = subprocess.Popen(
+                command,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env={**os.environ, "POD_NAME": name},
+            )
+        return name
+
+    def leader(self) -> str | None:
+        lease = Gateway(self.cluster.admin_kubeconfig).get_lease(
+            "rackwise-system", "rackwise-operator"
+        )
+        holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        return str(holder) if holder in self.procs else None
+
+    def kill(self, name: str) -> None:
+        process = self.procs.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def alive(self) -> list[str]:
+        """Replicas still running; one that exited on its own is a failure to report."""
+        return [n for n, p in self.procs.items() if p.poll() is None]
+
+    def stop(self) -> None:
+        for process in self.procs.values():
+            process.terminate()
+        for process in self.procs.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.procs.clear()

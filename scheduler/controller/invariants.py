@@ -1,0 +1,85 @@
+"""What must hold in any cluster rackwise schedules, checked from the API objects alone (used by
+the kill test and `make soak`; written without the reconciler's code paths).
+
+- no node holds more than its allocatable of any resource rackwise charges, or more pods than
+  its `pods` allocatable (every non-finished pod counts, bound or reserved, whoever placed it);
+- once the operator has settled, no gang is half there: a TrainingJob's pods are either none
+  or all of its replicas, all bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.pods import owned_by
+from scheduler.controller.quantity import mebi, milli, parse, whole
+from scheduler.controller.resources import charge
+from scheduler.controller.state import DONE, host_of
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Report:
+    oversubscribed: list[str] = field(default_factory=list)  # "node: resource used/allocatable"
+    half_bound: list[str] = field(default_factory=list)  # job keys
+    unplaced: list[str] = field(default_factory=list)  # valid jobs with no pods
+
+    @property
+    def violations(self) -> int:
+        return len(self.oversubscribed) + len(self.half_bound)
+
+
+def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) -> list[str]:
+    used: dict[str, list[int]] = {}
+    for pod in pods:
+        host = host_of(pod)
+        if host is None or pod.get("status", {}).get("phase") in DONE:
+            continue
+        c = charge(pod.get("spec") or {}, config.gpu_resource)
+        total = used.setdefault(host, [0, 0, 0, 0])
+        for i, value in enumerate((c.gpus, c.cpu_milli, c.memory_mib, 1)):
+            total[i] += value
+    out = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        allocatable = node.get("status", {}).get("allocatable") or {}
+        limits = (
+            whole(parse(allocatable.get(config.gpu_resource, 0))),
+            milli(parse(allocatable.get("cpu", 0))),
+            mebi(parse(allocatable.get("memory", 0))),
+            whole(parse(allocatable.get("pods", 110))),
+        )
+        for what, have, limit in zip(
+            ("gpus", "cpu", "memory", "pods"), used.get(name, []), limits, strict=False
+        ):
+            if have > limit:
+                out.append(f"{name}: {what} {have}/{limit}")
+    return out
+
+
+def half_bound(jobs: list[Obj], pods: list[Obj]) -> tuple[list[str], list[str]]:
+    """(jobs with some but not all pods, or unbound pods; jobs with no pods at all)."""
+    by_owner: dict[str, list[Obj]] = {}
+    for pod in pods:
+        uid = owned_by(pod)
+        if uid is not None:
+            by_owner.setdefault(uid, []).append(pod)
+    partial, empty = [], []
+    for job in jobs:
+        meta = job["metadata"]
+        name = f"{meta['namespace']}/{meta['name']}"
+        mine = by_owner.get(meta["uid"], [])
+        if not mine:
+            empty.append(name)
+        elif len(mine) != job["spec"]["replicas"] or not all(
+            p["spec"].get("nodeName") for p in mine
+        ):
+            partial.append(name)
+    return partial, empty
+
+
+def check(nodes: list[Obj], pods: list[Obj], jobs: list[Obj], config: OperatorConfig) -> Report:
+    partial, empty = half_bound(jobs, pods)
+    return Report(oversubscribed(nodes, pods, config), partial, empty)
