@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-sim bench-operator apiserver kind-up kind-e2e clean
+.PHONY: demo test lint bench bench-place bench-sim bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -41,6 +41,12 @@ bench-sim: $(STAMP)
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator
+
+# 30 minutes of submissions, deletions, node flaps and leader kills on the real API server;
+# prints what it measured (not a test). SOAK_MINUTES=3 for a short look.
+SOAK_MINUTES ?= 30
+soak: $(STAMP) apiserver
+	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.soak --minutes $(SOAK_MINUTES)
 
 kind-up:
 	bash manifests/kind/kind-up.sh

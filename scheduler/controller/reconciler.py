@@ -129,7 +129,7 @@ class Reconciler:
             if uid is not None:
                 owned.setdefault(uid, []).append(p)
         live = {str(j["metadata"]["uid"]): j for j in jobs}
-        self.launches = {u: launch for u, launch in self.launches.items() if u in live}
+        self._forget(set(live))
         self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             for launch in self.launches.values():
@@ -143,6 +143,12 @@ class Reconciler:
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches))
         return report
+
+    def _forget(self, live: set[str]) -> None:
+        """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""
+        self.launches = {u: v for u, v in self.launches.items() if u in live}
+        self.backoff = {u: v for u, v in self.backoff.items() if u in live}
+        self.placeable_since = {u: v for u, v in self.placeable_since.items() if u in live}
 
     def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
         try:

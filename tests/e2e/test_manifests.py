@@ -89,3 +89,37 @@ def test_shipped_config_map_is_a_valid_operator_config():
     config = OperatorConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"]))
     assert config.labels.rack == "rackwise.io/rack"
     assert config.gpu_resource == "nvidia.com/gpu"
+
+
+def test_deployment_is_hardened_and_replicated():
+    [deploy] = [d for d in render("base") if d["kind"] == "Deployment"]
+    spec = deploy["spec"]
+    assert spec["replicas"] == 2  # one leader, one standby
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not pod.get("hostNetwork")
+    [container] = pod["containers"]
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(container["resources"][kind])
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_IP": "status.podIP"}
+
+
+def test_operator_rbac_is_namespaced_for_writes():
+    docs = render("base")
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    reads = {v for rule in roles["rackwise-operator"]["rules"] for v in rule["verbs"]}
+    assert reads == {"list", "watch"}  # cluster-wide: reads only
+    writes = roles["rackwise-workloads"]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"default", "rackwise-system"}
+    assert not any(
+        d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "rackwise-workloads"
+        for d in docs
+    )
+    assert any("pods" in r["resources"] and "create" in r["verbs"] for r in writes["rules"])
