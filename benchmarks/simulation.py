@@ -28,7 +28,7 @@ from scheduler.simulation.trace import TraceJob, load_trace, transform
 from scheduler.topology import from_lingjun_csv, generate
 
 REPO = Path(__file__).resolve().parents[1]
-PHILLY = REPO.parent / "shared" / "traces" / "philly-pollux" / "philly.csv"
+PHILLY = REPO / "simulations" / "traces" / "philly.csv.gz"
 LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
 
 

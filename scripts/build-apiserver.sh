@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build kube-apiserver 1.20 from Debian bookworm's `kubernetes` source package (no Docker, no
+# Build kube-apiserver 1.20 from Debian's `kubernetes` source package (no Docker, no
 # registry serves server binaries here) and install etcd. The binary is cached under
 # ~/.cache/rackwise/ keyed by version, so only the first run pays the ~11 minute build.
 set -euo pipefail
@@ -16,10 +16,15 @@ if ! command -v go >/dev/null || ! command -v etcd >/dev/null || ! command -v rs
   $SUDO apt-get install -y -qq golang-go etcd-server rsync jq golang-github-modern-go-reflect2-dev >&2
 fi
 [ -x "$BIN" ] && { echo "$BIN"; exit 0; }
-SRC_LIST=/etc/apt/sources.list.d/rackwise-src.sources
-if [ ! -f "$SRC_LIST" ]; then
-  printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    | $SUDO tee "$SRC_LIST" >/dev/null
+# Source packages come from the machine's own apt sources: where no deb-src entry exists, one is
+# derived from the first (non-security) deb entry, in whichever format the machine uses.
+if ! grep -rqsE '^(deb-src |Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  derived=$(python3 "$(dirname "$0")/deb-src.py") || { echo "no apt source to derive deb-src from" >&2; exit 1; }
+  case "$derived" in
+    Types:*) target=/etc/apt/sources.list.d/rackwise-src.sources ;;
+    *) target=/etc/apt/sources.list.d/rackwise-src.list ;;
+  esac
+  printf '%s\n' "$derived" | $SUDO tee "$target" >/dev/null
   $SUDO apt-get update -qq >&2
 fi
 WORK="$CACHE/build"

@@ -13,12 +13,13 @@ rackwise trace format (CSV with a header, or JSONL with the same keys), one job 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -96,9 +97,17 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def _open(path: Path) -> TextIO:
+    """A trace file, gzip-compressed (`.csv.gz`, `.jsonl.gz`) or not."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="")
+    return path.open(newline="")
+
+
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(newline="") as handle:
-        if path.suffix == ".jsonl":
+    inner = Path(path.stem) if path.suffix == ".gz" else path
+    with _open(path) as handle:
+        if inner.suffix == ".jsonl":
             for line, text in enumerate(handle, start=1):
                 if text.strip():
                     try:
