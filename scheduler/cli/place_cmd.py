@@ -62,12 +62,13 @@ def _table(p: Placement) -> Table:
     table.add_row("domains", "  ".join(f"{lv}={p.domains[lv]}" for lv in LEVELS))
     table.add_row("cross GB", "  ".join(f"{lv}={p.traffic_gb[lv]:g}" for lv in LEVELS))
     if p.optimal:
-        proof = f"bound {p.bound:.3f}, optimal"
+        proof = f"bound {p.bound:.3f}, proven optimal"
     elif p.bound is not None and p.gap is not None:
         proof = f"bound {p.bound:.3f}, gap {p.gap:.2%}"
     else:
-        proof = "no bound computed"
-    table.add_row("cost", f"{p.cost:.3f} ({proof}, {p.engine})")
+        proof = "bound n/a"
+    table.add_row("objective", f"{p.objective:.3f} ({proof}, {p.engine})")
+    table.add_row("traffic cost", f"{p.cost:.3f}")
     table.add_row("time", f"{p.solve_seconds * 1000:.1f} ms")
     return table
 

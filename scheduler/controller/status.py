@@ -36,6 +36,7 @@ def summary(placement: Placement) -> Obj:
     out: Obj = {
         "domains": placement.domains,
         "cost": round(placement.cost, 6),
+        "objective": round(placement.objective, 6),
         "optimal": placement.optimal,
         "solveSeconds": round(placement.solve_seconds, 6),
         "engine": placement.engine,

@@ -31,9 +31,13 @@ class Placement(BaseModel):
     domains: dict[str, int] = Field(default_factory=dict)
     # level -> GB crossing that level per training step (ring all-reduce, DFS rank order)
     traffic_gb: dict[str, float] = Field(default_factory=dict)
+    # traffic-model cost (cost.traffic): GB crossing each level x the level's weight
     cost: float = 0.0
-    # lower bound on the ring cost and the relative gap to it; None where not computed
-    # (PlaceConfig.report_bound off for a baseline)
+    # J, what rackwise minimises for training gangs (placement/scoring.py): weighted ring
+    # crossings + preferred-level penalties + fresh racks broken; every policy is scored on it
+    objective: float = 0.0
+    # a valid lower bound on J over every feasible placement, and the relative gap to it; None
+    # where none was computed or claimed (inference pools, report_bound off)
     bound: float | None = None
     gap: float | None = None
     optimal: bool = False

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.topology import LEVELS
 from scheduler.placement import cpsat
 from scheduler.placement.baselines import BASELINES
-from scheduler.placement.bounds import lower_bound
+from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.reasons import explain
-from scheduler.placement.scoring import level_weights, ring_cost
+from scheduler.placement.scoring import (
+    fresh_rack_weight,
+    level_weights,
+    objective,
+    preference_weights,
+)
 from scheduler.placement.snapshot import Snapshot
 
 RACKWISE = "rackwise"
@@ -58,43 +63,59 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
     weights = level_weights(snapshot.fabric, gang)
-    bound = functools.cache(lambda: lower_bound(capacity, weights))
+    ring = functools.cache(lambda: lower_bound(capacity, weights))
+    prefs = preference_weights(gang, weights)
+    j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
+    exact: float | None = None
     if config.policy == RACKWISE:
-        solution = cpsat.solve(capacity, bound, weights, config)
+        solution = cpsat.solve(capacity, ring, weights, config, j_bound)
         counts = solution.counts if solution else None
-        optimal = solution.optimal if solution else False
+        exact = solution.exact if solution else None
         engine = solution.engine if solution else "cp-sat"
     else:
-        counts = BASELINES[config.policy](capacity, config.seed)
-        optimal, engine = False, config.policy
+        counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
     if counts is None:
         return _unplaceable(gang, config.policy, "no placement found within the time limit", start)
     wait = _patience(capacity, counts, config)
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
-    proven = None if optimal or not config.report_bound else bound().value
-    return finalize(capacity, counts, weights, config.policy, proven, optimal, start, engine)
+    value = objective(
+        capacity, counts, weights, fresh_rack_weight(capacity, weights, config.fragmentation_weight)
+    )
+    bound = _bound(gang, exact, config.report_bound, j_bound)
+    return finalize(capacity, counts, config.policy, value, bound, start, engine)
+
+
+def _bound(
+    gang: GangRequest, exact: float | None, wanted: bool, j_bound: Callable[[], float]
+) -> float | None:
+    """A valid lower bound on J: the DP's exact minimum, else the computed bound if asked for.
+    Inference pools optimise their own objective (fill, spread), not J: nothing is claimed."""
+    if pool_objective(gang.pool) != "pack":
+        return None
+    if exact is not None:
+        return exact
+    return j_bound() if wanted else None
 
 
 def finalize(
     capacity: Capacity,
     counts: Mapping[int, int],
-    weights: list[float],
     policy: str,
+    value: float,
     bound: float | None,
-    optimal: bool,
     start: float,
     engine: str,
 ) -> Placement:
+    """`value` is J of `counts`; `bound` a valid lower bound on J or None. Optimal means the
+    value meets the bound: proven for J, never for anything else."""
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
     pods = assign_ranks(fabric, counts)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
-    objective = ring_cost(capacity, counts, weights)
-    optimal = optimal or (bound is not None and objective <= bound * (1 + 1e-9))
-    bound = objective if optimal else bound
-    gap = None if bound is None else (objective - bound) / objective if objective > 0 else 0.0
+    optimal = bound is not None and value <= bound * (1 + 1e-9) + 1e-12
+    gap = None if bound is None else max(0.0, (value - bound) / value) if value > 0 else 0.0
     return Placement(
         gang=gang.name,
         policy=policy,
@@ -103,6 +124,7 @@ def finalize(
         domains=domains_spanned(fabric, hosts),
         traffic_gb={level: round(gb, 6) for level, gb in zip(LEVELS, flow.gb, strict=True)},
         cost=flow.cost,
+        objective=value,
         bound=bound,
         gap=gap,
         optimal=optimal,

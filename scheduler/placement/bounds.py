@@ -48,6 +48,13 @@ def lower_bound(capacity: Capacity, weights: Sequence[float]) -> Bound:
     return Bound(ks, _Nested(capacity, weights).bound(len(LEVELS), 0, ks))
 
 
+def objective_bound(ring: Bound, preferences: Sequence[float]) -> float:
+    """A lower bound on J (see scoring): the ring bound plus, per preferred level, the extra
+    domains any placement needs there (k* - 1); the fresh-rack term is >= 0, bounded by 0."""
+    extra = sum(p * max(k - 1, 0) for p, k in zip(preferences, ring.kstar, strict=True) if p)
+    return ring.value + extra
+
+
 def _cost(ks: Sequence[int], weights: Sequence[float], floor: int = 0) -> float:
     return sum(w * ring_crossings(max(k, floor)) for k, w in zip(ks, weights, strict=False))
 

@@ -87,7 +87,8 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
             "decision_latency_p50_ms": percentile(result.latencies, 50) * 1000,
             "decision_latency_p99_ms": percentile(result.latencies, 99) * 1000,
             "decisions": len(result.latencies),
-            "gap_to_bound_mean": _mean(result.gaps),
+            # None ("n/a") where no decision had a bound: never a 0.0 that reads as optimal
+            "gap_to_bound_mean": _mean(result.gaps) if result.gaps else None,
             "simulated_seconds": result.end,
             "wall_seconds": result.wall_seconds,
             "pools": {

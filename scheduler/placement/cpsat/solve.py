@@ -16,50 +16,60 @@ from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin, bins_of, fill, make_bins
 from scheduler.placement.cpsat.model import SCALE, GangModel, build
-from scheduler.placement.scoring import ring_cost
-from scheduler.placement.treedp import solve_tree
+from scheduler.placement.scoring import (
+    fresh_rack_weight,
+    objective,
+    preference_weights,
+    ring_cost,
+)
+from scheduler.placement.treedp import DPResult, solve_tree
 
 
 @dataclass(frozen=True)
 class Solution:
     counts: dict[int, int]
-    optimal: bool  # proven: by the DP (exhaustive), by CP-SAT, or by meeting the lower bound
+    # the exact minimum of the reported objective J, where the engine proved it (the tree DP
+    # is exhaustive for J); None otherwise. CP-SAT's own optimality is for its scaled model,
+    # so its answers are proven only by meeting a valid bound on J (placement.api).
+    exact: float | None
     engine: str
 
 
 def solve(
-    capacity: Capacity, bound: Callable[[], Bound], weights: list[float], config: PlaceConfig
+    capacity: Capacity,
+    bound: Callable[[], Bound],
+    weights: list[float],
+    config: PlaceConfig,
+    objective_bound: Callable[[], float],
 ) -> Solution | None:
-    """`bound` is computed on first use: the exact DP needs none."""
+    """`bound` (ring crossings) and `objective_bound` (J) are computed on first use: the exact
+    DP needs neither."""
     gang = capacity.gang
+    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
     if (
         config.engine == "auto"
         and pool_objective(gang.pool) == "pack"
         and gang.max_pods_per_rack is None
     ):
-        exact = _tree(capacity, weights, config)
-        if exact is not None:
-            return Solution(exact, True, "tree-dp")
+        found = _tree(capacity, weights, fresh)
+        if found is not None:
+            return Solution(found.counts, found.value, "tree-dp")
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = pool_objective(gang.pool) == "pack"
     if (
         packing
         and hint is not None
-        and ring_cost(capacity, hint, weights) <= bound().value * (1 + 1e-9)
+        and objective(capacity, hint, weights, fresh) <= objective_bound() * (1 + 1e-9)
     ):
-        return Solution(hint, True, "warm-start")
+        return Solution(hint, None, "warm-start")
     return _cpsat(capacity, bound(), weights, config, hint)
 
 
-def _tree(capacity: Capacity, weights: list[float], config: PlaceConfig) -> dict[int, int] | None:
+def _tree(capacity: Capacity, weights: list[float], fresh: float) -> DPResult | None:
     gang = capacity.gang
     top = LEVELS.index(gang.required_level) if gang.required_level else len(LEVELS) - 1
-    penalty = [max(weights) * gang.preferred_levels.get(level, 0.0) for level in LEVELS]
-    racks = len(capacity.snapshot.fabric.names[2])
-    fresh = config.fragmentation_weight * weights[0] / (racks + 1)
-    found = solve_tree(capacity, weights, top, fresh, penalty)
-    return found.counts if found else None
+    return solve_tree(capacity, weights, top, fresh, preference_weights(gang, weights))
 
 
 def _cpsat(
@@ -77,7 +87,7 @@ def _cpsat(
     _configure(solver, config)
     status = solver.solve(gm.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return Solution(hint, False, "warm-start") if hint is not None else None
+        return Solution(hint, None, "warm-start") if hint is not None else None
     counts = fill(bins, [solver.value(x) for x in gm.pods], [solver.value(u) for u in gm.used])
     # the warm start stays the answer when the solver, stopped by its budget, did worse on cost
     packing = pool_objective(capacity.gang.pool) == "pack"
@@ -86,8 +96,8 @@ def _cpsat(
         and hint is not None
         and ring_cost(capacity, hint, weights) < ring_cost(capacity, counts, weights)
     ):
-        return Solution(hint, False, "warm-start")
-    return Solution(counts, status == cp_model.OPTIMAL, "cp-sat")
+        return Solution(hint, None, "warm-start")
+    return Solution(counts, None, "cp-sat")
 
 
 def _best_baseline(capacity: Capacity, weights: list[float], seed: int) -> dict[int, int] | None:
