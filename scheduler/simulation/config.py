@@ -40,6 +40,9 @@ class SimConfig(BaseModel):
     # rackwise only: seconds a gang may wait for a one-spine placement (PlaceConfig)
     compact_wait_s: float = Field(default=0.0, ge=0)
     profile: Profile = Profile()
+    # rings crossing the same uplinks share it, max-min fair (simulation/network.py); off: each
+    # job runs at its uncontended rate, as the earlier model did
+    contention: bool = True
 
     @property
     def restart_s(self) -> float:

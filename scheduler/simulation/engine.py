@@ -17,7 +17,8 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
 from scheduler.simulation.config import SimConfig
-from scheduler.simulation.slowdown import Reference, slowdown
+from scheduler.simulation.network import Network
+from scheduler.simulation.slowdown import Reference, highest_spanned, ring_gbps, stretch
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
@@ -43,6 +44,13 @@ class JobState:
     rack_gb: float = 0.0
     spine_gb: float = 0.0
     last_domains: dict[str, int] = field(default_factory=dict)
+    # the current run: work left when it started, the ring's share of a step, the compact
+    # reference bandwidth, and the time up to which work_left is counted
+    run_work: float = 0.0
+    share: float = 0.0
+    reference_gbps: float = 0.0
+    progress_at: float = 0.0
+    comm_gpu_s: float = 0.0  # GPU-seconds spent communicating, over every run
 
 
 @dataclass
@@ -74,6 +82,7 @@ class Simulation:
         self.config = config
         self.snapshot = Snapshot(fabric)
         self.reference = Reference(fabric)
+        self.network = Network(fabric)
         # baselines' distance to the bound is not a simulator metric: skip computing it
         self.place_config = PlaceConfig(
             policy=policy,
@@ -222,20 +231,40 @@ class Simulation:
         state.last_domains = placement.domains
         state.started = now
         state.overhead = self.config.restart_s if state.restarts else 0.0
-        state.stretch = slowdown(
-            self.fabric,
-            self.reference,
-            state.gang,
-            placement.domains,
-            self.config.profile,
-            self.per_host,
-        )
+        state.run_work = state.work_left
+        state.progress_at = now + state.overhead
+        state.share = self.config.profile.share(state.gang, self.per_host)
+        state.reference_gbps = self.reference.gbps(state.gang)
+        state.stretch = 1.0
         if state.first_start is None:
             state.first_start = now
-        for host in placement.hosts():
-            self.on_host.setdefault(self.fabric.host_index[host], set()).add(state.order)
+        hosts = [self.fabric.host_index[h] for h in placement.hosts()]
+        for h in hosts:
+            self.on_host.setdefault(h, set()).add(state.order)
         self._busy(state.gang.pool, state.gang.gpus, now)
-        state.due = now + state.overhead + state.work_left * state.stretch
+        cap = ring_gbps(self.fabric, highest_spanned(placement.domains))
+        links = self.network.crossed(hosts) if state.share and self.config.contention else ()
+        for order in self.network.start(state.order, cap, links) | {state.order}:
+            self._rerate(self.states[order], now)
+
+    def _advance(self, state: JobState, now: float) -> None:
+        """Count the work done since progress_at at the current stretch."""
+        if now <= state.progress_at:
+            return
+        elapsed = now - state.progress_at
+        state.work_left = max(0.0, state.work_left - elapsed / state.stretch)
+        comm = state.stretch - (1.0 - state.share) if state.share else 0.0
+        state.comm_gpu_s += state.gang.gpus * elapsed * max(comm, 0.0) / state.stretch
+        state.progress_at = now
+
+    def _rerate(self, state: JobState, now: float) -> None:
+        """The ring's rate changed (or the run began): finish at the new pace."""
+        self._advance(state, now)
+        rate = self.network.rates.get(state.order)
+        if rate is None:
+            rate = ring_gbps(self.fabric, highest_spanned(state.last_domains))
+        state.stretch = stretch(state.share, state.reference_gbps, rate)
+        state.due = state.progress_at + state.work_left * state.stretch
         self.push(state.due, FINISH, state.order)
 
     def _stop(self, state: JobState, now: float) -> float:
@@ -245,13 +274,17 @@ class Simulation:
         self.snapshot.release(state.gang, placement)
         for host in placement.hosts():
             self.on_host[self.fabric.host_index[host]].discard(state.order)
-        worked = max(0.0, now - state.started - state.overhead) / state.stretch
-        worked = min(worked, state.work_left)
+        self._advance(state, now)
+        worked = state.run_work - state.work_left
+        state.work_left = state.run_work  # the caller decides what of the run is kept
         state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked
         state.spine_gb += placement.traffic_gb.get("spine", 0.0) * worked
         state.placement = None
         self._busy(state.gang.pool, -state.gang.gpus, now)
         self.epoch[state.gang.pool] = self.epoch.get(state.gang.pool, 0) + 1
+        for order in self.network.stop(state.order):
+            if self.states[order].placement is not None:
+                self._rerate(self.states[order], now)
         return worked
 
     def _busy(self, pool: str, delta: int, now: float) -> None:

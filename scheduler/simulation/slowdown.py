@@ -73,6 +73,14 @@ class Reference:
         return self._cache[key]
 
 
+def stretch(share: float, reference_gbps: float, rate_gbps: float) -> float:
+    """Step time over a compact step's: compute (1 - s) plus communication s at the ring's rate
+    against the compact reference's."""
+    if share == 0.0 or rate_gbps <= 0:
+        return 1.0
+    return max(1.0, (1.0 - share) + share * reference_gbps / rate_gbps)
+
+
 def slowdown(
     fabric: Fabric,
     reference: Reference,
@@ -84,5 +92,4 @@ def slowdown(
     share = profile.share(gang, gpus_per_host)
     if share == 0.0:
         return 1.0
-    actual = ring_gbps(fabric, highest_spanned(domains))
-    return max(1.0, (1.0 - share) + share * reference.gbps(gang) / actual)
+    return stretch(share, reference.gbps(gang), ring_gbps(fabric, highest_spanned(domains)))
