@@ -51,6 +51,7 @@ class JobState:
     reference_gbps: float = 0.0
     progress_at: float = 0.0
     comm_gpu_s: float = 0.0  # GPU-seconds spent communicating, over every run
+    run_gpu_s: float = 0.0  # GPU-seconds of running (restart overhead excluded), every run
 
 
 @dataclass
@@ -65,6 +66,7 @@ class SimResult:
     end: float
     wall_seconds: float = 0.0
     background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
+    gpus_per_host: int = 8
 
 
 @dataclass(order=True)
@@ -104,6 +106,7 @@ class Simulation:
         self.busy: dict[str, int] = {}
         self.rng = random.Random(config.seed)
         self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
+        self.result.gpus_per_host = self.per_host
         self._background(config.background_hosts)
 
     def _pool_gpus(self) -> dict[str, int]:
@@ -255,6 +258,7 @@ class Simulation:
         state.work_left = max(0.0, state.work_left - elapsed / state.stretch)
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0
         state.comm_gpu_s += state.gang.gpus * elapsed * max(comm, 0.0) / state.stretch
+        state.run_gpu_s += state.gang.gpus * elapsed
         state.progress_at = now
 
     def _rerate(self, state: JobState, now: float) -> None:

@@ -47,6 +47,72 @@ def job_metrics(jobs: Sequence[JobState]) -> dict[str, Any]:
     }
 
 
+# gang sizes (GPUs) for the per-size tables: upper bounds of each bucket
+SIZE_BUCKETS: tuple[int, ...] = (8, 32, 128, 512, 1 << 30)
+
+
+def bucket(gpus: int) -> str:
+    low = 1
+    for high in SIZE_BUCKETS:
+        if gpus <= high:
+            return f"{low}-{high}" if high < 1 << 30 else f">{low - 1}"
+        low = high + 1
+    return f">{SIZE_BUCKETS[-2]}"
+
+
+def slowdown(state: JobState) -> float:
+    """Actual over ideal runtime: first start to finish (restarts and waits between runs
+    included) over the job's work at compact speed."""
+    assert state.finish is not None
+    assert state.first_start is not None
+    return (state.finish - state.first_start) / state.job.duration_s
+
+
+def time_metrics(result: SimResult) -> dict[str, Any]:
+    """What placement does to time: goodput, makespan, slowdown of multi-host gangs (gangs
+    larger than a host, whatever a policy did with them), queueing by size, communication."""
+    jobs = result.jobs
+    done = [j for j in jobs if j.finish is not None]
+    first = min((j.job.submit_s for j in jobs), default=0.0)
+    last = max((j.finish for j in done if j.finish is not None), default=first)
+    makespan = max(last - first, 1e-9)
+    capacity = sum(result.pool_gpus.values())
+    ideal = sum(j.gang.gpus * j.job.duration_s for j in done)
+    multi = [j for j in done if j.gang.gpus > result.gpus_per_host]
+    started = [j for j in jobs if j.first_start is not None]
+    largest = sorted(started, key=lambda j: -j.gang.gpus)[: max(1, len(started) // 20)]
+    busy = sum(j.run_gpu_s for j in jobs)
+    out: dict[str, Any] = {
+        "goodput": ideal / (capacity * makespan) if capacity else 0.0,
+        "makespan_s": makespan,
+        "slowdown_multihost_mean": _mean([slowdown(j) for j in multi]),
+        "slowdown_multihost_p99": percentile([slowdown(j) for j in multi], 99),
+        "multihost_gangs": len(multi),
+        "queue_delay_largest5_p99_s": percentile([_wait(j) for j in largest], 99),
+        "comm_share_of_gpu_time": sum(j.comm_gpu_s for j in jobs) / busy if busy else 0.0,
+        "by_size": {},
+    }
+    for name in sorted({bucket(j.gang.gpus) for j in started}, key=_bucket_order):
+        group = [j for j in started if bucket(j.gang.gpus) == name]
+        finished = [j for j in group if j.finish is not None]
+        out["by_size"][name] = {
+            "jobs": len(group),
+            "slowdown_mean": _mean([slowdown(j) for j in finished]),
+            "queue_delay_mean_s": _mean([_wait(j) for j in group]),
+            "queue_delay_p99_s": percentile([_wait(j) for j in group], 99),
+        }
+    return out
+
+
+def _wait(state: JobState) -> float:
+    assert state.first_start is not None
+    return state.first_start - state.job.submit_s
+
+
+def _bucket_order(name: str) -> int:
+    return int(name.lstrip(">").split("-")[0])
+
+
 def utilisation(result: SimResult, pool: str | None) -> float:
     """Time-weighted busy GPUs over capacity while load is offered: from the first arrival to
     the last (the heavy tail of long jobs afterwards would say more about the trace than the
@@ -79,6 +145,7 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     stranded = [s for _, s, _ in result.samples]
     largest = [lg for _, _, lg in result.samples]
     out: dict[str, Any] = job_metrics(result.jobs)
+    out.update(time_metrics(result))
     out.update(
         {
             "gpu_utilisation": utilisation(result, None),

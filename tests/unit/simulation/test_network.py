@@ -76,3 +76,25 @@ def test_contention_stretches_and_releases_job_times():
     assert finish["a"] == pytest.approx(620)
     alone = Simulation(fabric, jobs, "least-allocated", SimConfig(contention=False)).run()
     assert {s.job.id: s.finish for s in alone.jobs} == pytest.approx({"a": 440, "b": 220})
+
+
+def test_time_metrics_by_hand():
+    """The spine-crossing case of test_engine: a 16-GPU gang submitted at 1 runs 1..136 at
+    stretch 1.35 on a 32-GPU fabric. Slowdown 135/100; goodput 16*100 / (32 * 135); the
+    ring's share of GPU time (1.35 - 0.65) / 1.35."""
+    from scheduler.simulation.metrics import policy_metrics
+
+    fabric = Fabric(generate(blocks=2, racks=1, hosts=2, gpus=8))
+    sim = Simulation(
+        fabric, [TraceJob(id="g", submit_s=1, duration_s=100, gpus=16)], "rackwise", SimConfig()
+    )
+    sim.snapshot.use("h0-1", 8)
+    sim.snapshot.use("h1-1", 8)
+    m = policy_metrics(sim.run())
+    assert m["multihost_gangs"] == 1
+    assert m["slowdown_multihost_mean"] == pytest.approx(1.35)
+    assert m["makespan_s"] == pytest.approx(135)
+    assert m["goodput"] == pytest.approx(1600 / (32 * 135))
+    assert m["comm_share_of_gpu_time"] == pytest.approx(0.70 / 1.35)
+    assert m["by_size"]["9-32"]["slowdown_mean"] == pytest.approx(1.35)
+    assert m["queue_delay_largest5_p99_s"] == 0
