@@ -139,7 +139,7 @@ SPINE = LEVELS.index("spine")
 def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> str | None:
     """A reason to wait when the best placement now spans spines but the gang fits in one spine
     of its pool when that is free, and the gang is still within its patience."""
-    if config.policy != RACKWISE or config.waited_s >= config.compact_wait_s:
+    if config.waited_s >= config.compact_wait_s:  # a queue rule: any policy may have it
         return None
     fabric = capacity.snapshot.fabric
     spines = {fabric.domain[SPINE][h] for h, n in counts.items() if n > 0}

@@ -37,8 +37,11 @@ class SimConfig(BaseModel):
     # share of hosts fully taken for the whole run by work outside the trace (seeded), as on a
     # busy production cluster; counted in utilisation
     background_hosts: float = Field(default=0.0, ge=0, lt=1)
-    # rackwise only: seconds a gang may wait for a one-spine placement (PlaceConfig)
+    # queue rules, the same for every policy (the fair protocol reports them apart):
+    # patience, seconds a gang may wait for a one-spine placement (PlaceConfig.compact_wait_s)
     compact_wait_s: float = Field(default=0.0, ge=0)
+    # backfill: a gang that cannot start does not hold back later ones (off: strict FIFO)
+    backfill: bool = True
     profile: Profile = Profile()
     # rings crossing the same uplinks share it, max-min fair (simulation/network.py); off: each
     # job runs at its uncontended rate, as the earlier model did

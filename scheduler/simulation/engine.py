@@ -85,14 +85,15 @@ class Simulation:
         self.snapshot = Snapshot(fabric)
         self.reference = Reference(fabric)
         self.network = Network(fabric)
-        # baselines' distance to the bound is not a simulator metric: skip computing it
+        # baselines' distance to the bound is not a simulator metric: skip computing it.
+        # Queue rules (patience, backfill) are the same for every policy.
         self.place_config = PlaceConfig(
             policy=policy,
             time_limit_s=config.time_limit_s,
             seed=config.seed,
             workers=1,
             report_bound=policy == "rackwise",
-            compact_wait_s=config.compact_wait_s if policy == "rackwise" else 0.0,
+            compact_wait_s=config.compact_wait_s,
         )
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [
@@ -188,6 +189,8 @@ class Simulation:
                 gang = state.gang
                 too_big = failed_at.get(gang.gpus_per_pod, math.inf) <= gang.pods
                 if gang.gpus > free or too_big or state.failed_epoch == self.epoch.get(pool, 0):
+                    if not self.config.backfill:
+                        break  # strict FIFO: nothing passes a gang that cannot start
                     continue
                 attempts += 1
                 since = now if state.placeable_since is None else state.placeable_since
@@ -199,6 +202,8 @@ class Simulation:
                     if state.placeable_since is None:
                         state.placeable_since = now
                         self.push(now + self.config.compact_wait_s, WAKE, state.order)
+                    if not self.config.backfill:
+                        break
                     continue
                 if placement.placed:
                     queue.remove(state)
@@ -209,6 +214,8 @@ class Simulation:
                     failed_at[gang.gpus_per_pod] = min(
                         failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods
                     )
+                    if not self.config.backfill:
+                        break
 
     def _decide(self, gang: GangRequest, waited: float) -> Placement:
         config = self.place_config

@@ -174,5 +174,8 @@ def test_patience_waits_for_one_spine_then_gives_in():
     [spread] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=60))
     assert spread.placed
     assert spread.domains["spine"] == 2
+    # patience is a queue rule, available to every policy alike (the fair protocol)
     [baseline] = place(snapshot, [gang], PlaceConfig(policy="slurm-tree", compact_wait_s=60))
-    assert baseline.placed  # patience is rackwise's, baselines place greedily
+    assert baseline.status is PlacementStatus.WAITING
+    [greedy] = place(snapshot, [gang], PlaceConfig(policy="slurm-tree"))
+    assert greedy.placed

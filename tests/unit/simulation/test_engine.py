@@ -90,3 +90,12 @@ def test_pools_never_share_hosts():
     assert t.finish is None  # 32 GPUs never fit in the 16-GPU training pool
     assert i.finish == 100
     assert policy_metrics(result)["jobs_unplaced"] == 1
+
+
+def test_backfill_switch_is_strict_fifo_when_off():
+    """Same trace as test_fifo_wait_and_jct_exact: with backfill off, c (8 GPUs) may not pass b
+    (which waits for the whole fabric), so c starts only after b: at 150, ends at 180."""
+    fabric = Fabric(generate(blocks=1, racks=2, hosts=2, gpus=8))
+    jobs = [job("a", 0, 100, 16), job("b", 10, 50, 32), job("c", 20, 30, 8)]
+    _, result = run(fabric, jobs, backfill=False)
+    assert {s.job.id: s.finish for s in result.jobs} == {"a": 100, "b": 150, "c": 180}
