@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-sim bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test lint bench bench-place bench-sim bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -31,13 +31,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-sim bench-operator
+bench: bench-place bench-sim bench-compare bench-operator
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
 
 bench-sim: $(STAMP)
 	$(BIN)/python -m benchmarks.simulation
+
+# the fair protocol: every policy, same queue rules, 5 seeds, 95% intervals (whole Philly on
+# Lingjun, and the LLM-era mix on 100k GPUs)
+bench-compare: $(STAMP)
+	$(BIN)/python -m benchmarks.compare
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator

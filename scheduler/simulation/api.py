@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scheduler.simulation.metrics import policy_metrics
+from scheduler.simulation.protocol import Ratio, ratios
 from scheduler.simulation.report import write_jobs, write_metrics, write_plots, write_reports
 from scheduler.simulation.runner import Progress, Task, run_all
 from scheduler.simulation.scenario import Scenario, build_jobs, build_topology
+from scheduler.simulation.trace import jitter
 
 
 @dataclass(frozen=True)
 class Outcome:
-    metrics: dict[str, Any]
+    metrics: dict[str, Any]  # per policy, the first seed's full metrics
     notes: list[str]
     out: Path
+    per_seed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    headline: list[Ratio] = field(default_factory=list)
 
 
 def simulate(
@@ -28,14 +32,29 @@ def simulate(
 ) -> Outcome:
     spec = build_topology(scenario, base)
     jobs, bad_rows = build_jobs(scenario, base)
-    config = scenario.sim_config()
-    tasks = [Task(spec, jobs, policy, config) for policy in scenario.policies]
+    seeds = [scenario.seed + i for i in range(scenario.seeds)]
+    tasks = [
+        Task(spec, jitter(jobs, seed, scenario.jitter_minutes), policy, scenario.sim_config(seed))
+        for seed in seeds
+        for policy in scenario.policies
+    ]
     results = run_all(tasks, workers, progress)
-    metrics = {r.policy: policy_metrics(r) for r in results}
+    per_seed: dict[str, list[dict[str, Any]]] = {p: [] for p in scenario.policies}
+    for result in results:
+        per_seed[result.policy].append(policy_metrics(result))
+    metrics = {p: runs[0] for p, runs in per_seed.items()}
+    first = results[: len(scenario.policies)]
     gpus = sum(h.gpus for h in spec.hosts)
+    on = {True: "on", False: "off"}
+    rules = (
+        f"queue rules for every policy: backfill {on[scenario.backfill]}, "
+        f"patience {scenario.compact_wait_s:.0f} s; contention {on[scenario.contention]}"
+    )
     notes = [
-        f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seed {scenario.seed}; "
+        f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seeds {seeds[0]}..{seeds[-1]} "
+        f"(arrival jitter +-{scenario.jitter_minutes:g} min, failures drawn per seed); "
         f"bad trace rows skipped: {bad_rows}",
+        rules,
     ]
     out.mkdir(parents=True, exist_ok=True)
     summary = {
@@ -46,8 +65,9 @@ def simulate(
         "seed": scenario.seed,
         "bad_rows_skipped": bad_rows,
     }
-    write_metrics(out, summary, metrics)
-    write_jobs(out, results)
-    plots = write_plots(out, results)
-    write_reports(out, scenario.name, notes, metrics, plots)
-    return Outcome(metrics, notes, out)
+    headline = ratios(per_seed)
+    write_metrics(out, summary, metrics, per_seed, headline)
+    write_jobs(out, first)
+    plots = write_plots(out, first)
+    write_reports(out, scenario.name, notes, per_seed, headline, plots)
+    return Outcome(metrics, notes, out, per_seed, headline)

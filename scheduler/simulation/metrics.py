@@ -92,7 +92,7 @@ def time_metrics(result: SimResult) -> dict[str, Any]:
         "comm_share_of_gpu_time": sum(j.comm_gpu_s for j in jobs) / busy if busy else 0.0,
         "by_size": {},
     }
-    for name in sorted({bucket(j.gang.gpus) for j in started}, key=_bucket_order):
+    for name in sorted({bucket(j.gang.gpus) for j in started}, key=bucket_order):
         group = [j for j in started if bucket(j.gang.gpus) == name]
         finished = [j for j in group if j.finish is not None]
         out["by_size"][name] = {
@@ -109,7 +109,7 @@ def _wait(state: JobState) -> float:
     return state.first_start - state.job.submit_s
 
 
-def _bucket_order(name: str) -> int:
+def bucket_order(name: str) -> int:
     return int(name.lstrip(">").split("-")[0])
 
 

@@ -15,6 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from scheduler.simulation.engine import SimResult
+from scheduler.simulation.metrics import bucket_order, time_metrics
+from scheduler.simulation.protocol import HEADLINE, Ratio
+from scheduler.simulation.protocol import table as protocol_table
 
 # (metric key, heading, format) for the comparison table in the terminal and the reports
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -44,10 +47,22 @@ def fmt(value: float, how: str) -> str:
     return format(value, how)
 
 
-def write_metrics(out: Path, scenario: dict[str, Any], metrics: dict[str, Any]) -> None:
-    (out / "metrics.json").write_text(
-        json.dumps({"scenario": scenario, "policies": metrics}, indent=2, sort_keys=True)
-    )
+def write_metrics(
+    out: Path,
+    scenario: dict[str, Any],
+    metrics: dict[str, Any],
+    per_seed: dict[str, list[dict[str, Any]]],
+    headline: list[Ratio],
+) -> None:
+    seeds = {
+        p: [{m.key: run[m.key] for m in HEADLINE} for run in runs] for p, runs in per_seed.items()
+    }
+    ratio_rows = [
+        {"measure": r.measure.key, "baseline": r.baseline, "mean": r.mean, "half_width_95": r.half}
+        for r in headline
+    ]
+    body = {"scenario": scenario, "policies": metrics, "per_seed": seeds, "headline": ratio_rows}
+    (out / "metrics.json").write_text(json.dumps(body, indent=2, sort_keys=True))
 
 
 JOB_FIELDS = (
@@ -106,24 +121,29 @@ def _opt(value: float | None) -> str:
 
 
 def write_plots(out: Path, results: list[SimResult]) -> list[str]:
-    names = [_jct_cdf(out, results), _utilisation(out, results), _spread(out, results)]
-    names.append(_bytes(out, results))
-    return names
+    by_size = {r.policy: time_metrics(r)["by_size"] for r in results}
+    return [
+        _by_size(out, by_size, "slowdown_mean", "slowdown (actual / ideal run time)", "slowdown"),
+        _by_size(out, by_size, "queue_delay_mean_s", "mean wait (h)", "queueing", 3600),
+        _bytes(out, results),
+        _utilisation(out, results),
+        _spread(out, results),
+    ]
 
 
-def _jct_cdf(out: Path, results: list[SimResult]) -> str:
+def _by_size(
+    out: Path, by_size: dict[str, dict[str, Any]], key: str, label: str, name: str, scale: float = 1
+) -> str:
     fig, ax = plt.subplots(figsize=(7, 4))
-    for r in results:
-        jct = sorted(j.finish - j.job.submit_s for j in r.jobs if j.finish is not None)
-        if jct:
-            ax.plot(
-                [max(x / 3600, 1e-3) for x in jct],
-                [i / len(jct) for i in range(len(jct))],
-                label=r.policy,
-            )
-    ax.set(xscale="log", xlabel="job completion time (h)", ylabel="share of jobs", title="JCT CDF")
-    ax.legend(fontsize=8)
-    return _save(fig, out, "jct_cdf.png")
+    buckets = sorted({b for sizes in by_size.values() for b in sizes}, key=bucket_order)
+    width = 0.8 / max(len(by_size), 1)
+    for k, (policy, sizes) in enumerate(by_size.items()):
+        values = [sizes.get(b, {}).get(key, 0.0) / scale for b in buckets]
+        ax.bar([i + k * width for i in range(len(buckets))], values, width, label=policy)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(buckets))], buckets)
+    ax.set(xlabel="gang size (GPUs)", ylabel=label, title=f"{name.capitalize()} by gang size")
+    ax.legend(fontsize=7)
+    return _save(fig, out, f"{name}_by_size.png")
 
 
 def _utilisation(out: Path, results: list[SimResult]) -> str:
@@ -141,8 +161,8 @@ def _utilisation(out: Path, results: list[SimResult]) -> str:
         ax.plot(xs, ys, label=r.policy, linewidth=0.8)
     ax.set(
         xlabel="simulated time (h)",
-        ylabel="GPUs busy",
-        title="GPU utilisation over time",
+        ylabel="share of all GPUs busy (0-1)",
+        title="GPU utilisation over time (trace jobs, all pools)",
         ylim=(0, 1.05),
     )
     ax.legend(fontsize=8)
@@ -176,7 +196,7 @@ def _bytes(out: Path, results: list[SimResult]) -> str:
     ax.bar([x - 0.2 for x in xs], rack, 0.4, label="cross-rack")
     ax.bar([x + 0.2 for x in xs], spine, 0.4, label="cross-spine")
     ax.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
-    ax.set(ylabel="TB", title="Cross-fabric traffic per policy")
+    ax.set(ylabel="TB crossing the tier", title="Traffic per fabric tier")
     ax.legend(fontsize=8)
     return _save(fig, out, "cross_fabric_bytes.png")
 
@@ -195,22 +215,38 @@ def rows(metrics: dict[str, Any]) -> list[list[str]]:
 
 
 def write_reports(
-    out: Path, title: str, notes: list[str], metrics: dict[str, Any], plots: list[str]
+    out: Path,
+    title: str,
+    notes: list[str],
+    per_seed: dict[str, list[dict[str, Any]]],
+    headline: list[Ratio],
+    plots: list[str],
 ) -> None:
-    header = ["policy", *(h for _, h, _ in COLUMNS)]
-    body = rows(metrics)
+    header = ["policy", *(m.heading for m in HEADLINE)]
+    body = protocol_table(per_seed)
+    seeds = len(next(iter(per_seed.values()), []))
     md = [f"# rackwise simulation: {title}", "", *notes, ""]
+    md += [f"Mean ±95% interval over {seeds} seed(s):", ""]
     md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in body]
+    md += ["", "rackwise over the best baseline on each measure (paired per-seed ratios):", ""]
+    md += [f"- {r.text()}" for r in headline]
+    md += ["", "## What each measure means", ""]
+    md += [f"- **{m.heading}**: {m.definition}" for m in HEADLINE]
     md += [
         "",
-        "Per pool figures are in `metrics.json`; one row per job per policy in `jobs.csv`.",
+        "Per pool figures are in `metrics.json`; one row per job per policy (first seed) in "
+        "`jobs.csv`. Plots show the first seed.",
         "",
     ]
     md += [f"![{p}]({p})" for p in plots]
     (out / "report.md").write_text("\n".join(md) + "\n")
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+    items = "".join(f"<li>{html.escape(r.text())}</li>" for r in headline)
+    terms = "".join(
+        f"<dt>{html.escape(m.heading)}</dt><dd>{html.escape(m.definition)}</dd>" for m in HEADLINE
+    )
     imgs = "".join(f'<img src="{p}" alt="{p}" style="max-width:48%">' for p in plots)
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
@@ -218,6 +254,8 @@ def write_reports(
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>"
         f"<h1>rackwise simulation: {html.escape(title)}</h1>"
         + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
-        + f"<table><tr>{cells}</tr>{trs}</table>{imgs}</body></html>"
+        + f"<p>Mean ±95% interval over {seeds} seed(s).</p>"
+        + f"<table><tr>{cells}</tr>{trs}</table><ul>{items}</ul><dl>{terms}</dl>{imgs}"
+        + "</body></html>"
     )
     (out / "report.html").write_text(page)

@@ -69,8 +69,15 @@ class Scenario(Strict):
     time_limit_s: float = Field(default=1.0, gt=0)
     failures: Failures | None = None
     skip_bad_rows: bool = False
-    # rackwise: seconds a gang may wait for a placement inside one spine (0: place greedily)
+    # queue rules, the same for every policy: patience (seconds a gang may wait for a placement
+    # inside one spine; 0: place greedily) and backfill (off: strict FIFO)
     compact_wait_s: float = Field(default=0.0, ge=0)
+    backfill: bool = True
+    # rings share uplinks (simulation/network.py); off: the uncontended per-job model
+    contention: bool = True
+    # seeds: each one a draw of arrival jitter and failures, the same for every policy
+    seeds: int = Field(default=1, ge=1, le=10)
+    jitter_minutes: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _policies(self) -> Scenario:
@@ -79,12 +86,14 @@ class Scenario(Strict):
             raise ValueError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
         return self
 
-    def sim_config(self) -> SimConfig:
+    def sim_config(self, seed: int | None = None) -> SimConfig:
         return SimConfig(
-            seed=self.seed,
+            seed=self.seed if seed is None else seed,
             time_limit_s=self.time_limit_s,
             failures=self.failures,
             compact_wait_s=self.compact_wait_s,
+            backfill=self.backfill,
+            contention=self.contention,
         )
 
 

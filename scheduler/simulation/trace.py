@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -192,6 +193,18 @@ def transform(
         )
         for j in chosen
     ]
+
+
+def jitter(jobs: list[TraceJob], seed: int, minutes: float) -> list[TraceJob]:
+    """Every arrival moved by up to +-`minutes` (seeded): one trace, several comparable draws."""
+    if not minutes:
+        return jobs
+    rng = random.Random(f"jitter/{seed}")
+    moved = [
+        j.model_copy(update={"submit_s": max(0.0, j.submit_s + rng.uniform(-1, 1) * minutes * 60)})
+        for j in jobs
+    ]
+    return sorted(moved, key=lambda j: (j.submit_s, j.id))
 
 
 def tag(jobs: list[TraceJob], prefix: str) -> list[TraceJob]:

@@ -62,7 +62,13 @@ def test_simulate_writes_every_output(scenario, tmp_path):
         assert set(m["pools"]) == {"training", "online-inference"}
     with (out / "jobs.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 30 * 3
-    for name in ("jct_cdf.png", "utilisation.png", "spread.png", "cross_fabric_bytes.png"):
+    for name in (
+        "slowdown_by_size.png",
+        "queueing_by_size.png",
+        "utilisation.png",
+        "spread.png",
+        "cross_fabric_bytes.png",
+    ):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     assert "| rackwise |" in (out / "report.md").read_text()
     assert "<table>" in (out / "report.html").read_text()

@@ -1,0 +1,125 @@
+"""The fair comparison: per-policy means with 95% intervals over seeds, and rackwise over the best
+baseline as the mean of paired per-seed ratios. Used by `rackwise simulate` (the demo) and by
+`benchmarks/compare.py`; both give every policy the same jobs and the same queue rules."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Metrics = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Measure:
+    key: str
+    heading: str
+    lower_is_better: bool
+    scale: float = 1.0  # divide by this to print
+    definition: str = ""
+
+
+HEADLINE: tuple[Measure, ...] = (
+    Measure(
+        "slowdown_multihost_mean",
+        "slowdown multi-host",
+        True,
+        definition="mean over gangs larger than one host of (finish - first start) / the "
+        "job's run time on a compact placement: 1.0 is ideal, waits between restarts count",
+    ),
+    Measure(
+        "goodput",
+        "goodput",
+        False,
+        definition="GPU-seconds of finished work at compact speed / (all GPUs x makespan)",
+    ),
+    Measure(
+        "makespan_s",
+        "makespan h",
+        True,
+        3600,
+        "first arrival to last completion",
+    ),
+    Measure(
+        "cross_rack_gb",
+        "cross-rack PB",
+        True,
+        1e6,
+        "ring traffic leaving racks (the traffic model's GB per step-second x run time)",
+    ),
+    Measure("cross_spine_gb", "cross-spine PB", True, 1e6, "the same for spines"),
+    Measure(
+        "queue_delay_largest5_p99_s",
+        "p99 wait largest 5% h",
+        True,
+        3600,
+        "99th percentile of submission to first start, over the 5% largest gangs",
+    ),
+    Measure("jct_mean_s", "JCT mean h", True, 3600, "mean of submission to completion"),
+    Measure(
+        "comm_share_of_gpu_time",
+        "comm share",
+        True,
+        definition="share of running GPU-seconds spent in communication at the ring's "
+        "contended rate",
+    ),
+)
+T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306}
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of the two-sided 95% Student t interval); nan half-width for one."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.nan
+    t = T95.get(len(values), 2.262 if len(values) <= 10 else 1.96)
+    return mean, t * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def cell(values: Sequence[float], scale: float = 1.0) -> str:
+    mean, half = interval(values)
+    if math.isnan(half):
+        return f"{mean / scale:.3g}"
+    return f"{mean / scale:.3g} ±{half / scale:.2g}"
+
+
+def table(per_seed: dict[str, list[Metrics]]) -> list[list[str]]:
+    """Rows: policy, then each headline measure as mean ±half-width."""
+    return [
+        [policy, *(cell([m[x.key] for m in runs], x.scale) for x in HEADLINE)]
+        for policy, runs in per_seed.items()
+    ]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    measure: Measure
+    baseline: str
+    mean: float
+    half: float
+
+    def text(self) -> str:
+        better = (self.mean < 1) == self.measure.lower_is_better and self.mean != 1
+        verdict = "better" if better else "worse" if self.mean != 1 else "equal"
+        spread = "" if math.isnan(self.half) else f" ±{self.half:.3f}"
+        return f"{self.measure.heading:<22} {self.mean:.3f}x{spread} vs {self.baseline} ({verdict})"
+
+
+def ratios(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[Ratio]:
+    """For each measure, rackwise over the baseline with the best mean on it, per seed."""
+    baselines = [p for p in per_seed if p != ours]
+    if ours not in per_seed or not baselines:
+        return []
+    out = []
+    for measure in HEADLINE:
+        means = {p: statistics.fmean(m[measure.key] for m in per_seed[p]) for p in baselines}
+        pick = min if measure.lower_is_better else max
+        best = pick(means, key=lambda p: means[p])
+        pairs = zip(per_seed[ours], per_seed[best], strict=True)
+        values = [a[measure.key] / b[measure.key] for a, b in pairs if b[measure.key]]
+        if values:
+            out.append(Ratio(measure, best, *interval(values)))
+    return out
