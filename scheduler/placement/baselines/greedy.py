@@ -18,31 +18,38 @@ def first_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
 
 @within_required
 def random_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
+    return take(capacity, _shuffled(capacity, _seed))
+
+
+def _shuffled(capacity: Capacity, seed: int) -> list[int]:
     hosts = sorted(capacity.slots)
-    random.Random(f"{_seed}/{capacity.gang.name}").shuffle(hosts)
-    return take(capacity, hosts)
+    random.Random(f"{seed}/{capacity.gang.name}").shuffle(hosts)
+    return hosts
 
 
 @within_required
 def least_allocated(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     """kube-scheduler's NodeResourcesLeastAllocated: each pod goes to the host with the largest
-    free share of its GPUs, one pod at a time, which spreads a gang as widely as it can."""
+    free share of its GPUs, one pod at a time, which spreads a gang as widely as it can. Equal
+    scores are broken at random (seeded), as kube-scheduler picks among its top-scored nodes;
+    breaking them by host order would make it first-fit whenever pods take whole hosts."""
     snapshot = capacity.snapshot
     gang = capacity.gang
+    tie = {h: i for i, h in enumerate(_shuffled(capacity, _seed))}
     if gang.tp_pods > 1 or gang.max_pods_per_rack is not None:
-        return take(capacity, sorted(capacity.slots, key=lambda h: -capacity.slots[h]))
+        return take(capacity, sorted(capacity.slots, key=lambda h: (-capacity.slots[h], tie[h])))
     left = dict(capacity.slots)
     gpus = {h: snapshot.fabric.hosts[h].gpus or 1 for h in left}
-    heap = [(-snapshot.free_gpus[h] / gpus[h], h) for h in left]
+    heap = [(-snapshot.free_gpus[h] / gpus[h], tie[h], h) for h in left]
     heapq.heapify(heap)
     counts: dict[int, int] = {}
     for _ in range(gang.pods):
         if not heap:
             return None
-        _, h = heapq.heappop(heap)
+        _, order, h = heapq.heappop(heap)
         counts[h] = counts.get(h, 0) + 1
         left[h] -= 1
         if left[h]:
             free = snapshot.free_gpus[h] - counts[h] * gang.gpus_per_pod
-            heapq.heappush(heap, (-free / gpus[h], h))
+            heapq.heappush(heap, (-free / gpus[h], order, h))
     return counts

@@ -51,3 +51,17 @@ def test_least_allocated_spreads_one_pod_per_emptiest_host():
 
 def test_random_fit_is_seeded():
     assert choose("random-fit", 5) == choose("random-fit", 5)
+
+
+def test_least_allocated_is_not_first_fit_when_pods_take_whole_hosts():
+    """Every free host scores the same for an 8-GPU pod: ties go at random (seeded), so the
+    spread does not follow host order as first-fit does."""
+    fabric = Fabric(generate(blocks=4, racks=4, hosts=4, gpus=8))
+    gang = GangRequest(name="g", pods=4, gpus_per_pod=8)
+    capacity = Capacity.of(Snapshot(fabric), gang)
+    spread = BASELINES["least-allocated"](capacity, 0)
+    first = BASELINES["first-fit"](capacity, 0)
+    assert spread is not None
+    assert first is not None
+    assert sorted(spread) != sorted(first)
+    assert BASELINES["least-allocated"](capacity, 0) == spread  # seeded
