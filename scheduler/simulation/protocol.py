@@ -101,11 +101,20 @@ class Ratio:
     mean: float
     half: float
 
+    @property
+    def verdict(self) -> str:
+        """better or worse only when the 95% interval excludes 1.0."""
+        if math.isnan(self.half) or abs(self.mean - 1.0) <= self.half:
+            return "no difference within the interval"
+        lower = self.mean < 1.0
+        return "better" if lower == self.measure.lower_is_better else "worse"
+
     def text(self) -> str:
-        better = (self.mean < 1) == self.measure.lower_is_better and self.mean != 1
-        verdict = "better" if better else "worse" if self.mean != 1 else "equal"
         spread = "" if math.isnan(self.half) else f" ±{self.half:.3f}"
-        return f"{self.measure.heading:<22} {self.mean:.3f}x{spread} vs {self.baseline} ({verdict})"
+        return (
+            f"{self.measure.heading:<22} {self.mean:.3f}x{spread} vs {self.baseline} "
+            f"({self.verdict})"
+        )
 
 
 def ratios(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[Ratio]:

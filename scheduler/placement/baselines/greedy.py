@@ -21,9 +21,10 @@ def random_fit(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     return take(capacity, _shuffled(capacity, _seed))
 
 
-def _shuffled(capacity: Capacity, seed: int) -> list[int]:
+def _shuffled(capacity: Capacity, seed: int, stream: str = "") -> list[int]:
+    """Hosts in a seeded random order; each policy draws from its own stream."""
     hosts = sorted(capacity.slots)
-    random.Random(f"{seed}/{capacity.gang.name}").shuffle(hosts)
+    random.Random(f"{stream}{seed}/{capacity.gang.name}").shuffle(hosts)
     return hosts
 
 
@@ -35,7 +36,7 @@ def least_allocated(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     breaking them by host order would make it first-fit whenever pods take whole hosts."""
     snapshot = capacity.snapshot
     gang = capacity.gang
-    tie = {h: i for i, h in enumerate(_shuffled(capacity, _seed))}
+    tie = {h: i for i, h in enumerate(_shuffled(capacity, _seed, "least-allocated"))}
     if gang.tp_pods > 1 or gang.max_pods_per_rack is not None:
         return take(capacity, sorted(capacity.slots, key=lambda h: (-capacity.slots[h], tie[h])))
     left = dict(capacity.slots)
