@@ -116,6 +116,7 @@ class Reconciler:
         self.backoff: dict[str, tuple[float, float]] = {}  # job uid -> (retry at, delay)
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
+        self.node_names: set[str] = set()  # every Node object seen in the last cycle
 
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
@@ -165,7 +166,7 @@ class Reconciler:
     def _watch_nodes(self, nodes: list[Obj], state: ClusterState | None) -> None:
         now = self.clock()
         ready = state.ready if state else set()
-        names = set()
+        names: set[str] = set()
         for node in nodes:
             name = node["metadata"]["name"]
             names.add(name)
@@ -308,8 +309,12 @@ class Reconciler:
             self._pending(view, reason, placement.reason)
             return
         self.placeable_since.pop(view.uid, None)
+        if not self._try(self.api.ensure_service, view.namespace, service(view)):
+            # without it MASTER_ADDR does not resolve: no pod is created, try again later
+            self._retry_later(view.uid)
+            self._pending(view, "BindFailed", "could not create the rendezvous Service; retrying")
+            return
         state.snapshot.apply(view.gang, placement)
-        self._try(self.api.ensure_service, view.namespace, service(view))
         self.launches[view.uid] = Launch(view, placement, placement)
 
     def _config_for(self, view: JobView) -> PlaceConfig:
