@@ -130,7 +130,9 @@ def _loop(
         leading = elector.leading()
         metrics.leader.set(1 if leading else 0)
         if not leading:
-            reconciler = None  # a new term starts from the cluster, not from old memory
+            if reconciler is not None:  # a new term starts from the cluster, not old memory
+                reconciler.close()
+                reconciler = None
             health.beat()  # a standby replica is healthy
             stop.wait(min(1.0, config.resync_s))
             continue

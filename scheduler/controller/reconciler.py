@@ -118,6 +118,10 @@ class Reconciler:
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
 
+    def close(self) -> None:
+        """End of a leadership term: the API threads go with it."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
         report = CycleReport()
