@@ -72,9 +72,10 @@ def job(name: str, rng: random.Random, invalid: bool) -> Obj:
 
 
 class Soak:
-    def __init__(self, workdir: Path, minutes: float, seed: int) -> None:
+    def __init__(self, workdir: Path, minutes: float, seed: int, kill_minutes: float) -> None:
         self.workdir = workdir
         self.seconds = minutes * 60
+        self.kill_s = kill_minutes * 60
         self.rng = random.Random(seed)
         self.tally = Tally()
         self.stop = threading.Event()
@@ -94,7 +95,8 @@ class Soak:
         self.replicas.start()
         self.replicas.start()
         start = time.monotonic()
-        next_flap, next_kill = start + 60, start + 360
+        next_flap = start + 60
+        next_kill = start + self.kill_s if self.kill_s else float("inf")
         n = 0
         while time.monotonic() - start < self.seconds:
             now = time.monotonic()
@@ -107,7 +109,7 @@ class Soak:
                 next_flap = now + self.rng.uniform(45, 120)
             if now >= next_kill:
                 self._kill_leader()
-                next_kill = now + self.rng.uniform(300, 420)
+                next_kill = now + self.rng.uniform(0.85, 1.15) * self.kill_s
             time.sleep(self.rng.uniform(0.5, 1.5))
         self.stop.set()
         return self.tally
@@ -290,8 +292,10 @@ def _pct(values: list[float], q: float) -> float:
 
 def _rss_growth(tally: Tally) -> dict[str, Any]:
     """Per replica, RSS one minute after its start against its last sample; reported for the
-    longest-lived replica (leader kills replace replicas, so none lives the whole soak)."""
-    best: tuple[float, int, int] | None = None
+    longest-lived replica (leader kills replace replicas; with --kill-minutes 0 the first
+    leader lives the whole soak). Also the RSS at the middle sample, to tell warm-up from a
+    steady climb."""
+    best: tuple[float, int, int, int] | None = None
     for samples in tally.rss.values():
         t0 = samples[0][0]
         warm = [s for s in samples if s[0] - t0 >= 60]
@@ -299,15 +303,17 @@ def _rss_growth(tally: Tally) -> dict[str, Any]:
             continue
         life = warm[-1][0] - warm[0][0]
         if best is None or life > best[0]:
-            best = (life, warm[0][1], warm[-1][1])
+            best = (life, warm[0][1], warm[len(warm) // 2][1], warm[-1][1])
     if best is None:
         return {"rss_start_mb": None, "rss_end_mb": None, "rss_growth": None}
-    life, first, last = best
+    life, first, middle, last = best
     return {
         "rss_replica_minutes": round(life / 60, 1),
         "rss_start_mb": round(first / 2**20, 1),
+        "rss_middle_mb": round(middle / 2**20, 1),
         "rss_end_mb": round(last / 2**20, 1),
         "rss_growth": round(last / first - 1, 3),
+        "rss_growth_second_half": round(last / middle - 1, 3),
     }
 
 
@@ -315,9 +321,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--kill-minutes",
+        type=float,
+        default=6.0,
+        help="mean minutes between leader kills (0: none)",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rackwise-soak-"))
-    soak = Soak(workdir, args.minutes, args.seed)
+    soak = Soak(workdir, args.minutes, args.seed, args.kill_minutes)
     try:
         tally = soak.run()
         report, repairing = soak.settle()
