@@ -325,7 +325,7 @@ def main() -> None:
         "--kill-minutes",
         type=float,
         default=6.0,
-        help="mean minutes between leader kills (0: none)",
+        help="mean minutes between kills (0: none)",
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rackwise-soak-"))
