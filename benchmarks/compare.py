@@ -57,19 +57,22 @@ def philly(seed: int) -> tuple[Any, list[TraceJob], SimConfig]:
     return from_lingjun_csv(LINGJUN, gpus=8), jittered, SimConfig(seed=seed, failures=failures)
 
 
-def llm(seed: int, days: float) -> tuple[Any, list[TraceJob], SimConfig]:
+def llm(seed: int, days: float, max_hours: float) -> tuple[Any, list[TraceJob], SimConfig]:
     spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
     capacity = sum(h.gpus for h in spec.hosts)
     rng = random.Random(f"llm/{seed}")
     sizes, weights = list(LLM_SIZES), list(LLM_SIZES.values())
     mean_gpus = sum(s * w for s, w in LLM_SIZES.items())
-    median_s, sigma = 2 * 3600, 1.5
-    mean_s = median_s * math.exp(sigma**2 / 2)
+    median_s, sigma, cap_s = 2 * 3600, 1.5, max_hours * 3600
+    # mean of the clipped log-normal, estimated from the same draw the jobs use
+    probe = random.Random(f"llm-mean/{seed}")
+    draws = [min(probe.lognormvariate(math.log(median_s), sigma), cap_s) for _ in range(20_000)]
+    mean_s = sum(draws) / len(draws)
     rate = 0.7 * capacity / (mean_gpus * mean_s)  # jobs per second for ~70% offered load
     jobs, now, i = [], 0.0, 0
     while now < days * 86400:
         now += rng.expovariate(rate)
-        duration = min(rng.lognormvariate(math.log(median_s), sigma), 7 * 86400)
+        duration = min(rng.lognormvariate(math.log(median_s), sigma), cap_s)
         gpus = rng.choices(sizes, weights)[0]
         jobs.append(TraceJob(id=f"llm{i}", submit_s=now, duration_s=duration, gpus=gpus))
         i += 1
@@ -85,12 +88,12 @@ def report(per_seed: dict[str, list[dict[str, Any]]], title: str) -> None:
         print("  " + ratio.text())
 
 
-def run(
-    name: str, seeds: int, policies: Sequence[str], patience: float, workers: int, days: float
-) -> None:
+def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace) -> None:
+    patience, workers = args.patience, args.workers
+    days, max_hours = args.llm_days, args.llm_max_hours
     tasks, keys = [], []
     for seed in range(seeds):
-        spec, jobs, config = philly(seed) if name == "philly" else llm(seed, days)
+        spec, jobs, config = philly(seed) if name == "philly" else llm(seed, days, max_hours)
         config = config.model_copy(update={"compact_wait_s": patience})
         for policy in policies:
             tasks.append(Task(spec, jobs, policy, config))
@@ -116,10 +119,13 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--patience", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--llm-days", type=float, default=1.0)
+    # arrivals must last several mean run times for the fabric to reach a steady load: 0.5 day
+    # with a 7-day clip left 100k GPUs mostly idle (no job waited)
+    parser.add_argument("--llm-days", type=float, default=3.0)
+    parser.add_argument("--llm-max-hours", type=float, default=24.0)
     args = parser.parse_args()
     for name in ("philly", "llm") if args.workload == "both" else (args.workload,):
-        run(name, args.seeds, args.policies, args.patience, args.workers, args.llm_days)
+        run(name, args.seeds, args.policies, args)
 
 
 if __name__ == "__main__":
