@@ -8,6 +8,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.controller.podpolicy import PodSecurity
+from scheduler.pools import PoolPolicy
 from scheduler.topology import LabelKeys
 
 
@@ -53,6 +54,11 @@ class OperatorConfig(BaseModel):
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
     # every API call gives up after this long, so a silent partition cannot hang a cycle
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
+
+    @property
+    def pools(self) -> PoolPolicy:
+        """The pool label and taint every rackwise pod and node carries."""
+        return PoolPolicy(label_key=self.labels.pool, taint_key=self.pool_taint_key)
 
 
 def load_config(path: Path | None) -> OperatorConfig:

@@ -11,7 +11,6 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.gateway import Gateway
 from scheduler.controller.status import now
 from scheduler.model import HostSpec, TopologySpec
-from scheduler.pools import PoolPolicy
 
 Obj = dict[str, Any]
 
@@ -20,7 +19,7 @@ def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
     keys = config.labels.for_level()
     labels = {keys[level]: name for level, name in host.domains.items()}
     labels[config.labels.pool] = host.pool
-    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    policy = config.pools
     capacity = {
         config.gpu_resource: str(host.gpus),
         "cpu": f"{host.cpu_milli}m",

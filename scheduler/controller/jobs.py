@@ -32,7 +32,6 @@ from scheduler.model.constraints import (
     Toleration,
     TolerationOperator,
 )
-from scheduler.pools import PoolPolicy
 
 Obj = dict[str, Any]
 
@@ -72,7 +71,7 @@ def translate(job: Obj, config: OperatorConfig) -> JobView:
             f"spec.replicas: {spec.replicas} exceeds the operator's limit of "
             f"{config.max_gang_pods} pods per gang (maxGangPods)"
         )
-    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    policy = config.pools
     check_owned_fields(spec, config.scheduler_name, policy.label_key, policy.taint_key)
     check_security(spec, job["metadata"]["namespace"], config.pod_security)
     pod_spec = render(job["spec"]["template"].get("spec") or {}, spec, config)
@@ -165,7 +164,7 @@ def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConf
 def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstraints:
     """The template's nodeSelector, required node affinity and tolerations, plus the pool's
     selector and toleration the operator adds to every pod."""
-    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    policy = config.pools
     selector = {**pod.node_selector, **policy.node_selector(pool)}
     required = pod.affinity.node_affinity if pod.affinity else None
     terms = required.required_during_scheduling_ignored_during_execution if required else None

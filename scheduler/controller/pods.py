@@ -9,7 +9,6 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.jobs import JobView
 from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION
 from scheduler.model import Placement
-from scheduler.pools import PoolPolicy
 
 Obj = dict[str, Any]
 RANK_LABEL = "rackwise.io/rank"
@@ -59,7 +58,7 @@ def _ranks(placement: Placement) -> list[tuple[int, str]]:
 def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
     spec = copy.deepcopy(job.pod_spec)
     meta = job.obj["spec"]["template"].get("metadata") or {}
-    policy = PoolPolicy(label_key=config.labels.pool, taint_key=config.pool_taint_key)
+    policy = config.pools
     pool = job.gang.pool
     name = f"{job.name}-{rank}"
     env = [
