@@ -15,6 +15,7 @@ from typing import Any
 
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.jobs import JobView
+from scheduler.controller.pods import pod_name
 from scheduler.model import Placement
 from scheduler.placement import Snapshot
 
@@ -40,7 +41,7 @@ class Launch:
         return 2 * self.size - len(self.created) - len(self.bound)
 
     def pod_name(self, rank: int) -> str:
-        return f"{self.view.name}-{rank}"
+        return pod_name(self.view.name, rank)
 
     def reserve(self, snapshot: Snapshot) -> None:
         """Charge the ranks not created yet: created ones are charged from their pods."""

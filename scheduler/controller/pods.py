@@ -55,12 +55,17 @@ def _ranks(placement: Placement) -> list[tuple[int, str]]:
     return sorted((p.rank, p.host) for p in placement.pods)
 
 
+def pod_name(job: str, rank: int) -> str:
+    """`<job>-<rank>`: also each pod's hostname, so MASTER_ADDR is `<job>-0.<job>`."""
+    return f"{job}-{rank}"
+
+
 def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
     spec = copy.deepcopy(job.pod_spec)
     meta = job.obj["spec"]["template"].get("metadata") or {}
     policy = config.pools
     pool = job.gang.pool
-    name = f"{job.name}-{rank}"
+    name = pod_name(job.name, rank)
     env = [
         {"name": "RANK", "value": str(rank)},
         {"name": "WORLD_SIZE", "value": str(job.gang.pods)},

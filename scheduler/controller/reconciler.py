@@ -76,10 +76,6 @@ def _order(job: Obj) -> tuple[int, str, str]:
     return (-rank, str(job["metadata"].get("creationTimestamp", "")), key(job))
 
 
-def _bound(fn: Callable[..., None], *args: Any) -> Callable[[], None]:
-    return functools.partial(fn, *args)
-
-
 def _rank(pod: Obj) -> int:
     text = str((pod["metadata"].get("labels") or {}).get(RANK_LABEL, ""))
     return int(text) if text.isdigit() else -1
@@ -141,7 +137,7 @@ class Reconciler:
                 launch.reserve(state.snapshot)
         pending: list[JobView] = []
         for job in sorted(jobs, key=_order):
-            self._isolated(job, report, _bound(self._job, job, owned, state, pending))
+            self._isolated(job, report, functools.partial(self._job, job, owned, state, pending))
         self._place(pending, state, report)
         self._launch(report)
         self.recorder.forget(set(live) | {str(n["metadata"].get("uid")) for n in nodes})
@@ -299,7 +295,9 @@ class Reconciler:
             if state is None:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
                 continue
-            self._isolated(view.obj, report, _bound(self._place_one, view, state, report))
+            self._isolated(
+                view.obj, report, functools.partial(self._place_one, view, state, report)
+            )
 
     def _place_one(self, view: JobView, state: ClusterState, report: CycleReport) -> None:
         placement = place_one(state.snapshot, view.gang, self._config_for(view))

@@ -79,17 +79,3 @@ def stretch(share: float, reference_gbps: float, rate_gbps: float) -> float:
     if share == 0.0 or rate_gbps <= 0:
         return 1.0
     return max(1.0, (1.0 - share) + share * reference_gbps / rate_gbps)
-
-
-def slowdown(
-    fabric: Fabric,
-    reference: Reference,
-    gang: GangRequest,
-    domains: Mapping[str, int],
-    profile: Profile,
-    gpus_per_host: int,
-) -> float:
-    share = profile.share(gang, gpus_per_host)
-    if share == 0.0:
-        return 1.0
-    return stretch(share, reference.gbps(gang), ring_gbps(fabric, highest_spanned(domains)))
