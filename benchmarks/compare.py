@@ -10,7 +10,7 @@ Workloads (each seed is a different draw, the same for every policy):
           GPUs): gang sizes 8..2,048 GPUs with most jobs small and most GPU time in few large
           gangs (the distribution is stated below; it is our assumption, not a published
           trace), log-normal run times, Poisson arrivals offering ~70% of the GPUs.
-Queue rules are identical for every policy and printed: backfill on, patience off unless
+Queue rules are identical for every policy and printed: EASY backfill, patience off unless
 --patience is given (then every policy gets it). Reservation is not modelled yet.
 
 Per policy: mean [95% interval, Student t over seeds] of each metric. Then rackwise over the
@@ -104,7 +104,10 @@ def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace
     for (policy, _), result in zip(keys, outcomes, strict=True):
         results[policy].append(policy_metrics(result))
     jobs_n = len(tasks[0].jobs)
-    rules = f"backfill on, patience {patience:.0f} s for every policy, no reservation"
+    rules = (
+        f"backfill {config.backfill}, preemption {config.preemption}, patience {patience:.0f} s "
+        "for every policy"
+    )
     took = time.perf_counter() - started
     print(f"\n{name}: {jobs_n} jobs per seed; queue rules: {rules}; {took:.0f} s")
     report(results, name)

@@ -47,8 +47,9 @@ def simulate(
     gpus = sum(h.gpus for h in spec.hosts)
     on = {True: "on", False: "off"}
     rules = (
-        f"queue rules for every policy: backfill {on[scenario.backfill]}, "
-        f"patience {scenario.compact_wait_s:.0f} s; contention {on[scenario.contention]}"
+        f"queue rules for every policy: backfill {scenario.backfill}, "
+        f"preemption {scenario.preemption}, patience {scenario.compact_wait_s:.0f} s; "
+        f"contention {on[scenario.contention]}"
     )
     notes = [
         f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seeds {seeds[0]}..{seeds[-1]} "

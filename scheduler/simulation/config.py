@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler.queue import Backfill, Preemption
 from scheduler.simulation.slowdown import Profile
 
 
@@ -40,12 +41,21 @@ class SimConfig(BaseModel):
     # queue rules, the same for every policy (the fair protocol reports them apart):
     # patience, seconds a gang may wait for a one-spine placement (PlaceConfig.compact_wait_s)
     compact_wait_s: float = Field(default=0.0, ge=0)
-    # backfill: a gang that cannot start does not hold back later ones (off: strict FIFO)
-    backfill: bool = True
+    # backfill (queue/types.py): none (strict order), greedy, or EASY with reservations
+    backfill: Backfill = Backfill.EASY
+    # preemption of lower-priority gangs (queue/preemption.py); nothing happens when every job
+    # has the same priority
+    preemption: Preemption = Preemption.TOPOLOGY
+    # what a preempted job keeps: its work up to its last checkpoint (failures has its own)
+    checkpoint_minutes: float = Field(default=30.0, gt=0)
     profile: Profile = Profile()
     # rings crossing the same uplinks share it, max-min fair (simulation/network.py); off: each
     # job runs at its uncontended rate, as the earlier model did
     contention: bool = True
+
+    @property
+    def checkpoint_s(self) -> float:
+        return (self.failures.checkpoint_minutes if self.failures else self.checkpoint_minutes) * 60
 
     @property
     def restart_s(self) -> float:

@@ -1,9 +1,9 @@
-"""Discrete-event simulation of one policy over one trace: arrivals, a queue per pool,
-scheduling cycles calling `place_one()`, completions, and optional node failures."""
+"""Discrete-event simulation of one policy over one trace: arrivals, the scheduling queue the
+operator uses (scheduler/queue), completions, preemptions and optional node failures. The queue
+decides; this module is its driver with a simulated clock and applies each decision at once."""
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import random
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import Snapshot, place_one
+from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.placement import Snapshot
+from scheduler.queue import Decisions, Eviction, QueueConfig, Running, SchedulingQueue
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.network import Network
 from scheduler.simulation.slowdown import Reference, highest_spanned, ring_gbps, stretch
@@ -39,8 +40,7 @@ class JobState:
     overhead: float = 0.0  # restart cost paid at the start of the current run
     stretch: float = 1.0
     due: float = math.inf  # when the current run ends; a FINISH for another time is stale
-    placeable_since: float | None = None  # first time a (spread) placement existed
-    failed_epoch: int = -1
+    preemptions: int = 0
     rack_gb: float = 0.0
     spine_gb: float = 0.0
     last_domains: dict[str, int] = field(default_factory=dict)
@@ -67,6 +67,7 @@ class SimResult:
     wall_seconds: float = 0.0
     background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
     gpus_per_host: int = 8
+    evictions: list[tuple[float, Eviction]] = field(default_factory=list)
 
 
 @dataclass(order=True)
@@ -86,8 +87,8 @@ class Simulation:
         self.reference = Reference(fabric)
         self.network = Network(fabric)
         # baselines' distance to the bound is not a simulator metric: skip computing it.
-        # Queue rules (patience, backfill) are the same for every policy.
-        self.place_config = PlaceConfig(
+        # Queue rules (patience, backfill, preemption) are the same for every policy.
+        place = PlaceConfig(
             policy=policy,
             time_limit_s=config.time_limit_s,
             seed=config.seed,
@@ -95,14 +96,24 @@ class Simulation:
             report_bound=policy == "rackwise",
             compact_wait_s=config.compact_wait_s,
         )
+        self.queue = SchedulingQueue(
+            QueueConfig(
+                place=place,
+                backfill=config.backfill,
+                preemption=config.preemption,
+                max_attempts=config.max_attempts,
+                cross_tenant=True,
+            )
+        )
+        self.running: dict[str, Running] = {}
+        self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [
             JobState(j, j.gang(self.per_host), i, j.duration_s) for i, j in enumerate(jobs)
         ]
+        self.by_key = {s.job.id: s for s in self.states}
         self.events: list[Event] = []
         self.seq = 0
-        self.queues: dict[str, list[JobState]] = {}
-        self.epoch: dict[str, int] = {}
         self.on_host: dict[int, set[int]] = {}
         self.busy: dict[str, int] = {}
         self.rng = random.Random(config.seed)
@@ -146,7 +157,7 @@ class Simulation:
             self._cycle(now)
             if progress is not None:
                 progress(done)
-            if done == len(self.states) and not any(self.queues.values()):
+            if done == len(self.states) and not len(self.queue):
                 break
             self.result.end = now
         self.result.wall_seconds = time.perf_counter() - started
@@ -169,71 +180,43 @@ class Simulation:
             self._fail(event.payload, now)
         elif event.kind == REPAIR:
             self._repair(event.payload, now)
-        else:  # WAKE: a gang's patience ran out; try it again this cycle
-            self.states[event.payload].failed_epoch = -1
+        # WAKE: the queue asked to be called (patience or backoff ends); the cycle follows
         return 0
 
     def _enqueue(self, state: JobState) -> None:
-        queue = self.queues.setdefault(state.gang.pool, [])
-        # priority first, then arrival order (FIFO); restarted jobs keep their original place
-        bisect.insort(queue, state, key=lambda s: (-s.gang.priority, s.order))
+        """Queued by priority, then arrival; restarted jobs keep their original place. The
+        estimate EASY backfilling uses is the trace's run time (users' own estimates are
+        worse: this favours backfilling)."""
+        job = state.job
+        self.queue.add(job.id, state.gang, float(state.order), estimate_s=state.work_left)
 
     def _cycle(self, now: float) -> None:
-        for pool, queue in self.queues.items():
-            free = self._free(pool)
-            failed_at: dict[int, int] = {}  # GPUs per pod -> fewest pods that failed this cycle
-            attempts = 0
-            for state in list(queue):
-                if free <= 0 or attempts >= self.config.max_attempts:
-                    break
-                gang = state.gang
-                too_big = failed_at.get(gang.gpus_per_pod, math.inf) <= gang.pods
-                if gang.gpus > free or too_big or state.failed_epoch == self.epoch.get(pool, 0):
-                    if not self.config.backfill:
-                        break  # strict FIFO: nothing passes a gang that cannot start
-                    continue
-                attempts += 1
-                since = now if state.placeable_since is None else state.placeable_since
-                placement = self._decide(gang, now - since)
-                if placement.status is PlacementStatus.WAITING:
-                    # patience runs from the first moment the gang could have started; retry
-                    # when capacity frees, or when the patience runs out (WAKE)
-                    state.failed_epoch = self.epoch.get(pool, 0)
-                    if state.placeable_since is None:
-                        state.placeable_since = now
-                        self.push(now + self.config.compact_wait_s, WAKE, state.order)
-                    if not self.config.backfill:
-                        break
-                    continue
-                if placement.placed:
-                    queue.remove(state)
-                    self._start(state, placement, now)
-                    free -= gang.gpus
-                else:
-                    state.failed_epoch = self.epoch.get(pool, 0)
-                    failed_at[gang.gpus_per_pod] = min(
-                        failed_at.get(gang.gpus_per_pod, gang.pods), gang.pods
-                    )
-                    if not self.config.backfill:
-                        break
+        decisions = self.queue.cycle(now, self.snapshot, self.running.values())
+        self._record(decisions)
+        for eviction in decisions.evictions:
+            self._preempt(self.by_key[eviction.victim], eviction, now)
+        for key, placement in [*decisions.nominated.items(), *decisions.starts]:
+            self.queue.remove(key)
+            self._start(self.by_key[key], placement, now)
+        if decisions.wake_at < math.inf and decisions.wake_at not in self.woken:
+            self.woken.add(decisions.wake_at)
+            self.push(decisions.wake_at, WAKE, -1)
 
-    def _decide(self, gang: GangRequest, waited: float) -> Placement:
-        config = self.place_config
-        if config.compact_wait_s:
-            config = config.model_copy(update={"waited_s": waited})
-        placement = place_one(self.snapshot, gang, config)
-        self.result.latencies.append(placement.solve_seconds)
-        if placement.placed and placement.gap is not None:
-            self.result.gaps.append(placement.gap)
-        return placement
+    def _record(self, decisions: Decisions) -> None:
+        for placement in decisions.tried:
+            self.result.latencies.append(placement.solve_seconds)
+            if placement.placed and placement.gap is not None:
+                self.result.gaps.append(placement.gap)
 
-    def _free(self, pool: str) -> int:
-        held = self.busy.get(pool, 0) + self.result.background.get(pool, 0)
-        return self.result.pool_gpus.get(pool, 0) - held - self._down_gpus(pool)
-
-    def _down_gpus(self, pool: str) -> int:
-        hosts = self.fabric.hosts
-        return sum(self.snapshot.free_gpus[h] for h in self.snapshot.down if hosts[h].pool == pool)
+    def _preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
+        """Evicted for a higher-priority gang: the work since the last checkpoint is lost."""
+        worked = self._stop(state, now)
+        interval = self.config.checkpoint_s
+        state.work_left -= math.floor(worked / interval) * interval
+        state.restarts += 1
+        state.preemptions += 1
+        self.result.evictions.append((now, eviction))
+        self._enqueue(state)
 
     def _start(self, state: JobState, placement: Placement, now: float) -> None:
         self.snapshot.apply(state.gang, placement)
@@ -248,6 +231,14 @@ class Simulation:
         state.stretch = 1.0
         if state.first_start is None:
             state.first_start = now
+        self.running[state.job.id] = Running(
+            state.job.id,
+            state.gang,
+            placement,
+            started_s=state.progress_at,
+            checkpoint_s=self.config.checkpoint_s,
+            end_s=state.progress_at + state.run_work,
+        )
         hosts = [self.fabric.host_index[h] for h in placement.hosts()]
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
@@ -291,8 +282,8 @@ class Simulation:
         state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked
         state.spine_gb += placement.traffic_gb.get("spine", 0.0) * worked
         state.placement = None
+        self.running.pop(state.job.id, None)
         self._busy(state.gang.pool, -state.gang.gpus, now)
-        self.epoch[state.gang.pool] = self.epoch.get(state.gang.pool, 0) + 1
         for order in self.network.stop(state.order):
             if self.states[order].placement is not None:
                 self._rerate(self.states[order], now)
@@ -329,8 +320,6 @@ class Simulation:
         failures = self.config.failures
         assert failures is not None
         self.snapshot.down.discard(host)
-        pool = self.fabric.hosts[host].pool
-        self.epoch[pool] = self.epoch.get(pool, 0) + 1
         self.push(now + self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, host)
 
     def _sample(self, at: float) -> None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scheduler.io import load_yaml
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
+from scheduler.queue import Backfill, Preemption
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.trace import TraceJob, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
@@ -70,9 +71,12 @@ class Scenario(Strict):
     failures: Failures | None = None
     skip_bad_rows: bool = False
     # queue rules, the same for every policy: patience (seconds a gang may wait for a placement
-    # inside one spine; 0: place greedily) and backfill (off: strict FIFO)
+    # inside one spine; 0: place greedily), backfill (none: strict order, greedy, easy) and
+    # preemption (off, topology, lowest-priority-first)
     compact_wait_s: float = Field(default=0.0, ge=0)
-    backfill: bool = True
+    backfill: Backfill = Backfill.EASY
+    preemption: Preemption = Preemption.TOPOLOGY
+    checkpoint_minutes: float = Field(default=30.0, gt=0)
     # rings share uplinks (simulation/network.py); off: the uncontended per-job model
     contention: bool = True
     # seeds: each one a draw of arrival jitter and failures, the same for every policy
@@ -93,6 +97,8 @@ class Scenario(Strict):
             failures=self.failures,
             compact_wait_s=self.compact_wait_s,
             backfill=self.backfill,
+            preemption=self.preemption,
+            checkpoint_minutes=self.checkpoint_minutes,
             contention=self.contention,
         )
 

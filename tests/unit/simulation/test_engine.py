@@ -25,8 +25,9 @@ def test_fifo_wait_and_jct_exact():
     jobs = [job("a", 0, 100, 16), job("b", 10, 50, 32), job("c", 20, 30, 8)]
     _, result = run(fabric, jobs)
     finish = {s.job.id: s.finish for s in result.jobs}
-    # a runs 0-100 in one rack; b needs the whole fabric and waits for a; c (8 GPUs) fits beside
-    # a at 20 and is not held back by b (best-effort FIFO)
+    # a runs 0-100 in one rack; b needs the whole fabric and waits for a (it holds every host
+    # from 100); c (8 GPUs, 30 s) fits beside a at 20 and ends before b can start, so EASY
+    # backfilling lets it pass
     assert finish == {"a": 100, "c": 50, "b": 150}
     m = policy_metrics(result)
     assert m["jct_mean_s"] == pytest.approx((100 + 140 + 30) / 3)
@@ -97,5 +98,16 @@ def test_backfill_switch_is_strict_fifo_when_off():
     (which waits for the whole fabric), so c starts only after b: at 150, ends at 180."""
     fabric = Fabric(generate(blocks=1, racks=2, hosts=2, gpus=8))
     jobs = [job("a", 0, 100, 16), job("b", 10, 50, 32), job("c", 20, 30, 8)]
-    _, result = run(fabric, jobs, backfill=False)
+    _, result = run(fabric, jobs, backfill="none")
     assert {s.job.id: s.finish for s in result.jobs} == {"a": 100, "b": 150, "c": 180}
+
+
+def test_easy_backfill_does_not_delay_the_reserved_gang():
+    """c now runs 200 s: it would end after a (100 s), when b can start. Greedy backfilling lets
+    it start at 20 and b waits until 220; EASY holds b's hosts, so c waits for b."""
+    fabric = Fabric(generate(blocks=1, racks=2, hosts=2, gpus=8))
+    jobs = [job("a", 0, 100, 16), job("b", 10, 50, 32), job("c", 20, 200, 8)]
+    _, greedy = run(fabric, jobs, backfill="greedy")
+    assert {s.job.id: s.finish for s in greedy.jobs} == {"a": 100, "c": 220, "b": 270}
+    _, easy = run(fabric, jobs, backfill="easy")
+    assert {s.job.id: s.finish for s in easy.jobs} == {"a": 100, "b": 150, "c": 350}

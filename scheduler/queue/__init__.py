@@ -1,0 +1,28 @@
+"""The scheduling queue: ordering, patience, backoff, backfill with reservations and
+topology-aware preemption, driven alike by the operator and the simulator."""
+
+from scheduler.queue.queue import SchedulingQueue
+from scheduler.queue.types import (
+    Backfill,
+    Decisions,
+    Eviction,
+    Preemption,
+    QueueConfig,
+    Reservation,
+    Running,
+    Wait,
+    WaitReason,
+)
+
+__all__ = [
+    "Backfill",
+    "Decisions",
+    "Eviction",
+    "Preemption",
+    "QueueConfig",
+    "Reservation",
+    "Running",
+    "SchedulingQueue",
+    "Wait",
+    "WaitReason",
+]

@@ -1,0 +1,303 @@
+"""The scheduling queue: the one object the operator and the simulator both drive.
+
+Contract. A cycle takes the driver's clock `now`, the free capacity (a Snapshot, left
+unchanged) and the gangs running now. It decides which queued gangs start and where, which
+running gangs are evicted and for whom, why each tried gang waits, which hosts are held for a
+blocked gang, and when the queue wants to be called again. It promises:
+- order: priority (higher first), then arrival (earlier first), then key; a gang put back
+  (preempted, failed start) keeps its arrival, so it keeps its place;
+- all-or-nothing: a start is a whole placement that fits the capacity left by the cycle's
+  earlier starts and evictions, off the hosts held for others;
+- patience: a gang whose best placement spans spines while one spine of its pool could hold it
+  waits up to `compact_wait_s`, counted from the first cycle it could have started;
+- backfill (types.Backfill): none, greedy, or EASY: the first blocked gang of a pool holds the
+  hosts it will get (queue/reservation.py) and later gangs of the pool use them only when their
+  estimate ends before it can start;
+- preemption (queue/preemption.py): only running gangs of strictly lower priority, the same
+  pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it until
+  every victim is gone, and it does not preempt again meanwhile;
+- bounded work: at most `max_attempts` placement tries per pool per cycle, and a gang that failed
+  on a view (free capacity and held hosts of its pool) is not tried on the same view again
+  unless its patience or backoff has ended.
+Drivers apply the decisions: the simulator at once, the operator through the API server."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
+from scheduler.placement import Snapshot, place_one
+from scheduler.queue import preemption
+from scheduler.queue.reservation import reserve
+from scheduler.queue.types import (
+    Backfill,
+    Decisions,
+    Entry,
+    Eviction,
+    Preemption,
+    QueueConfig,
+    Reservation,
+    Running,
+    Wait,
+    WaitReason,
+)
+
+CHOOSERS = {
+    Preemption.TOPOLOGY: preemption.topology,
+    Preemption.LOWEST_FIRST: preemption.lowest_first,
+}
+
+
+@dataclass
+class _Pool:
+    attempts: int = 0
+    blocker: str | None = None  # strict order: the first gang that could not start
+    reservation: Reservation | None = None
+
+
+@dataclass
+class _Cycle:
+    now: float
+    work: Snapshot
+    running: list[Running]
+    out: Decisions = field(default_factory=Decisions)
+    pools: dict[str, _Pool] = field(default_factory=dict)
+    evicted: set[str] = field(default_factory=set)
+
+    def pool(self, name: str) -> _Pool:
+        return self.pools.setdefault(name, _Pool())
+
+
+class SchedulingQueue:
+    def __init__(self, config: QueueConfig | None = None) -> None:
+        self.config = config or QueueConfig()
+        self._entries: dict[str, Entry] = {}
+        self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
+        self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
+        self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
+
+    # membership
+    def add(
+        self,
+        key: str,
+        gang: GangRequest,
+        arrival: float,
+        tenant: str = "",
+        estimate_s: float | None = None,
+    ) -> None:
+        """Queue a gang (no-op when queued already)."""
+        if key not in self._entries:
+            self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
+
+    def remove(self, key: str) -> None:
+        self._entries.pop(key, None)
+        self._leaving.pop(key, None)
+        self._held.pop(key, None)
+
+    def keys(self) -> set[str]:
+        return set(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # backoff after a start the driver could not carry out
+    def backoff(self, key: str, now: float, long: bool = False) -> None:
+        """Exponential: 1 s .. 60 s, or 5 s .. 5 min when the cause needs a person."""
+        first, cap = (2.5, 300.0) if long else (0.5, 60.0)
+        _, delay = self._backoff.get(key, (0.0, first))
+        delay = min(delay * 2, cap)
+        self._backoff[key] = (now + delay, delay)
+
+    def succeeded(self, key: str) -> None:
+        self._backoff.pop(key, None)
+
+    def forget(self, alive: set[str]) -> None:
+        """Drop what is kept of keys that no longer exist (deleted jobs)."""
+        for key in set(self._entries) - alive:
+            self.remove(key)
+        self._backoff = {k: v for k, v in self._backoff.items() if k in alive}
+
+    # the cycle
+    def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
+        c = _Cycle(now, snapshot.copy(), list(running))
+        self._settle(c.running)
+        for entry in sorted(self._entries.values(), key=lambda e: e.order):
+            self._consider(c, entry)
+        for key, _ in c.out.starts:
+            self._entries.pop(key, None)
+        return c.out
+
+    def _settle(self, running: list[Running]) -> None:
+        """Preemptors whose victims are all gone hold nothing any more."""
+        alive = {r.key for r in running}
+        for key, victims in list(self._leaving.items()):
+            left = victims & alive
+            if left and key in self._entries:
+                self._leaving[key] = left
+            else:
+                self._leaving.pop(key)
+                self._held.pop(key, None)
+
+    def _consider(self, c: _Cycle, entry: Entry) -> None:
+        p = c.pool(entry.gang.pool)
+        if p.blocker is not None:
+            c.out.waiting[entry.key] = Wait(WaitReason.BEHIND, f"waiting behind {p.blocker}")
+            return
+        retry_at = self._backoff.get(entry.key, (0.0, 0.0))[0]
+        if retry_at > c.now:
+            c.out.wake(retry_at)
+            return
+        view, seen = self._view(c, entry)
+        if entry.failed_on == seen and c.now < entry.recheck_at:
+            self._still_blocked(c, entry, p, view)
+            return
+        if p.attempts >= self.config.max_attempts:
+            return
+        p.attempts += 1
+        self._attempt(c, entry, p, view, seen)
+
+    def _attempt(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes) -> None:
+        placement = place_one(view, entry.gang, self._place_config(entry, c.now))
+        c.out.tried.append(placement)
+        if placement.placed:
+            self._start(c, entry, placement)
+            return
+        entry.failed_on = seen
+        if placement.status is PlacementStatus.WAITING:
+            self._patient(c, entry, placement)
+            return
+        entry.recheck_at = math.inf
+        if self._preempt(c, entry, view):
+            return
+        self._wait(c, entry, Wait(WaitReason.UNPLACEABLE, placement.reason))
+        self._block(c, entry, p, view, seen)
+
+    def _still_blocked(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot) -> None:
+        """Nothing changed for it since it last failed: same answer, no solver call."""
+        if entry.last is not None:
+            c.out.waiting[entry.key] = entry.last
+        if entry.last is not None and entry.last.reason is WaitReason.UNPLACEABLE:
+            assert entry.failed_on is not None
+            self._block(c, entry, p, view, entry.failed_on)
+        if entry.recheck_at < math.inf:
+            c.out.wake(entry.recheck_at)
+
+    def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
+        place = self.config.place
+        if not place.compact_wait_s:
+            return place
+        since = now if entry.placeable_since is None else entry.placeable_since
+        return place.model_copy(update={"waited_s": now - since})
+
+    def _start(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
+        c.work.apply(entry.gang, placement)
+        c.out.starts.append((entry.key, placement))
+        entry.placeable_since = None
+        entry.failed_on = None
+        entry.last = None
+
+    def _patient(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
+        if entry.placeable_since is None:
+            entry.placeable_since = c.now
+        entry.recheck_at = entry.placeable_since + self.config.place.compact_wait_s
+        c.out.wake(entry.recheck_at)
+        self._wait(c, entry, Wait(WaitReason.COMPACT, placement.reason))
+
+    def _wait(self, c: _Cycle, entry: Entry, wait: Wait) -> None:
+        entry.last = wait
+        c.out.waiting[entry.key] = wait
+
+    # views: free capacity less the hosts held for others
+    def _view(self, c: _Cycle, entry: Entry) -> tuple[Snapshot, bytes]:
+        held = self._held_from(c, entry)
+        view = c.work.copy()
+        view.down |= held
+        return view, _fingerprint(view, entry.gang.pool)
+
+    def _held_from(self, c: _Cycle, entry: Entry) -> set[int]:
+        held: set[int] = set()
+        for key, hosts in self._held.items():
+            if key != entry.key:
+                held |= hosts
+        r = c.pool(entry.gang.pool).reservation
+        if r is not None and r.gang != entry.key and not _ends_before(entry, c.now, r):
+            held |= r.hosts
+        return held
+
+    # when the gang cannot start
+    def _preempt(self, c: _Cycle, entry: Entry, view: Snapshot) -> bool:
+        if self.config.preemption is Preemption.OFF:
+            return False
+        if self._leaving.get(entry.key):
+            n = len(self._leaving[entry.key])
+            wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} preempted gangs to leave")
+            self._wait(c, entry, wait)
+            return True
+        candidates = [r for r in c.running if self._may_preempt(c, entry, r)]
+        if not candidates:
+            return False
+        found = CHOOSERS[self.config.preemption](view, entry.gang, candidates, c.now, self.config)
+        if found is None:
+            return False
+        self._nominate(c, entry, found)
+        return True
+
+    def _may_preempt(self, c: _Cycle, entry: Entry, r: Running) -> bool:
+        return (
+            r.key not in c.evicted
+            and r.gang.pool == entry.gang.pool
+            and r.gang.priority < entry.gang.priority
+            and (self.config.cross_tenant or r.tenant == entry.tenant)
+        )
+
+    def _nominate(self, c: _Cycle, entry: Entry, found: preemption.Victims) -> None:
+        for r in found.running:
+            c.out.evictions.append(Eviction(r.key, entry.key, r.lost_gpu_s(c.now)))
+            c.evicted.add(r.key)
+            c.work.release(r.gang, r.placement)
+        c.work.apply(entry.gang, found.placement)
+        c.out.nominated[entry.key] = found.placement
+        index = c.work.fabric.host_index
+        self._leaving[entry.key] = frozenset(r.key for r in found.running)
+        self._held[entry.key] = frozenset(index[h] for h in found.placement.hosts())
+        victims = ", ".join(r.key for r in found.running)
+        self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
+
+    def _block(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes) -> None:
+        if self.config.backfill is Backfill.NONE:
+            p.blocker = entry.key
+        elif self.config.backfill is Backfill.EASY and p.reservation is None:
+            p.reservation = self._reservation(c, entry, view, seen)
+            if p.reservation is not None:
+                c.out.reservations[entry.gang.pool] = p.reservation
+
+    def _reservation(
+        self, c: _Cycle, entry: Entry, view: Snapshot, seen: bytes
+    ) -> Reservation | None:
+        if entry.reserved is None or entry.reserved[0] != seen:
+            pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
+            entry.reserved = (seen, reserve(view, entry.gang, pool, self.config))
+        return entry.reserved[1]
+
+
+def _ends_before(entry: Entry, now: float, r: Reservation) -> bool:
+    return entry.estimate_s is not None and now + entry.estimate_s <= r.at
+
+
+def _fingerprint(view: Snapshot, pool: str) -> bytes:
+    """What a gang of this pool can see: free resources and unavailable hosts of the pool."""
+    mask = view.fabric.pool_mask.get(pool)
+    if mask is None:
+        return b""
+    digest = hashlib.blake2b(digest_size=16)
+    for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods):
+        digest.update(column[mask].tobytes())
+    digest.update((~view.up_mask() & mask).tobytes())
+    return digest.digest()

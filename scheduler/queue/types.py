@@ -1,0 +1,139 @@
+"""What the scheduling queue takes and gives: its rules, its entries, the running gangs it may
+reserve around or preempt, and one cycle's decisions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import PlaceConfig, Placement
+
+
+class Backfill(StrEnum):
+    # nothing passes a gang that cannot start in its pool (strict order)
+    NONE = "none"
+    # any later gang that fits starts now; large gangs can starve behind a stream of small ones
+    GREEDY = "greedy"
+    # EASY: the first gang of a pool that cannot start reserves the hosts it will get once enough
+    # running gangs end; later gangs start outside them, or inside when their estimate says they
+    # end before that time
+    EASY = "easy"
+
+
+class Preemption(StrEnum):
+    OFF = "off"
+    # free the most compact domain at the least loss (queue/preemption.py)
+    TOPOLOGY = "topology"
+    # the baseline: lowest priority first, most recently started first, until the gang fits
+    LOWEST_FIRST = "lowest-priority-first"
+
+
+class QueueConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    place: PlaceConfig = PlaceConfig()
+    backfill: Backfill = Backfill.EASY
+    preemption: Preemption = Preemption.TOPOLOGY
+    # may a gang preempt another tenant's gangs (namespaces in the operator)
+    cross_tenant: bool = False
+    # placement tries per pool per cycle: a long queue cannot make one cycle unbounded
+    max_attempts: int = Field(default=64, ge=1)
+    # domains examined per level when choosing victims (the freest first)
+    preemption_domains: int = Field(default=32, ge=1)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Hosts held for a pool's first blocked gang, from now until `at` (inf: unknown)."""
+
+    gang: str
+    hosts: frozenset[int]
+    at: float
+
+
+class WaitReason(StrEnum):
+    UNPLACEABLE = "Unplaceable"
+    # patience: a more compact placement is expected soon
+    COMPACT = "WaitingForCompactPlacement"
+    # strict order: an earlier gang of the pool cannot start
+    BEHIND = "WaitingBehind"
+    # preemption chose victims; their hosts are not free yet
+    PREEMPTING = "WaitingForPreemption"
+
+
+@dataclass(frozen=True)
+class Wait:
+    reason: WaitReason
+    message: str
+
+
+@dataclass
+class Entry:
+    """A queued gang. `arrival` orders equal priorities; a re-queued gang keeps its own."""
+
+    key: str
+    gang: GangRequest
+    arrival: float
+    tenant: str = ""
+    estimate_s: float | None = None  # run time the submitter expects (EASY backfill)
+    placeable_since: float | None = None  # patience counts from here
+    retry_at: float = 0.0  # backoff after a failed start
+    delay_s: float = 0.0
+    # the view fingerprint at the last failed attempt, and when to look again regardless
+    failed_on: bytes | None = None
+    recheck_at: float = math.inf
+    last: Wait | None = None  # why it waited last time it was tried
+    # the reservation computed for it on that view
+    reserved: tuple[bytes, Reservation | None] | None = None
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        return (-self.gang.priority, self.arrival, self.key)
+
+
+@dataclass(frozen=True)
+class Running:
+    """A gang holding hosts: what preemption may take back and what a reservation waits for."""
+
+    key: str
+    gang: GangRequest
+    placement: Placement
+    started_s: float
+    tenant: str = ""
+    checkpoint_s: float | None = None  # checkpoint interval; None: nothing kept on eviction
+    end_s: float | None = None  # estimated end; None: unknown
+
+    def lost_gpu_s(self, now: float) -> float:
+        """GPU-seconds of work an eviction now throws away (back to the last checkpoint)."""
+        ran = max(0.0, now - self.started_s)
+        if self.checkpoint_s:
+            ran -= math.floor(ran / self.checkpoint_s) * self.checkpoint_s
+        return ran * self.gang.gpus
+
+
+@dataclass(frozen=True)
+class Eviction:
+    victim: str
+    preemptor: str
+    lost_gpu_s: float
+
+
+@dataclass
+class Decisions:
+    starts: list[tuple[str, Placement]] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    # preemptor -> the placement it gets once its victims are gone (the simulator starts it at
+    # once; the operator waits for the victims' pods to go)
+    nominated: dict[str, Placement] = field(default_factory=dict)
+    waiting: dict[str, Wait] = field(default_factory=dict)
+    # every placement the cycle computed (solve times and gaps for metrics)
+    tried: list[Placement] = field(default_factory=list)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
+    # earliest time a waiting gang should be looked at again (patience or backoff ends)
+    wake_at: float = math.inf
+
+    def wake(self, at: float) -> None:
+        self.wake_at = min(self.wake_at, at)
