@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.controller.podpolicy import PodSecurity
+from scheduler.model import PlaceConfig
 from scheduler.pools import PoolPolicy
+from scheduler.queue import Backfill, Preemption, QueueConfig
 from scheduler.topology import LabelKeys
 
 
@@ -32,6 +35,14 @@ class LeaderElection(BaseModel):
         return self
 
 
+class PreemptionScope(StrEnum):
+    OFF = "off"
+    # a gang may evict lower-priority gangs of its own namespace only (as Kueue's
+    # withinClusterQueue: LowerPriority): a tenant's priority field cannot reach other tenants
+    NAMESPACE = "namespace"
+    CLUSTER = "cluster"
+
+
 class OperatorConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     labels: LabelKeys = LabelKeys()
@@ -43,6 +54,10 @@ class OperatorConfig(BaseModel):
     api_workers: int = Field(default=16, ge=1, alias="apiWorkers")
     # seconds a gang may wait for a placement inside one spine (0: place greedily)
     compact_wait_s: float = Field(default=0.0, ge=0, alias="compactWaitSeconds")
+    # queue rules (scheduler/queue): EASY backfilling holds a blocked gang's hosts (the operator
+    # knows no run times, so later gangs start only outside them); preemption scope
+    backfill: Backfill = Backfill.EASY
+    preemption: PreemptionScope = PreemptionScope.NAMESPACE
     # the largest gang accepted; larger jobs are InvalidSpec
     max_gang_pods: int = Field(default=10_000, ge=1, alias="maxGangPods")
     # pod creations plus bindings per cycle, shared by every gang being launched
@@ -54,6 +69,18 @@ class OperatorConfig(BaseModel):
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
     # every API call gives up after this long, so a silent partition cannot hang a cycle
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
+
+    def queue(self) -> QueueConfig:
+        place = PlaceConfig(
+            time_limit_s=self.solver_time_limit_s, compact_wait_s=self.compact_wait_s
+        )
+        on = self.preemption is not PreemptionScope.OFF
+        return QueueConfig(
+            place=place,
+            backfill=self.backfill,
+            preemption=Preemption.TOPOLOGY if on else Preemption.OFF,
+            cross_tenant=self.preemption is PreemptionScope.CLUSTER,
+        )
 
     @property
     def pools(self) -> PoolPolicy:

@@ -8,7 +8,9 @@ goes on with the others. The operator touches only pods it created (controller o
 to a live TrainingJob's uid); it charges every pod on a node, whoever placed it. A running gang
 keeps its pods through a NotReady blip shorter than the grace period and through a cordon;
 after that only the lost pods are put back, near the survivors, unless the job asks for a
-whole-gang move. Finished jobs are never run again."""
+whole-gang move. Finished jobs are never run again. Which pending gang starts, waits or
+preempts is the scheduling queue's decision (scheduler/queue), the same object the simulator
+drives; this module applies its decisions through the API server."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -31,17 +34,17 @@ from scheduler.controller.observability import Metrics
 from scheduler.controller.pods import RANK_LABEL, owned_by, pod, service
 from scheduler.controller.spec import RepairPolicy
 from scheduler.controller.state import ClusterState, StateBuilder, host_of
-from scheduler.model import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import place_one
+from scheduler.model import Placement, PlacementStatus, PodAssignment
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.repair import piecemeal, repair
+from scheduler.queue import Decisions, Eviction, Running, SchedulingQueue
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 log = structlog.get_logger("rackwise")
 TERMINAL = ("Succeeded", "Failed")
 WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
-WARNINGS |= {"IncompleteGang", "RepairWaiting"}
+WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
 
 
 class Api(Protocol):
@@ -70,10 +73,13 @@ class CycleReport:
     seconds: float = 0.0
 
 
-def _order(job: Obj) -> tuple[int, str, str]:
-    priority = (job.get("spec") or {}).get("priority", 0)
-    rank = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
-    return (-rank, str(job["metadata"].get("creationTimestamp", "")), key(job))
+def _created(obj: Obj) -> float:
+    """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
+    text = str(obj["metadata"].get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _rank(pod: Obj) -> int:
@@ -96,9 +102,8 @@ class Reconciler:
         self.clock = clock
         self.builder = StateBuilder(config)
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
-        self.place_config = PlaceConfig(
-            time_limit_s=config.solver_time_limit_s, compact_wait_s=config.compact_wait_s
-        )
+        self.queue = SchedulingQueue(config.queue())
+        self.place_config = self.queue.config.place
         self.recorder = Recorder(api, identity)
         self.launcher = Launcher(
             create=api.create_pod,
@@ -108,8 +113,6 @@ class Reconciler:
             budget=config.launch_budget,
         )
         self.launches: dict[str, Launch] = {}  # job uid -> launch in progress
-        self.placeable_since: dict[str, float] = {}  # job uid -> first time it could start
-        self.backoff: dict[str, tuple[float, float]] = {}  # job uid -> (retry at, delay)
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
@@ -136,9 +139,11 @@ class Reconciler:
             for launch in self.launches.values():
                 launch.reserve(state.snapshot)
         pending: list[JobView] = []
-        for job in sorted(jobs, key=_order):
-            self._isolated(job, report, functools.partial(self._job, job, owned, state, pending))
-        self._place(pending, state, report)
+        running: dict[str, tuple[JobView, list[Obj]]] = {}
+        for job in jobs:
+            handle = functools.partial(self._job, job, owned, state, pending, running)
+            self._isolated(job, report, handle)
+        self._place(pending, running, state, report)
         self._launch(report)
         self.recorder.forget(set(live) | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
@@ -148,8 +153,7 @@ class Reconciler:
     def _forget(self, live: set[str]) -> None:
         """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""
         self.launches = {u: v for u, v in self.launches.items() if u in live}
-        self.backoff = {u: v for u, v in self.backoff.items() if u in live}
-        self.placeable_since = {u: v for u, v in self.placeable_since.items() if u in live}
+        self.queue.forget(live)
 
     def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
         try:
@@ -197,40 +201,43 @@ class Reconciler:
         owned: dict[str, list[Obj]],
         state: ClusterState | None,
         pending: list[JobView],
+        running: dict[str, tuple[JobView, list[Obj]]],
     ) -> None:
         uid = str(job["metadata"]["uid"])
         if (job.get("status") or {}).get("phase") in TERMINAL or uid in self.launches:
             return
         view = translate(job, self.config)
         pods = owned.get(uid, [])
-        if pods:
-            self._existing(view, pods, state)
-        else:
+        if not pods:
             pending.append(view)
+        elif self._existing(view, pods, state):
+            running[uid] = (view, pods)
 
-    def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+    def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> bool:
+        """Bring a gang with pods to its next step; True when it holds all its hosts."""
         phases = [p.get("status", {}).get("phase") for p in pods]
         done = len(pods) == view.gang.pods and all(p == "Succeeded" for p in phases)
         if "Failed" in phases or done:
             self._running_status(view, pods)
-            return
+            return False
         lost = [p for p in pods if self._lost(host_of(p))]
         if lost:
             self._node_lost(view, pods, lost)
-            return
+            return False
         if len(pods) < view.gang.pods:
             if self._was_placed(view) and all(p["spec"].get("nodeName") for p in pods):
                 self._repair(view, pods, state)
             else:
                 self._rollback(view, pods, "IncompleteGang", "the gang will be placed again")
-            return
+            return False
         unbound = [p for p in pods if not p["spec"].get("nodeName")]
         if unbound and not self._bind_all(unbound):
             self._rollback(
                 view, pods, "BindFailed", "binding failed; the gang will be placed again"
             )
-            return
+            return False
         self._running_status(view, pods)
+        return True
 
     def _was_placed(self, view: JobView) -> bool:
         phase = (view.obj.get("status") or {}).get("phase")
@@ -250,7 +257,7 @@ class Reconciler:
         self._set(view, "Repairing", [self._cond(view, "Placed", False, "NodeLost", message)])
 
     def _repair(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
-        if state is None or self._backing_off(view.uid):
+        if state is None or self.queue.backing_off(view.uid, self.clock()):
             return
         survivors = {_rank(p): str(host_of(p)) for p in pods}
         missing = sorted(set(range(view.gang.pods)) - set(survivors))
@@ -284,47 +291,96 @@ class Reconciler:
             }
         )
 
-    # pending jobs
+    # pending jobs: the queue decides, this applies
     def _place(
-        self, pending: list[JobView], state: ClusterState | None, report: CycleReport
+        self,
+        pending: list[JobView],
+        running: dict[str, tuple[JobView, list[Obj]]],
+        state: ClusterState | None,
+        report: CycleReport,
     ) -> None:
+        report.pending += len(pending)
+        views = {v.uid: v for v in pending}
+        for uid in self.queue.keys() - set(views):
+            self.queue.remove(uid)
         for view in pending:
-            report.pending += 1
-            if self._backing_off(view.uid):
-                continue
-            if state is None:
+            self.queue.add(view.uid, view.gang, _created(view.obj), tenant=view.namespace)
+        if state is None:
+            for view in pending:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
-                continue
-            self._isolated(
-                view.obj, report, functools.partial(self._place_one, view, state, report)
-            )
-
-    def _place_one(self, view: JobView, state: ClusterState, report: CycleReport) -> None:
-        placement = place_one(state.snapshot, view.gang, self._config_for(view))
-        report.solve_seconds += placement.solve_seconds
-        self.metrics.observe(placement)
-        if placement.status is PlacementStatus.WAITING:
-            self.placeable_since.setdefault(view.uid, self.clock())
-        if not placement.placed:
-            waiting = placement.status is PlacementStatus.WAITING
-            reason = "WaitingForCompactPlacement" if waiting else "Unplaceable"
-            self._pending(view, reason, placement.reason)
             return
-        self.placeable_since.pop(view.uid, None)
+        holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
+        decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
+        self._apply(decisions, views, running, state, report)
+
+    def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
+        """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
+        index = state.fabric.host_index
+        hosts = [host_of(p) for p in pods]
+        if any(h not in index for h in hosts):
+            return None
+        assignments = tuple(
+            PodAssignment(rank=max(_rank(p), 0), host=str(h))
+            for p, h in zip(pods, hosts, strict=True)
+        )
+        placement = Placement(
+            gang=view.gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=assignments
+        )
+        age = time.time() - min(_created(p) for p in pods)
+        started = self.clock() - max(age, 0.0)
+        return Running(view.uid, view.gang, placement, started, tenant=view.namespace)
+
+    def _apply(
+        self,
+        decisions: Decisions,
+        views: dict[str, JobView],
+        running: dict[str, tuple[JobView, list[Obj]]],
+        state: ClusterState,
+        report: CycleReport,
+    ) -> None:
+        for placement in decisions.tried:
+            report.solve_seconds += placement.solve_seconds
+            self.metrics.observe(placement)
+        for uid, exc in decisions.failed.items():
+            report.errors += 1
+            self.metrics.job_errors.inc()
+            log.error("job handling failed", job=key(views[uid].obj), exc_info=exc)
+        for eviction in decisions.evictions:
+            victim = running[eviction.victim]
+            self._isolated(
+                victim[0].obj, report, functools.partial(self._evict, eviction, *victim, views)
+            )
+        for uid, wait in decisions.waiting.items():
+            view = views[uid]
+            self._isolated(
+                view.obj,
+                report,
+                functools.partial(self._pending, view, wait.reason.value, wait.message),
+            )
+        for uid, placement in decisions.starts:
+            view = views[uid]
+            self._isolated(view.obj, report, functools.partial(self._start, view, placement, state))
+
+    def _evict(
+        self, eviction: Eviction, view: JobView, pods: list[Obj], views: dict[str, JobView]
+    ) -> None:
+        preemptor = views[eviction.preemptor]
+        message = (
+            f"preempted by {key(preemptor.obj)} (priority {preemptor.gang.priority}); "
+            f"{eviction.lost_gpu_s / 3600:.2f} GPU-hours since its last checkpoint lost; "
+            "queued again"
+        )
+        self._delete(pods)
+        self._pending(view, "Preempted", message)
+
+    def _start(self, view: JobView, placement: Placement, state: ClusterState) -> None:
         if not self._try(self.api.ensure_service, view.namespace, service(view)):
             # without it MASTER_ADDR does not resolve: no pod is created, try again later
-            self._retry_later(view.uid)
+            self.queue.backoff(view.uid, self.clock())
             self._pending(view, "BindFailed", "could not create the rendezvous Service; retrying")
             return
         state.snapshot.apply(view.gang, placement)
         self.launches[view.uid] = Launch(view, placement, placement)
-
-    def _config_for(self, view: JobView) -> PlaceConfig:
-        """Patience counts from the first cycle in which the gang could have started."""
-        if not self.config.compact_wait_s:
-            return self.place_config
-        since = self.placeable_since.get(view.uid, self.clock())
-        return self.place_config.model_copy(update={"waited_s": self.clock() - since})
 
     # launches
     def _launch(self, report: CycleReport) -> None:
@@ -334,7 +390,7 @@ class Reconciler:
         for uid, launch in list(self.launches.items()):
             if launch.finished:
                 del self.launches[uid]
-                self.backoff.pop(uid, None)
+                self.queue.succeeded(uid)
                 report.placed += 1
                 report.pods_bound += launch.size
                 self._placed(launch)
@@ -355,20 +411,9 @@ class Reconciler:
         else:
             reason = "BindFailed"
             message = f"could not create or bind pod {name} ({error.message}); retrying"
-        self._retry_later(view.uid, long=error.rejected)
+        self.queue.backoff(view.uid, self.clock(), long=error.rejected)
         phase = "Repairing" if launch.repair else "Pending"
         self._set(view, phase, [self._cond(view, "Placed", False, reason, message)])
-
-    def _retry_later(self, uid: str, long: bool = False) -> None:
-        """Exponential backoff: 1 s .. 60 s, or 5 s .. 5 min when the API server refused the
-        pod itself (fixing that needs a person, not another try every second)."""
-        first, cap = (2.5, 300.0) if long else (0.5, 60.0)
-        _, delay = self.backoff.get(uid, (0.0, first))
-        delay = min(delay * 2, cap)
-        self.backoff[uid] = (self.clock() + delay, delay)
-
-    def _backing_off(self, uid: str) -> bool:
-        return self.backoff.get(uid, (0.0, 0.0))[0] > self.clock()
 
     def _bind_all(self, pods: list[Obj]) -> bool:
         pairs = [(p["metadata"]["namespace"], p["metadata"]["name"], str(host_of(p))) for p in pods]

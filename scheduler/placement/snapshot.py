@@ -5,7 +5,7 @@ Free resources are numpy arrays so that per-gang capacity is one vectorised pass
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,8 +18,9 @@ from scheduler.topology.fabric import Fabric
 Array = npt.NDArray[np.int64]
 
 
-def _array(values: Sequence[int] | Array | None, default: Sequence[int]) -> Array:
-    return np.array(default if values is None or len(values) == 0 else values, dtype=np.int64)
+def _array(values: Sequence[int] | Array | None, default: Callable[[], Sequence[int]]) -> Array:
+    """The given values, or the default (built only when needed: copies are frequent)."""
+    return np.array(default() if values is None or len(values) == 0 else values, dtype=np.int64)
 
 
 @dataclass
@@ -35,10 +36,10 @@ class Snapshot:
 
     def __post_init__(self) -> None:
         hosts = self.fabric.hosts
-        self.free_gpus = _array(self.free_gpus, [h.gpus for h in hosts])
-        self.free_cpu = _array(self.free_cpu, [h.cpu_milli for h in hosts])
-        self.free_mem = _array(self.free_mem, [h.memory_mib for h in hosts])
-        self.free_pods = _array(self.free_pods, [h.max_pods for h in hosts])
+        self.free_gpus = _array(self.free_gpus, lambda: [h.gpus for h in hosts])
+        self.free_cpu = _array(self.free_cpu, lambda: [h.cpu_milli for h in hosts])
+        self.free_mem = _array(self.free_mem, lambda: [h.memory_mib for h in hosts])
+        self.free_pods = _array(self.free_pods, lambda: [h.max_pods for h in hosts])
 
     def copy(self) -> Snapshot:
         return Snapshot(

@@ -18,7 +18,9 @@ blocked gang, and when the queue wants to be called again. It promises:
   every victim is gone, and it does not preempt again meanwhile;
 - bounded work: at most `max_attempts` placement tries per pool per cycle, and a gang that failed
   on a view (free capacity and held hosts of its pool) is not tried on the same view again
-  unless its patience or backoff has ended.
+  unless its patience or backoff has ended;
+- isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
+  never the cycle.
 Drivers apply the decisions: the simulator at once, the operator through the API server."""
 
 from __future__ import annotations
@@ -115,6 +117,9 @@ class SchedulingQueue:
         delay = min(delay * 2, cap)
         self._backoff[key] = (now + delay, delay)
 
+    def backing_off(self, key: str, now: float) -> bool:
+        return self._backoff.get(key, (0.0, 0.0))[0] > now
+
     def succeeded(self, key: str) -> None:
         self._backoff.pop(key, None)
 
@@ -126,16 +131,23 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
+        if not self._entries:
+            return Decisions()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
         for entry in sorted(self._entries.values(), key=lambda e: e.order):
-            self._consider(c, entry)
+            try:
+                self._consider(c, entry)
+            except Exception as exc:  # one gang's surprise must not stop the others
+                c.out.failed[entry.key] = exc
         for key, _ in c.out.starts:
             self._entries.pop(key, None)
         return c.out
 
     def _settle(self, running: list[Running]) -> None:
         """Preemptors whose victims are all gone hold nothing any more."""
+        if not self._leaving:
+            return
         alive = {r.key for r in running}
         for key, victims in list(self._leaving.items()):
             left = victims & alive
@@ -154,8 +166,10 @@ class SchedulingQueue:
         if retry_at > c.now:
             c.out.wake(retry_at)
             return
-        view, seen = self._view(c, entry)
-        if entry.failed_on == seen and c.now < entry.recheck_at:
+        view = self._view(c, entry)
+        # the fingerprint is only needed to compare with a failure, or to remember one
+        seen = None if entry.failed_on is None else _fingerprint(view, entry.gang.pool)
+        if seen is not None and seen == entry.failed_on and c.now < entry.recheck_at:
             self._still_blocked(c, entry, p, view)
             return
         if p.attempts >= self.config.max_attempts:
@@ -163,12 +177,15 @@ class SchedulingQueue:
         p.attempts += 1
         self._attempt(c, entry, p, view, seen)
 
-    def _attempt(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes) -> None:
+    def _attempt(
+        self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes | None
+    ) -> None:
         placement = place_one(view, entry.gang, self._place_config(entry, c.now))
         c.out.tried.append(placement)
         if placement.placed:
             self._start(c, entry, placement)
             return
+        seen = _fingerprint(view, entry.gang.pool) if seen is None else seen
         entry.failed_on = seen
         if placement.status is PlacementStatus.WAITING:
             self._patient(c, entry, placement)
@@ -215,11 +232,13 @@ class SchedulingQueue:
         c.out.waiting[entry.key] = wait
 
     # views: free capacity less the hosts held for others
-    def _view(self, c: _Cycle, entry: Entry) -> tuple[Snapshot, bytes]:
+    def _view(self, c: _Cycle, entry: Entry) -> Snapshot:
         held = self._held_from(c, entry)
-        view = c.work.copy()
-        view.down |= held
-        return view, _fingerprint(view, entry.gang.pool)
+        view = c.work
+        if held - view.down:  # place_one and the choosers never change the view
+            view = c.work.copy()
+            view.down |= held
+        return view
 
     def _held_from(self, c: _Cycle, entry: Entry) -> set[int]:
         held: set[int] = set()

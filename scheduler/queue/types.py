@@ -129,6 +129,9 @@ class Decisions:
     # once; the operator waits for the victims' pods to go)
     nominated: dict[str, Placement] = field(default_factory=dict)
     waiting: dict[str, Wait] = field(default_factory=dict)
+    # gangs whose handling raised something unexpected: skipped, the others go on; the driver
+    # logs the stack (the queue holds no logger)
+    failed: dict[str, Exception] = field(default_factory=dict)
     # every placement the cycle computed (solve times and gaps for metrics)
     tried: list[Placement] = field(default_factory=list)
     reservations: dict[str, Reservation] = field(default_factory=dict)

@@ -111,3 +111,22 @@ def test_easy_backfill_does_not_delay_the_reserved_gang():
     assert {s.job.id: s.finish for s in greedy.jobs} == {"a": 100, "c": 220, "b": 270}
     _, easy = run(fabric, jobs, backfill="easy")
     assert {s.job.id: s.finish for s in easy.jobs} == {"a": 100, "b": 150, "c": 350}
+
+
+def test_preemption_evicts_the_low_priority_gang_and_it_resumes_from_its_checkpoint():
+    """One host. low (priority 0, 1000 s) starts at 0; high (priority 1, 100 s) arrives at 250
+    and evicts it. low checkpointed every 100 s, so it keeps 200 s of work: it restarts when
+    high ends at 350 and needs 800 s more."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=1, gpus=8))
+    jobs = [job("low", 0, 1000, 8), job("high", 250, 100, 8, priority=1)]
+    _, result = run(fabric, jobs, checkpoint_minutes=100 / 60)
+    low, high = result.jobs
+    assert high.first_start == 250
+    assert high.finish == 350
+    assert low.preemptions == 1
+    assert low.finish == pytest.approx(350 + 800)
+    [(at, eviction)] = result.evictions
+    assert (at, eviction.victim, eviction.preemptor) == (250, "low", "high")
+    assert eviction.lost_gpu_s == pytest.approx(50 * 8)
+    _, off = run(fabric, jobs, checkpoint_minutes=100 / 60, preemption="off")
+    assert {s.job.id: s.finish for s in off.jobs} == {"low": 1000, "high": 1100}

@@ -1,0 +1,156 @@
+"""The scheduling queue's rules, one test each; each fails when its rule is taken out."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.model import PlaceConfig
+from scheduler.placement import Snapshot
+from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
+from tests.unit.queue.helpers import fabric, gang, running
+
+OFF = QueueConfig(preemption=Preemption.OFF)
+
+
+def test_priority_then_arrival():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))  # one host: one gang at a time
+    queue = SchedulingQueue(OFF)
+    # keys sort the other way round, so only arrival can put "b-early" first
+    queue.add("b-early", gang("b-early", 1), arrival=0)
+    queue.add("urgent", gang("urgent", 1, priority=5), arrival=10)
+    queue.add("a-late", gang("a-late", 1), arrival=5)
+    [(first, _)] = queue.cycle(0, snap, []).starts
+    assert first == "urgent"
+    queue.remove("urgent")
+    [(second, _)] = queue.cycle(1, snap, []).starts
+    assert second == "b-early"
+
+
+def test_all_starts_of_a_cycle_fit_together():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    queue = SchedulingQueue(OFF)
+    for i in range(3):
+        queue.add(f"g{i}", gang(f"g{i}", 1), arrival=i)
+    decisions = queue.cycle(0, snap, [])
+    assert [k for k, _ in decisions.starts] == ["g0", "g1"]
+    assert decisions.waiting["g2"].reason is WaitReason.UNPLACEABLE
+    hosts = [p.hosts() for _, p in decisions.starts]
+    assert hosts[0].keys().isdisjoint(hosts[1].keys())
+
+
+def test_patience_counts_from_the_first_placeable_cycle():
+    f = fabric(blocks=2, racks=1, hosts=2)
+    snap = Snapshot(f)
+    snap.use("h0-1", 8)
+    snap.use("h1-1", 8)  # two free hosts, one per spine: the gang must span spines
+    config = QueueConfig(place=PlaceConfig(compact_wait_s=60), preemption=Preemption.OFF)
+    queue = SchedulingQueue(config)
+    queue.add("g", gang("g", 2), arrival=0)
+    first = queue.cycle(10, snap, [])
+    assert first.waiting["g"].reason is WaitReason.COMPACT
+    assert first.wake_at == 70
+    assert not queue.cycle(69, snap, []).starts
+    [(_key, placement)] = queue.cycle(70, snap, []).starts
+    assert placement.domains["spine"] == 2
+
+
+@pytest.mark.parametrize(
+    ("backfill", "small_starts"),
+    [(Backfill.NONE, False), (Backfill.GREEDY, True), (Backfill.EASY, False)],
+)
+def test_backfill_rules(backfill, small_starts):
+    """A runs on one of two hosts until t=100; big needs both; small (no estimate) fits now."""
+    f = fabric(blocks=1, racks=1, hosts=2)
+    snap = Snapshot(f)
+    a = running(snap, "a", ["h0-0"], end=100)
+    queue = SchedulingQueue(QueueConfig(backfill=backfill, preemption=Preemption.OFF))
+    queue.add("big", gang("big", 2), arrival=0)
+    queue.add("small", gang("small", 1), arrival=1)
+    decisions = queue.cycle(0, snap, [a])
+    assert bool(decisions.starts) is small_starts
+    if backfill is Backfill.EASY:
+        assert decisions.reservations["training"].hosts == {0, 1}
+        assert decisions.reservations["training"].at == 100
+
+
+def test_easy_lets_a_gang_in_when_it_ends_before_the_reservation():
+    """big holds all three hosts from t=100; two are free now, for gangs that end by then."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=3))
+    a = running(snap, "a", ["h0-0"], end=100)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 3), arrival=0)
+    queue.add("short", gang("short", 1), arrival=1, estimate_s=100)
+    queue.add("long", gang("long", 1), arrival=2, estimate_s=101)
+    decisions = queue.cycle(0, snap, [a])
+    assert [k for k, _ in decisions.starts] == ["short"]
+
+
+def test_easy_backfills_outside_the_reservation():
+    """big needs one rack: it reserves rack 0 (a ends first); other gangs use rack 1."""
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    a = running(snap, "a", ["h0-0"], end=100)
+    b = running(snap, "b", ["h1-0"], end=math.inf)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2).model_copy(update={"required_level": "rack"}), arrival=0)
+    queue.add("x", gang("x", 1), arrival=1)
+    queue.add("y", gang("y", 1), arrival=2)
+    decisions = queue.cycle(0, snap, [a, b])
+    assert decisions.reservations["training"].hosts == {0, 1}
+    [(_key, placement)] = decisions.starts
+    assert placement.hosts() == {"h1-1": 1}
+    assert decisions.waiting["y"].reason is WaitReason.UNPLACEABLE
+
+
+def test_an_unchanged_view_is_not_solved_again():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    held = running(snap, "held", ["h0-0"])
+    queue = SchedulingQueue(OFF)
+    queue.add("g", gang("g", 1), arrival=0)
+    assert len(queue.cycle(0, snap, [held]).tried) == 1
+    again = queue.cycle(1, snap, [held])
+    assert not again.tried
+    assert again.waiting["g"].reason is WaitReason.UNPLACEABLE
+    snap.release(held.gang, held.placement)
+    assert queue.cycle(2, snap, []).starts
+
+
+def test_attempts_per_pool_are_bounded():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    running(snap, "held", ["h0-0"])
+    queue = SchedulingQueue(QueueConfig(max_attempts=3, preemption=Preemption.OFF))
+    for i in range(10):
+        queue.add(f"g{i}", gang(f"g{i}", 1), arrival=i)
+    assert len(queue.cycle(0, snap, []).tried) == 3
+
+
+def test_backoff_skips_until_it_ends():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    queue = SchedulingQueue(OFF)
+    queue.add("g", gang("g", 1), arrival=0)
+    queue.backoff("g", now=0)
+    held = queue.cycle(0.5, snap, [])
+    assert not held.starts
+    assert held.wake_at == 1.0
+    assert queue.cycle(1.0, snap, []).starts
+
+
+def test_one_failing_gang_does_not_stop_the_others(monkeypatch):
+    from scheduler.queue import queue as module
+
+    real = module.place_one
+
+    def boom(view, g, config):
+        if g.name == "bad":
+            raise RuntimeError("surprise")
+        return real(view, g, config)
+
+    monkeypatch.setattr(module, "place_one", boom)
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    queue = SchedulingQueue(OFF)
+    queue.add("bad", gang("bad", 1), arrival=0)
+    queue.add("good", gang("good", 1), arrival=1)
+    decisions = queue.cycle(0, snap, [])
+    assert [k for k, _ in decisions.starts] == ["good"]
+    assert isinstance(decisions.failed["bad"], RuntimeError)
