@@ -364,6 +364,7 @@ class Reconciler:
     def _evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], views: dict[str, JobView]
     ) -> None:
+        """Its pods go; a Preempted condition naming the preemptor stays while it waits."""
         preemptor = views[eviction.preemptor]
         message = (
             f"preempted by {key(preemptor.obj)} (priority {preemptor.gang.priority}); "
@@ -371,7 +372,9 @@ class Reconciler:
             "queued again"
         )
         self._delete(pods)
-        self._pending(view, "Preempted", message)
+        placed = self._cond(view, "Placed", False, "Preempted", message)
+        preempted = self._cond(view, "Preempted", True, "Preempted", message)
+        self._set(view, "Pending", [placed, preempted])
 
     def _start(self, view: JobView, placement: Placement, state: ClusterState) -> None:
         if not self._try(self.api.ensure_service, view.namespace, service(view)):
@@ -495,9 +498,18 @@ class Reconciler:
     def _set(
         self, view: JobView, phase: str, conditions: list[Obj], placement: Obj | None = None
     ) -> None:
+        if phase == "Pending":
+            conditions = [*conditions, *self._still_preempted(view, conditions)]
         self._write(
             view.obj, st.build(view.obj, phase, conditions, total_gpus(view.spec), placement)
         )
+
+    def _still_preempted(self, view: JobView, conditions: list[Obj]) -> list[Obj]:
+        """A preempted job keeps saying so until it is placed again."""
+        if any(c["type"] == "Preempted" for c in conditions):
+            return []
+        old = (view.obj.get("status") or {}).get("conditions") or []
+        return [c for c in old if c.get("type") == "Preempted" and c.get("status") == "True"]
 
     def _write(self, job: Obj, new: Obj) -> None:
         """Patch the status if it changed; an event when the Placed reason changes (compared

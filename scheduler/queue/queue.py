@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
+from scheduler.placement.capacity import Capacity
 from scheduler.queue import preemption
 from scheduler.queue.reservation import reserve
 from scheduler.queue.types import (
@@ -48,6 +49,8 @@ from scheduler.queue.types import (
     WaitReason,
 )
 
+# waits that hold back later gangs under strict order, or earn a reservation under EASY
+BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
 CHOOSERS = {
     Preemption.TOPOLOGY: preemption.topology,
     Preemption.LOWEST_FIRST: preemption.lowest_first,
@@ -193,14 +196,28 @@ class SchedulingQueue:
         entry.recheck_at = math.inf
         if self._preempt(c, entry, view):
             return
-        self._wait(c, entry, Wait(WaitReason.UNPLACEABLE, placement.reason))
+        self._wait(c, entry, self._why(c, entry, view, placement.reason))
         self._block(c, entry, p, view, seen)
+
+    def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
+        """Unplaceable, or only kept off hosts held for earlier gangs (it would fit on them)."""
+        if view is c.work or Capacity.of(c.work, entry.gang).total < entry.gang.pods:
+            return Wait(WaitReason.UNPLACEABLE, reason)
+        holders = sorted(self._holders(c, entry))
+        return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
+
+    def _holders(self, c: _Cycle, entry: Entry) -> set[str]:
+        names = {self._entries[k].gang.name for k in self._held if k != entry.key}
+        r = c.pool(entry.gang.pool).reservation
+        if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
+            names.add(r.gang)
+        return names
 
     def _still_blocked(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot) -> None:
         """Nothing changed for it since it last failed: same answer, no solver call."""
         if entry.last is not None:
             c.out.waiting[entry.key] = entry.last
-        if entry.last is not None and entry.last.reason is WaitReason.UNPLACEABLE:
+        if entry.last is not None and entry.last.reason in BLOCKING:
             assert entry.failed_on is not None
             self._block(c, entry, p, view, entry.failed_on)
         if entry.recheck_at < math.inf:
@@ -246,7 +263,7 @@ class SchedulingQueue:
             if key != entry.key:
                 held |= hosts
         r = c.pool(entry.gang.pool).reservation
-        if r is not None and r.gang != entry.key and not _ends_before(entry, c.now, r):
+        if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
             held |= r.hosts
         return held
 
@@ -286,12 +303,12 @@ class SchedulingQueue:
         index = c.work.fabric.host_index
         self._leaving[entry.key] = frozenset(r.key for r in found.running)
         self._held[entry.key] = frozenset(index[h] for h in found.placement.hosts())
-        victims = ", ".join(r.key for r in found.running)
+        victims = ", ".join(r.gang.name for r in found.running)
         self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
 
     def _block(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes) -> None:
         if self.config.backfill is Backfill.NONE:
-            p.blocker = entry.key
+            p.blocker = entry.gang.name
         elif self.config.backfill is Backfill.EASY and p.reservation is None:
             p.reservation = self._reservation(c, entry, view, seen)
             if p.reservation is not None:
@@ -302,7 +319,7 @@ class SchedulingQueue:
     ) -> Reservation | None:
         if entry.reserved is None or entry.reserved[0] != seen:
             pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
-            entry.reserved = (seen, reserve(view, entry.gang, pool, self.config))
+            entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
         return entry.reserved[1]
 
 

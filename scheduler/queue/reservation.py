@@ -25,7 +25,7 @@ def _end(r: Running) -> float:
 
 
 def reserve(
-    view: Snapshot, gang: GangRequest, running: Sequence[Running], cfg: QueueConfig
+    key: str, view: Snapshot, gang: GangRequest, running: Sequence[Running], cfg: QueueConfig
 ) -> Reservation | None:
     ordered = sorted(running, key=lambda r: (_end(r), r.started_s, r.key))
     first = _enough(view, gang, ordered)
@@ -38,7 +38,7 @@ def reserve(
             index = view.fabric.host_index
             hosts = frozenset(index[h] for h in placement.hosts())
             at = max((_end(r) for r in ordered[:n]), default=-math.inf)
-            return Reservation(gang.name, hosts, at)
+            return Reservation(key, gang.name, hosts, at)
     return None
 
 

@@ -49,7 +49,8 @@ class QueueConfig(BaseModel):
 class Reservation:
     """Hosts held for a pool's first blocked gang, from now until `at` (inf: unknown)."""
 
-    gang: str
+    key: str
+    gang: str  # its name, for messages
     hosts: frozenset[int]
     at: float
 
@@ -60,6 +61,8 @@ class WaitReason(StrEnum):
     COMPACT = "WaitingForCompactPlacement"
     # strict order: an earlier gang of the pool cannot start
     BEHIND = "WaitingBehind"
+    # it would fit on hosts held for an earlier gang (EASY reservation or a preemptor)
+    RESERVED = "WaitingForReservation"
     # preemption chose victims; their hosts are not free yet
     PREEMPTING = "WaitingForPreemption"
 

@@ -100,7 +100,8 @@ def test_easy_backfills_outside_the_reservation():
     assert decisions.reservations["training"].hosts == {0, 1}
     [(_key, placement)] = decisions.starts
     assert placement.hosts() == {"h1-1": 1}
-    assert decisions.waiting["y"].reason is WaitReason.UNPLACEABLE
+    assert decisions.waiting["y"].reason is WaitReason.RESERVED
+    assert decisions.waiting["y"].message.startswith("hosts are held for big")
 
 
 def test_an_unchanged_view_is_not_solved_again():

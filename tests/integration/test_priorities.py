@@ -1,0 +1,66 @@
+"""Priorities on the real API server: preemption within a namespace, and the EASY reservation
+that keeps a large gang from starving behind small ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.controller.devcluster import serve_namespace
+from tests.integration.conftest import Env, training_job
+
+pytestmark = pytest.mark.apiserver
+
+
+def test_a_higher_priority_gang_preempts_and_the_victim_returns(env: Env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.post(training_job("low", 4))
+    env.wait_placed("low")
+    env.post(training_job("high", 2, priority=10))
+    env.wait("low preempted", lambda: env.condition("low", "Preempted").get("status") == "True")
+    message = env.condition("low", "Preempted")["message"]
+    assert message.startswith("preempted by default/high (priority 10)")
+    assert any(e["reason"] == "Preempted" for e in env.events("low"))
+    placed = env.wait_placed("high")
+    hosts = {p["spec"]["nodeName"] for p in env.pods("high")}
+    racks = {env.node_rack()[h] for h in hosts}
+    assert len(racks) == 1, placed["status"]
+    # low needs all four hosts: it waits for high, then comes back
+    assert not env.pods("low")
+    env.kubectl("delete", "tj", "high", "--wait=false")
+    env.wait_placed("low")
+    assert env.condition("low", "Preempted") == {}
+
+
+def test_equal_priority_and_other_namespaces_are_never_preempted(env: Env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    if env.kubectl("create", "namespace", "team-b", check=False).returncode == 0:
+        serve_namespace(env.cluster, "team-b")
+    env.post(training_job("mine", 2, priority=5))
+    env.wait_placed("mine")
+    env.post(training_job("peer", 1, priority=5))
+    other = training_job("other", 1, priority=100)
+    other["metadata"]["namespace"] = "team-b"
+    env.post(other, namespace="team-b")
+    env.wait("peer waits", lambda: env.condition("peer").get("reason") == "Unplaceable")
+    env.wait("other waits", lambda: reason(env, "other", "team-b") == "Unplaceable")
+    assert env.condition("mine")["status"] == "True"
+    assert len(env.pods("mine")) == 2
+
+
+def test_a_blocked_large_gang_holds_its_hosts_against_later_small_ones(env: Env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    env.post(training_job("first", 1))
+    env.wait_placed("first")
+    env.post(training_job("big", 2))
+    env.wait("big waits", lambda: env.condition("big").get("reason") == "Unplaceable")
+    env.post(training_job("small", 1))
+    env.wait("small held", lambda: env.condition("small").get("reason") == "WaitingForReservation")
+    assert env.condition("small")["message"].startswith("hosts are held for default/big")
+    assert not env.pods("small")
+    env.kubectl("delete", "tj", "first", "--wait=false")
+    env.wait_placed("big")
+
+
+def reason(env: Env, name: str, namespace: str) -> str | None:
+    conditions = (env.job(name, namespace).get("status") or {}).get("conditions") or []
+    return next((c.get("reason") for c in conditions if c["type"] == "Placed"), None)
