@@ -82,6 +82,10 @@ def _created(obj: Obj) -> float:
         return 0.0
 
 
+def _seconds(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _rank(pod: Obj) -> int:
     text = str((pod["metadata"].get("labels") or {}).get(RANK_LABEL, ""))
     return int(text) if text.isdigit() else -1
@@ -113,6 +117,7 @@ class Reconciler:
             budget=config.launch_budget,
         )
         self.launches: dict[str, Launch] = {}  # job uid -> launch in progress
+        self.started: dict[str, float] = {}  # job uid -> when its current run began
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
@@ -153,6 +158,7 @@ class Reconciler:
     def _forget(self, live: set[str]) -> None:
         """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""
         self.launches = {u: v for u, v in self.launches.items() if u in live}
+        self.started = {u: v for u, v in self.started.items() if u in live}
         self.queue.forget(live)
 
     def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
@@ -304,7 +310,10 @@ class Reconciler:
         for uid in self.queue.keys() - set(views):
             self.queue.remove(uid)
         for view in pending:
-            self.queue.add(view.uid, view.gang, _created(view.obj), tenant=view.namespace)
+            expected = view.spec.expected_runtime_seconds
+            self.queue.add(
+                view.uid, view.gang, _created(view.obj), view.namespace, _seconds(expected)
+            )
         if state is None:
             for view in pending:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
@@ -326,9 +335,21 @@ class Reconciler:
         placement = Placement(
             gang=view.gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=assignments
         )
-        age = time.time() - min(_created(p) for p in pods)
-        started = self.clock() - max(age, 0.0)
-        return Running(view.uid, view.gang, placement, started, tenant=view.namespace)
+        started = self.started.get(view.uid)
+        if started is None:  # placed before this operator started: the pods' age tells
+            age = time.time() - min(_created(p) for p in pods)
+            started = self.started.setdefault(view.uid, self.clock() - max(age, 0.0))
+        spec = view.spec
+        expected = _seconds(spec.expected_runtime_seconds)
+        return Running(
+            view.uid,
+            view.gang,
+            placement,
+            started,
+            tenant=view.namespace,
+            checkpoint_s=_seconds(spec.checkpoint_interval_seconds),
+            end_s=None if expected is None else started + expected,
+        )
 
     def _apply(
         self,
@@ -394,6 +415,7 @@ class Reconciler:
             if launch.finished:
                 del self.launches[uid]
                 self.queue.succeeded(uid)
+                self.started[uid] = self.clock()
                 report.placed += 1
                 report.pods_bound += launch.size
                 self._placed(launch)

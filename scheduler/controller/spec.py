@@ -243,6 +243,11 @@ class TrainingJobSpec(Closed):
     memory_per_replica: Quantity | None = None
     pool: Pool = Pool.TRAINING
     priority: StrictInt = 0
+    # what the queue knows of the run: its expected length (EASY backfilling lets a gang use
+    # hosts held for a blocked one only if it ends before them) and how often it checkpoints
+    # (what a preemption loses); unknown when absent
+    expected_runtime_seconds: StrictInt | None = Field(default=None, ge=1)
+    checkpoint_interval_seconds: StrictInt | None = Field(default=None, ge=1)
     max_replicas_per_rack: StrictInt | None = Field(default=None, ge=1)
     topology: TopologyRequest = Field(default_factory=TopologyRequest)
     parallelism: Shape | None = None

@@ -233,6 +233,9 @@ class SchedulingQueue:
     def _start(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
         c.work.apply(entry.gang, placement)
         c.out.starts.append((entry.key, placement))
+        # a later reservation in this cycle must count it among the gangs that will end
+        end = None if entry.estimate_s is None else c.now + entry.estimate_s
+        c.running.append(Running(entry.key, entry.gang, placement, c.now, entry.tenant, None, end))
         entry.placeable_since = None
         entry.failed_on = None
         entry.last = None

@@ -93,8 +93,8 @@ class Entry:
     reserved: tuple[bytes, Reservation | None] | None = None
 
     @property
-    def order(self) -> tuple[int, float, str]:
-        return (-self.gang.priority, self.arrival, self.key)
+    def order(self) -> tuple[int, float, str, str]:
+        return (-self.gang.priority, self.arrival, self.gang.name, self.key)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class SimResult:
     background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
     gpus_per_host: int = 8
     evictions: list[tuple[float, Eviction]] = field(default_factory=list)
+    # every start: (time, job, hosts with their pod counts), in the order they happened
+    starts: list[tuple[float, str, dict[str, int]]] = field(default_factory=list)
 
 
 @dataclass(order=True)
@@ -220,6 +222,7 @@ class Simulation:
 
     def _start(self, state: JobState, placement: Placement, now: float) -> None:
         self.snapshot.apply(state.gang, placement)
+        self.result.starts.append((now, state.job.id, placement.hosts()))
         state.placement = placement
         state.last_domains = placement.domains
         state.started = now

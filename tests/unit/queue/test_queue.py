@@ -155,3 +155,18 @@ def test_one_failing_gang_does_not_stop_the_others(monkeypatch):
     decisions = queue.cycle(0, snap, [])
     assert [k for k, _ in decisions.starts] == ["good"]
     assert isinstance(decisions.failed["bad"], RuntimeError)
+
+
+def test_a_reservation_counts_the_gangs_started_in_the_same_cycle():
+    """first starts this cycle on the free host and ends at 100 by its estimate; big, behind it,
+    must reserve both hosts from 100 (counting first among the gangs that will end), so late,
+    which would run past that, is held."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    b = running(snap, "b", ["h0-0"], end=50)
+    queue = SchedulingQueue(OFF)
+    queue.add("first", gang("first", 1), arrival=0, estimate_s=100)
+    queue.add("big", gang("big", 2), arrival=1)
+    queue.add("late", gang("late", 1), arrival=2, estimate_s=1000)
+    decisions = queue.cycle(0, snap, [b])
+    assert [k for k, _ in decisions.starts] == ["first"]
+    assert decisions.reservations["training"].at == 100
