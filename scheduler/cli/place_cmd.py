@@ -13,7 +13,6 @@ from rich.table import Table
 from scheduler.cli.inputs import snapshot_from
 from scheduler.io import load_gangs
 from scheduler.model import PlaceConfig, Placement
-from scheduler.model.topology import LEVELS
 from scheduler.placement import POLICIES, UnknownPolicyError, place
 
 
@@ -59,8 +58,8 @@ def _table(p: Placement) -> Table:
         "hosts",
         ", ".join(f"{h}x{n} (ranks {_span(ranks[h])})" for h, n in hosts.items()),
     )
-    table.add_row("domains", "  ".join(f"{lv}={p.domains[lv]}" for lv in LEVELS))
-    table.add_row("cross GB", "  ".join(f"{lv}={p.traffic_gb[lv]:g}" for lv in LEVELS))
+    table.add_row("domains", "  ".join(f"{lv}={n}" for lv, n in p.domains.items()))
+    table.add_row("cross GB", "  ".join(f"{lv}={gb:g}" for lv, gb in p.traffic_gb.items()))
     if p.optimal:
         proof = f"bound {p.bound:.3f}, proven optimal"
     elif p.bound is not None and p.gap is not None:

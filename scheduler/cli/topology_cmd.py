@@ -11,9 +11,10 @@ from rich.tree import Tree
 
 from scheduler.cli.inputs import snapshot_from
 from scheduler.io import InputError
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
 from scheduler.topology import generate, save_topology
+from scheduler.topology.fabric import UnknownLevelError
 
 app = typer.Typer(help="Generate and inspect fabric topologies.", no_args_is_help=True)
 
@@ -54,18 +55,20 @@ def show_cmd(
     depth: Annotated[str, typer.Option(help="lowest level shown")] = "rack",
 ) -> None:
     """Print the level tree with free GPUs per domain."""
-    if depth not in LEVELS:
-        raise InputError(f"--depth: unknown level {depth!r}; levels are {', '.join(LEVELS)}")
     snapshot = snapshot_from(topology, state, gpus)
-    Console().print(render_tree(snapshot, LEVELS.index(depth)))
+    try:
+        lowest = snapshot.fabric.index(depth)
+    except UnknownLevelError as exc:
+        raise InputError(f"--depth: {exc}") from exc
+    Console().print(render_tree(snapshot, lowest))
 
 
 def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
     fabric = snapshot.fabric
-    free: list[dict[int, int]] = [{} for _ in LEVELS]
-    total: list[dict[int, int]] = [{} for _ in LEVELS]
+    free: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
+    total: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
     for h, host in enumerate(fabric.hosts):
-        for level in range(len(LEVELS)):
+        for level in range(fabric.depth):
             d = fabric.domain[level][h]
             free[level][d] = free[level].get(d, 0) + snapshot.free_gpus[h]
             total[level][d] = total[level].get(d, 0) + host.gpus
@@ -73,14 +76,14 @@ def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
     nodes: dict[tuple[int, int], Tree] = {}
     for h in fabric.dfs_order:
         parent = root
-        for level in range(len(LEVELS) - 1, lowest - 1, -1):
+        for level in range(fabric.top, lowest - 1, -1):
             d = fabric.domain[level][h]
-            if level == 1 and d not in fabric.real_nvlink:
+            if level == Tier.NVLINK and d not in fabric.real_nvlink:
                 continue  # a host outside NVLink is its own domain: show it once, as a host
             key = (level, d)
             if key not in nodes:
-                pool = f" [{fabric.hosts[h].pool}]" if level <= 2 else ""
-                label = f"{LEVELS[level]} {fabric.display(level, d)}: "
+                pool = f" [{fabric.hosts[h].pool}]" if level <= Tier.RACK else ""
+                label = f"{fabric.levels[level]} {fabric.display(level, d)}: "
                 nodes[key] = parent.add(f"{label}{free[level][d]}/{total[level][d]} free{pool}")
             parent = nodes[key]
     return root

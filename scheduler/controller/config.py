@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.controller.podpolicy import PodSecurity
 from scheduler.model import PlaceConfig
+from scheduler.model.topology import complete
 from scheduler.pools import PoolPolicy
 from scheduler.queue import Backfill, Preemption, QueueConfig
-from scheduler.topology import LabelKeys
+from scheduler.topology import LabelKeys, LevelLabel
+from scheduler.topology.sources import label_levels
 
 
 class LeaderElection(BaseModel):
@@ -46,6 +48,11 @@ class PreemptionScope(StrEnum):
 class OperatorConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     labels: LabelKeys = LabelKeys()
+    # the fabric's levels bottom-up, each read from a node label (Kueue-style); when absent, the
+    # default profile under `labels` (nvlink, rack, spine, core)
+    topology_levels: tuple[LevelLabel, ...] | None = Field(
+        default=None, alias="levels", min_length=1, max_length=7
+    )
     pool_taint_key: str = Field(default="rackwise.io/pool", alias="poolTaintKey")
     gpu_resource: str = Field(default="nvidia.com/gpu", alias="gpuResource")
     scheduler_name: str = Field(default="rackwise", alias="schedulerName")
@@ -81,6 +88,15 @@ class OperatorConfig(BaseModel):
             preemption=Preemption.TOPOLOGY if on else Preemption.OFF,
             cross_tenant=self.preemption is PreemptionScope.CLUSTER,
         )
+
+    @property
+    def levels(self) -> tuple[LevelLabel, ...]:
+        return self.topology_levels or self.labels.levels()
+
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        """Every level a job may name, host and any level filled in included."""
+        return tuple(level.name for level in complete(label_levels(self.levels)))
 
     @property
     def pools(self) -> PoolPolicy:

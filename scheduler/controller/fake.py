@@ -16,7 +16,7 @@ Obj = dict[str, Any]
 
 
 def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
-    keys = config.labels.for_level()
+    keys = {lv.name: lv.label for lv in config.levels}
     labels = {keys[level]: name for level, name in host.domains.items()}
     labels[config.labels.pool] = host.pool
     policy = config.pools

@@ -140,7 +140,22 @@ def _charge(pod_spec: Obj, spec: TrainingJobSpec, config: OperatorConfig) -> Cha
     return per_pod
 
 
+def _levels(spec: TrainingJobSpec, config: OperatorConfig) -> None:
+    """The levels a job names must be the operator's (its topology config)."""
+    names = config.level_names
+    topology = spec.topology
+    named = [("requiredLevel", topology.required_level)] + [
+        (f"preferredLevels.{i}.level", p.level) for i, p in enumerate(topology.preferred_levels)
+    ]
+    for where, level in named:
+        if level is not None and level not in names:
+            raise InvalidSpecError(
+                f"spec.topology.{where}: unknown level {level!r}; levels are {', '.join(names)}"
+            )
+
+
 def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConfig) -> GangRequest:
+    _levels(spec, config)
     topology = spec.topology
     try:
         return GangRequest(

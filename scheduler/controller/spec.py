@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from scheduler.controller.quantity import QuantityError, parse
-from scheduler.model import LEVELS, Pool
+from scheduler.model import MAX_LEVELS, Pool
 
 Obj = dict[str, Any]
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -210,7 +210,8 @@ class Template(K8s):
     spec: PodSpec
 
 
-Level = Literal[LEVELS]  # type: ignore[valid-type]
+# a level name; which ones exist is the operator's topology config (jobs.translate checks)
+Level = Annotated[StrictStr, Field(min_length=1, max_length=63)]
 
 
 class PreferredLevel(Closed):
@@ -220,7 +221,7 @@ class PreferredLevel(Closed):
 
 class TopologyRequest(Closed):
     required_level: Level | None = None
-    preferred_levels: list[PreferredLevel] = Field(default_factory=list, max_length=len(LEVELS))
+    preferred_levels: list[PreferredLevel] = Field(default_factory=list, max_length=MAX_LEVELS)
 
 
 class Shape(Closed):

@@ -1,7 +1,8 @@
 """Cluster state from the API objects: the fabric from node labels, free capacity from every
 pod bound (or being bound) to a node, whichever scheduler put it there.
 
-A node is in the fabric only if it carries the pool label and the rack label: rackwise never
+A node is in the fabric only if it carries the pool label and every required level label (by
+default the rack): rackwise never
 guesses where an unlabelled node sits or which pool it serves. Each pod is charged what
 Kubernetes charges it (init containers, sidecars, overhead), so capacity is never overstated."""
 
@@ -19,6 +20,7 @@ from scheduler.controller.resources import charge
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, from_node_labels
+from scheduler.topology.sources import HOSTNAME
 
 Obj = dict[str, Any]
 NODE_ANNOTATION = "rackwise.io/node"
@@ -60,6 +62,12 @@ class StateBuilder:
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
+        # (what, label) every node must carry: the pool, and each required level
+        self._required = [("pool", config.labels.pool)] + [
+            (lv.name, lv.label)
+            for lv in config.levels
+            if not (lv.optional or lv.nvlink) and lv.label != HOSTNAME
+        ]
         self._key: tuple[Any, ...] | None = None
         self._fabric: Fabric | None = None
 
@@ -86,13 +94,14 @@ class StateBuilder:
             for e in entries
         )
         if key != self._key or self._fabric is None:
-            self._fabric = Fabric(from_node_labels(entries, self.config.labels))
+            levels = self.config.levels
+            self._fabric = Fabric(from_node_labels(entries, levels, self.config.labels.pool))
             self._key = key
         return self._fabric
 
     def _entry(self, node: Obj) -> Obj:
         labels = node["metadata"].get("labels") or {}
-        for what, label in (("pool", self.config.labels.pool), ("rack", self.config.labels.rack)):
+        for what, label in self._required:
             if label not in labels:
                 raise NodeError(f"no {what} label {label}: rackwise does not schedule onto it")
         allocatable = node.get("status", {}).get("allocatable") or {}

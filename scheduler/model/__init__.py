@@ -2,10 +2,11 @@
 
 from scheduler.model.gang import GangRequest, ParallelShape, Pool, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.model.topology import LEVELS, HostSpec, LevelSpec, TopologySpec
+from scheduler.model.topology import LEVELS, MAX_LEVELS, HostSpec, LevelSpec, Tier, TopologySpec
 
 __all__ = [
     "LEVELS",
+    "MAX_LEVELS",
     "GangRequest",
     "HostSpec",
     "LevelSpec",
@@ -15,6 +16,7 @@ __all__ = [
     "PlacementStatus",
     "PodAssignment",
     "Pool",
+    "Tier",
     "TopologySpec",
     "pool_objective",
 ]

@@ -7,7 +7,6 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.model.constraints import NodeConstraints
-from scheduler.model.topology import LEVELS
 
 
 class Pool(StrEnum):
@@ -44,6 +43,7 @@ class GangRequest(BaseModel):
     cpu_milli_per_pod: int = Field(default=0, ge=0)
     memory_mib_per_pod: int = Field(default=0, ge=0)
     pool: str = Pool.TRAINING.value
+    # level names: which exist is the fabric's business (place_one reports unknown ones)
     required_level: str | None = None
     # level -> weight of keeping the gang inside one domain of that level
     preferred_levels: dict[str, float] = Field(default_factory=dict)
@@ -58,9 +58,6 @@ class GangRequest(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> GangRequest:
-        for level in [self.required_level, *self.preferred_levels]:
-            if level is not None and level not in LEVELS:
-                raise ValueError(f"unknown level {level!r}; levels are {', '.join(LEVELS)}")
         if self.shape is not None:
             if self.shape.gpus != self.gpus:
                 raise ValueError(

@@ -10,14 +10,13 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.model.topology import LEVELS
 from scheduler.placement import cpsat
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.ranks import assign_ranks
-from scheduler.placement.reasons import explain
+from scheduler.placement.reasons import explain, unknown_levels
 from scheduler.placement.scoring import (
     fresh_rack_weight,
     level_weights,
@@ -59,12 +58,12 @@ def place(
 def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
     start = time.perf_counter()
     capacity = Capacity.of(snapshot, gang)
-    reason = explain(capacity)
+    reason = unknown_levels(snapshot.fabric, gang) or explain(capacity)
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
     weights = level_weights(snapshot.fabric, gang)
     ring = functools.cache(lambda: lower_bound(capacity, weights))
-    prefs = preference_weights(gang, weights)
+    prefs = preference_weights(snapshot.fabric, gang, weights)
     j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
     exact: float | None = None
     if config.policy == RACKWISE:
@@ -122,7 +121,7 @@ def finalize(
         status=PlacementStatus.PLACED,
         pods=pods,
         domains=domains_spanned(fabric, hosts),
-        traffic_gb={level: round(gb, 6) for level, gb in zip(LEVELS, flow.gb, strict=True)},
+        traffic_gb={lv: round(gb, 6) for lv, gb in zip(fabric.levels, flow.gb, strict=True)},
         cost=flow.cost,
         objective=value,
         bound=bound,
@@ -133,33 +132,33 @@ def finalize(
     )
 
 
-SPINE = LEVELS.index("spine")
-
-
 def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> str | None:
-    """A reason to wait when the best placement now spans spines but the gang fits in one spine
-    of its pool when that is free, and the gang is still within its patience."""
+    """A reason to wait when the best placement now spans blocks (the level above racks:
+    spines by default) but the gang fits in one block of its pool when that is free, and the
+    gang is still within its patience."""
     if config.waited_s >= config.compact_wait_s:  # a queue rule: any policy may have it
         return None
     fabric = capacity.snapshot.fabric
-    spines = {fabric.domain[SPINE][h] for h, n in counts.items() if n > 0}
-    if len(spines) <= 1 or not _fits_one_spine(capacity):
+    if fabric.block is None:
+        return None
+    spines = {fabric.domain[fabric.block][h] for h, n in counts.items() if n > 0}
+    if len(spines) <= 1 or not _fits_one_block(capacity, fabric.block):
         return None
     left = config.compact_wait_s - config.waited_s
     return (
-        f"waiting up to {left:.0f} s more for a placement inside one spine "
+        f"waiting up to {left:.0f} s more for a placement inside one {fabric.levels[fabric.block]} "
         f"(the best now spans {len(spines)})"
     )
 
 
-def _fits_one_spine(capacity: Capacity) -> bool:
-    """Would one spine of the gang's pool hold it if nothing else ran there?"""
+def _fits_one_block(capacity: Capacity, block: int) -> bool:
+    """Would one block of the gang's pool hold it if nothing else ran there?"""
     gang = capacity.gang
     fabric = capacity.snapshot.fabric
     pool = fabric.pool_mask.get(gang.pool)
     if pool is None or not gang.gpus_per_pod:
         return False
-    pods = np.bincount(fabric.columns[SPINE][pool], weights=fabric.gpus[pool] // gang.gpus_per_pod)
+    pods = np.bincount(fabric.columns[block][pool], weights=fabric.gpus[pool] // gang.gpus_per_pod)
     return bool(pods.max(initial=0) >= gang.pods)
 
 

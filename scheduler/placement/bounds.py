@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.model.topology import LEVELS
 from scheduler.placement.capacity import Capacity
 
 INFEASIBLE = 1 << 30
@@ -42,10 +41,11 @@ class Bound:
 def lower_bound(capacity: Capacity, weights: Sequence[float]) -> Bound:
     n = capacity.gang.pods
     caps = capacity.per_domain
-    ks = tuple(kstar(caps[level].values(), n) for level in range(len(LEVELS)))
+    depth = capacity.snapshot.fabric.depth
+    ks = tuple(kstar(caps[level].values(), n) for level in range(depth))
     if INFEASIBLE in ks:
         return Bound(ks, float("inf"))
-    return Bound(ks, _Nested(capacity, weights).bound(len(LEVELS), 0, ks))
+    return Bound(ks, _Nested(capacity, weights).bound(depth, 0, ks))
 
 
 def objective_bound(ring: Bound, preferences: Sequence[float]) -> float:
@@ -63,13 +63,14 @@ class _Nested:
     def __init__(self, capacity: Capacity, weights: Sequence[float]) -> None:
         self.caps = capacity.per_domain
         self.up = capacity.snapshot.fabric.ancestor
+        self.depth = capacity.snapshot.fabric.depth
         self.n = capacity.gang.pods
         self.weights = weights
         self._groups: dict[tuple[int, int], dict[int, list[tuple[int, int]]]] = {}
 
     def members(self, low: int, level: int, domain: int) -> list[tuple[int, int]]:
         """(domain, capacity) of the level-`low` domains inside `domain` of `level`."""
-        if level == len(LEVELS):
+        if level == self.depth:
             return list(self.caps[low].items())
         key = (low, level)
         if key not in self._groups:

@@ -8,6 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from scheduler.model.gang import GangRequest
+from scheduler.model.topology import Tier
 from scheduler.placement.snapshot import Array, Snapshot
 
 UNLIMITED = 1 << 30
@@ -61,7 +62,7 @@ class Capacity:
         pods = np.minimum(pods, snapshot.free_pods)
         group = gang.tp_pods
         if group > 1:
-            lone = ~np.isin(fabric.columns[1], list(fabric.real_nvlink))
+            lone = ~np.isin(fabric.columns[Tier.NVLINK], list(fabric.real_nvlink))
             pods = np.where(lone, pods - pods % group, pods)
         keep = eligible & fabric.admits(gang.constraints) & snapshot.up_mask() & (pods > 0)
         index = np.nonzero(keep)[0]
@@ -84,14 +85,14 @@ class Capacity:
             out.append(dict(zip(used.tolist(), sums[used].tolist(), strict=True)))
         group = self.gang.tp_pods
         if group > 1:
-            out[1] = {d: c - c % group for d, c in out[1].items()}
+            out[Tier.NVLINK] = {d: c - c % group for d, c in out[Tier.NVLINK].items()}
         rack_cap = self.gang.max_pods_per_rack
         if rack_cap is not None:
-            out[2] = {d: min(c, rack_cap) for d, c in out[2].items()}
-            for level in range(3, len(out)):
-                up = fabric.ancestor[2][level]
+            out[Tier.RACK] = {d: min(c, rack_cap) for d, c in out[Tier.RACK].items()}
+            for level in range(Tier.RACK + 1, len(out)):
+                up = fabric.ancestor[Tier.RACK][level]
                 capped: dict[int, int] = {}
-                for d, c in out[2].items():
+                for d, c in out[Tier.RACK].items():
                     capped[up[d]] = capped.get(up[d], 0) + c
                 out[level] = capped
         return tuple(out)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PodAssignment
-from scheduler.model.topology import LEVELS
 from scheduler.topology.fabric import Fabric
 
 ACTIVATION_SHARE = 0.1  # activation GB per pipeline edge, as a share of the pod's gradient GB
@@ -52,7 +51,7 @@ def traffic(fabric: Fabric, gang: GangRequest, pods: Sequence[PodAssignment]) ->
     hosts = [index[p.host] for p in by_rank]
     stages = gang.shape.pp if gang.shape and len(hosts) % gang.shape.pp == 0 else 1
     pod_gb = gang.gradient_gb * max(gang.gpus_per_pod, 1) / stages
-    gb = [0.0] * len(LEVELS)
+    gb = [0.0] * fabric.depth
     for a, b, share in _edges(len(hosts), stages):
         top = fabric.lowest_common_level(hosts[a], hosts[b])
         for level in range(top):
@@ -62,4 +61,4 @@ def traffic(fabric: Fabric, gang: GangRequest, pods: Sequence[PodAssignment]) ->
 
 
 def domains_spanned(fabric: Fabric, hosts: Sequence[int]) -> dict[str, int]:
-    return {level: len({fabric.domain[i][h] for h in hosts}) for i, level in enumerate(LEVELS)}
+    return {lv: len({fabric.domain[i][h] for h in hosts}) for i, lv in enumerate(fabric.levels)}

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from scheduler.model.topology import LEVELS
+from scheduler.model.gang import GangRequest
+from scheduler.model.topology import Tier
 from scheduler.placement.bounds import INFEASIBLE, kstar
 from scheduler.placement.capacity import Capacity
+from scheduler.topology.fabric import Fabric
+
+
+def unknown_levels(fabric: Fabric, gang: GangRequest) -> str | None:
+    """A reason when the gang names a level this fabric does not have."""
+    named = [gang.required_level, *gang.preferred_levels]
+    unknown = [n for n in named if n is not None and n not in fabric.levels]
+    if not unknown:
+        return None
+    return f"unknown level {unknown[0]!r}; levels are {', '.join(fabric.levels)}"
 
 
 def explain(capacity: Capacity) -> str | None:
@@ -14,7 +25,7 @@ def explain(capacity: Capacity) -> str | None:
     total = capacity.total
     what = f"{n} pods x {gang.gpus_per_pod} GPUs"
     if gang.max_pods_per_rack is not None:
-        racks = capacity.per_domain[2]
+        racks = capacity.per_domain[Tier.RACK]
         fit = sum(racks.values())
         if fit < n:
             return (
@@ -29,7 +40,7 @@ def explain(capacity: Capacity) -> str | None:
             f"({free} GPUs free)"
         )
     if gang.required_level is not None:
-        level = LEVELS.index(gang.required_level)
+        level = capacity.snapshot.fabric.index(gang.required_level)
         caps = capacity.per_domain[level]
         best = max(caps.items(), key=lambda dc: dc[1], default=None)
         if best is None or best[1] < n:

@@ -19,7 +19,6 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.model.topology import LEVELS
 from scheduler.placement.api import place_one
 from scheduler.placement.snapshot import Snapshot
 
@@ -44,7 +43,7 @@ def repair(
         update={"name": f"{gang.name}/repair", "pods": len(missing), "shape": None}
     )
     hosts = [fabric.host_index[h] for h in survivors.values()]
-    top = LEVELS.index(gang.required_level) if gang.required_level else len(LEVELS) - 1
+    top = fabric.index(gang.required_level) if gang.required_level else fabric.top
     for level in range(top + 1):
         domains = {fabric.domain[level][h] for h in hosts}
         if len(domains) != 1:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement.bounds import ring_crossings
 from scheduler.placement.capacity import Capacity
 from scheduler.topology.fabric import Fabric
 
-RACK = LEVELS.index("rack")
+RACK = Tier.RACK
 
 
 def level_weights(fabric: Fabric, gang: GangRequest) -> list[float]:
@@ -33,9 +33,9 @@ def level_weights(fabric: Fabric, gang: GangRequest) -> list[float]:
     return [edge_gb * c for c in fabric.gb_cost]
 
 
-def preference_weights(gang: GangRequest, weights: Sequence[float]) -> list[float]:
+def preference_weights(fabric: Fabric, gang: GangRequest, weights: Sequence[float]) -> list[float]:
     """p_l: a preferred level's weight, in units of the costliest ring edge."""
-    return [max(weights) * gang.preferred_levels.get(level, 0.0) for level in LEVELS]
+    return [max(weights) * gang.preferred_levels.get(level, 0.0) for level in fabric.levels]
 
 
 def fresh_rack_weight(capacity: Capacity, weights: Sequence[float], share: float) -> float:
@@ -50,8 +50,8 @@ def objective(
     """J of the placement `counts` (host -> pods)."""
     fabric = capacity.snapshot.fabric
     hosts = [h for h, n in counts.items() if n > 0]
-    spans = [len({fabric.domain[level][h] for h in hosts}) for level in range(len(LEVELS))]
-    prefs = preference_weights(capacity.gang, weights)
+    spans = [len({fabric.domain[level][h] for h in hosts}) for level in range(fabric.depth)]
+    prefs = preference_weights(capacity.snapshot.fabric, capacity.gang, weights)
     value = sum(w * ring_crossings(k) for w, k in zip(weights, spans, strict=True))
     value += sum(p * (k - 1) for p, k in zip(prefs, spans, strict=True))
     if spans[RACK] >= 2:
@@ -65,5 +65,5 @@ def ring_cost(capacity: Capacity, counts: Mapping[int, int], weights: Sequence[f
     hosts = [h for h, n in counts.items() if n > 0]
     return sum(
         weights[level] * ring_crossings(len({fabric.domain[level][h] for h in hosts}))
-        for level in range(len(LEVELS))
+        for level in range(fabric.depth)
     )

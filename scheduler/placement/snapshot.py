@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
+from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
 Array = npt.NDArray[np.int64]
@@ -80,7 +81,7 @@ class Snapshot:
     def busy_racks(self) -> set[int]:
         """Racks with anything running: the others are kept whole for large gangs."""
         busy = self.free_gpus != self.fabric.gpus
-        return set(np.unique(self.fabric.columns[2][busy]).tolist())
+        return set(np.unique(self.fabric.columns[Tier.RACK][busy]).tolist())
 
     def up_mask(self) -> npt.NDArray[np.bool_]:
         mask = np.ones(len(self.fabric.hosts), dtype=bool)

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement.capacity import Capacity
 
 Vector = npt.NDArray[np.float64]
-HOST, NVLINK, RACK = 0, 1, 2
+HOST, NVLINK, RACK = Tier.HOST, Tier.NVLINK, Tier.RACK
 INF = float("inf")
 
 
@@ -129,10 +129,10 @@ class TreeDP:
             for r, kids in by_rack.items()
         }
         fresh = self._fresh_racks()
-        for level in range(RACK, len(LEVELS)):
+        for level in range(RACK, fabric.depth):
             groups: dict[int, list[tuple[Node, float]]] = {}
             for d, node in level_nodes.items():
-                up = fabric.parent[level][d] if level + 1 < len(LEVELS) else 0
+                up = fabric.parent[level][d] if level < fabric.top else 0
                 extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
                 groups.setdefault(up, []).append((node, extra))
             level_nodes = {
@@ -182,7 +182,7 @@ def solve_tree(
     dp = TreeDP(capacity, [w + p for w, p in zip(weights, penalty, strict=True)], fresh_rack)
     root = dp.build()
     best: tuple[float, Node] | None = None
-    unrestricted = allowed_top == len(LEVELS) - 1
+    unrestricted = allowed_top == capacity.snapshot.fabric.top
     for node in dp.nodes:
         if node.level > allowed_top and not (node is root and unrestricted):
             continue

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement.snapshot import Snapshot
+from scheduler.topology.fabric import UnknownLevelError
 
 
 class InvalidPlacementError(AssertionError):
@@ -48,7 +49,10 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
                 raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {what}")
     hosts = [index[p.host] for p in sorted(placement.pods, key=lambda p: p.rank)]
     if gang.required_level is not None:
-        level = LEVELS.index(gang.required_level)
+        try:
+            level = fabric.index(gang.required_level)
+        except UnknownLevelError as exc:
+            raise InvalidPlacementError(f"{gang.name}: {exc}") from exc
         if len({fabric.domain[level][h] for h in hosts}) != 1:
             raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)
@@ -61,7 +65,7 @@ def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) ->
     for start in range(0, len(hosts), group):
         members = hosts[start : start + group]
         # an NVLink domain of one host is that host, so one check covers both cases
-        if len({fabric.domain[1][h] for h in members}) != 1:
+        if len({fabric.domain[Tier.NVLINK][h] for h in members}) != 1:
             raise InvalidPlacementError(
                 f"{gang.name}: TP group at rank {start} leaves its NVLink domain"
             )
@@ -72,7 +76,7 @@ def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> 
         return
     per_rack: dict[int, int] = {}
     for h in hosts:
-        rack = snapshot.fabric.domain[2][h]
+        rack = snapshot.fabric.domain[Tier.RACK][h]
         per_rack[rack] = per_rack.get(rack, 0) + 1
     if max(per_rack.values()) > gang.max_pods_per_rack:
         raise InvalidPlacementError(

@@ -15,6 +15,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
 from scheduler.queue import Decisions, Eviction, QueueConfig, Running, SchedulingQueue
 from scheduler.simulation.config import SimConfig
@@ -246,7 +247,7 @@ class Simulation:
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
         self._busy(state.gang.pool, state.gang.gpus, now)
-        cap = ring_gbps(self.fabric, highest_spanned(placement.domains))
+        cap = ring_gbps(self.fabric, highest_spanned(self.fabric, placement.domains))
         links = self.network.crossed(hosts) if state.share and self.config.contention else ()
         for order in self.network.start(state.order, cap, links) | {state.order}:
             self._rerate(self.states[order], now)
@@ -267,7 +268,7 @@ class Simulation:
         self._advance(state, now)
         rate = self.network.rates.get(state.order)
         if rate is None:
-            rate = ring_gbps(self.fabric, highest_spanned(state.last_domains))
+            rate = ring_gbps(self.fabric, highest_spanned(self.fabric, state.last_domains))
         state.stretch = stretch(state.share, state.reference_gbps, rate)
         state.due = state.progress_at + state.work_left * state.stretch
         self.push(state.due, FINISH, state.order)
@@ -328,7 +329,7 @@ class Simulation:
     def _sample(self, at: float) -> None:
         """Fragmentation: free GPUs stranded in partly used racks, and the largest free rack."""
         fabric, snapshot = self.fabric, self.snapshot
-        rack = fabric.columns[2]
+        rack = fabric.columns[Tier.RACK]
         free = np.bincount(rack, weights=snapshot.free_gpus * snapshot.up_mask())
         total = np.bincount(rack, weights=fabric.gpus)
         stranded = int(free[(free > 0) & (free < total)].sum())

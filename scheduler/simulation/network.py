@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
 Link = tuple[int, int]  # (level, domain)
-NVLINK = LEVELS.index("nvlink")
+NVLINK = Tier.NVLINK
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Network:
         """The uplinks a ring over these hosts crosses (none for a single NVLink domain)."""
         hosts = list(hosts)
         out: list[Link] = []
-        for level in range(NVLINK, len(LEVELS)):
+        for level in range(NVLINK, self.fabric.depth):
             domains = {self.fabric.domain[level][h] for h in hosts}
             if len(domains) >= 2:
                 out += [(level, d) for d in sorted(domains)]

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.topology import LEVELS
 from scheduler.topology.fabric import Fabric
 
 
@@ -38,9 +37,9 @@ def ring_gbps(fabric: Fabric, highest_crossed: int) -> float:
     return fabric.gbps[max(highest_crossed, 0)]
 
 
-def highest_spanned(domains: Mapping[str, int]) -> int:
+def highest_spanned(fabric: Fabric, domains: Mapping[str, int]) -> int:
     """Highest level at which the gang spans two or more domains (-1 when on one host)."""
-    spanned = [i for i, level in enumerate(LEVELS) if domains.get(level, 1) >= 2]
+    spanned = [i for i, level in enumerate(fabric.levels) if domains.get(level, 1) >= 2]
     return max(spanned, default=-1)
 
 
@@ -55,10 +54,10 @@ class Reference:
 
     def largest(self, pool: str) -> list[int]:
         if pool not in self._largest:
-            per_level: list[dict[int, int]] = [{} for _ in LEVELS]
+            per_level: list[dict[int, int]] = [{} for _ in range(self.fabric.depth)]
             for h, host in enumerate(self.fabric.hosts):
                 if host.pool == pool:
-                    for level in range(len(LEVELS)):
+                    for level in range(self.fabric.depth):
                         d = self.fabric.domain[level][h]
                         per_level[level][d] = per_level[level].get(d, 0) + host.gpus
             self._largest[pool] = [max(caps.values(), default=0) for caps in per_level]
@@ -68,7 +67,9 @@ class Reference:
         key = (gang.pool, gang.gpus)
         if key not in self._cache:
             largest = self.largest(gang.pool)
-            lowest = next((lv for lv, cap in enumerate(largest) if cap >= gang.gpus), len(LEVELS))
+            lowest = next(
+                (lv for lv, cap in enumerate(largest) if cap >= gang.gpus), self.fabric.depth
+            )
             self._cache[key] = ring_gbps(self.fabric, lowest - 1)
         return self._cache[key]
 

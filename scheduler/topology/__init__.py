@@ -3,6 +3,7 @@
 from scheduler.topology.fabric import Fabric
 from scheduler.topology.sources import (
     LabelKeys,
+    LevelLabel,
     from_lingjun_csv,
     from_node_labels,
     generate,
@@ -13,6 +14,7 @@ from scheduler.topology.sources import (
 __all__ = [
     "Fabric",
     "LabelKeys",
+    "LevelLabel",
     "from_lingjun_csv",
     "from_node_labels",
     "generate",

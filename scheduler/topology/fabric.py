@@ -15,19 +15,31 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.model.constraints import NodeConstraints
-from scheduler.model.topology import LEVELS, HostSpec, TopologySpec
+from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 
 ROOT = "fabric"
 
 
-def domain_keys(host: HostSpec) -> tuple[str, ...]:
+class UnknownLevelError(ValueError):
+    """A level name the fabric does not have."""
+
+
+def domain_keys(host: HostSpec, levels: tuple[LevelSpec, ...]) -> tuple[str, ...]:
     """Qualified domain key per level, host first: names repeat under different parents
-    (Lingjun reuses ToR names across aggregation groups), so a key is the path from the top."""
-    core = host.domains.get("core", "core")
-    spine = f"{core}/{host.domains.get('spine', 'spine')}"
-    rack = f"{spine}/{host.domains['rack']}"
-    nvlink = f"{rack}/{host.domains.get('nvlink', '~' + host.name)}"
-    return (host.name, nvlink, rack, spine, core)
+    (Lingjun reuses ToR names across aggregation groups), so a key is the path from the top. A
+    host without an NVLink domain is alone in its own; one without an optional level's domain
+    shares one named after the level."""
+    keys: list[str] = []
+    path = ""
+    for level in reversed(levels[1:]):
+        alone = "~" + host.name if level.nvlink else level.name
+        path = (
+            f"{path}/{host.domains.get(level.name, alone)}"
+            if path
+            else host.domains.get(level.name, alone)
+        )
+        keys.append(path)
+    return (host.name, *reversed(keys))
 
 
 @dataclass(frozen=True)
@@ -45,23 +57,23 @@ class Fabric:
 
     def __post_init__(self) -> None:
         hosts = self.spec.hosts
-        keys = [domain_keys(h) for h in hosts]
+        keys = [domain_keys(h, self.spec.levels) for h in hosts]
         domain: list[list[int]] = []
         names: list[list[str]] = []
-        for level in range(len(LEVELS)):
+        for level in range(self.depth):
             index: dict[str, int] = {}
             column = [index.setdefault(k[level], len(index)) for k in keys]
             domain.append(column)
             names.append(list(index))
         parent: list[tuple[int, ...]] = []
-        for level in range(len(LEVELS) - 1):
+        for level in range(self.depth - 1):
             up = [0] * len(names[level])
             for h in range(len(hosts)):
                 up[domain[level][h]] = domain[level + 1][h]
             parent.append(tuple(up))
         parent.append(())
-        sizes = [0] * len(names[1])
-        for d in domain[1]:
+        sizes = [0] * len(names[Tier.NVLINK])
+        for d in domain[Tier.NVLINK]:
             sizes[d] += 1
         object.__setattr__(self, "hosts", hosts)
         object.__setattr__(self, "domain", tuple(tuple(c) for c in domain))
@@ -73,7 +85,30 @@ class Fabric:
 
     @property
     def levels(self) -> tuple[str, ...]:
-        return LEVELS
+        """Level names from the bottom up (Tier positions hold whatever the names)."""
+        return self.spec.names
+
+    @property
+    def depth(self) -> int:
+        return len(self.spec.levels)
+
+    @property
+    def top(self) -> int:
+        return self.depth - 1
+
+    def index(self, name: str) -> int:
+        """The position of a named level; UnknownLevelError names the ones there are."""
+        try:
+            return self.levels.index(name)
+        except ValueError:
+            raise UnknownLevelError(
+                f"unknown level {name!r}; levels are {', '.join(self.levels)}"
+            ) from None
+
+    @property
+    def block(self) -> int | None:
+        """Tier.BLOCK when the fabric has a level above its racks."""
+        return Tier.BLOCK if self.depth > Tier.BLOCK else None
 
     @cached_property
     def host_index(self) -> dict[str, int]:
@@ -82,22 +117,21 @@ class Fabric:
     @cached_property
     def gb_cost(self) -> tuple[float, ...]:
         """Objective weight of one GB crossing each level."""
-        return tuple(self.spec.level(name).cost_weight for name in LEVELS)
+        return tuple(float(level.cost_weight or 0.0) for level in self.spec.levels)
 
     @cached_property
     def gbps(self) -> tuple[float, ...]:
         """Effective per-host bandwidth of the links crossed at each level."""
-        return tuple(self.spec.level(name).effective_gbps for name in LEVELS)
+        return tuple(level.effective_gbps for level in self.spec.levels)
 
     @cached_property
     def dfs_order(self) -> tuple[int, ...]:
         """Hosts in depth-first order along the tree: ranks follow it so ring neighbours share
         the lowest possible switch."""
-        top = len(LEVELS) - 1
         return tuple(
             sorted(
                 range(len(self.hosts)),
-                key=lambda h: tuple(self.domain[lv][h] for lv in range(top, -1, -1)),
+                key=lambda h: tuple(self.domain[lv][h] for lv in range(self.top, -1, -1)),
             )
         )
 
@@ -109,13 +143,12 @@ class Fabric:
         for h, host in enumerate(self.hosts):
             child = host.name
             g.add_node(child, level="host", gpus=host.gpus, pool=host.pool)
-            for level in range(1, len(LEVELS)):
+            for level in range(1, self.depth):
                 node = self.names[level][self.domain[level][h]]
-                g.add_node(node, level=LEVELS[level])
-                spec = self.spec.level(LEVELS[level - 1])
-                g.add_edge(node, child, bandwidth_gbps=spec.effective_gbps)
+                g.add_node(node, level=self.levels[level])
+                g.add_edge(node, child, bandwidth_gbps=self.gbps[level - 1])
                 child = node
-            g.add_edge(ROOT, child, bandwidth_gbps=self.spec.level("core").effective_gbps)
+            g.add_edge(ROOT, child, bandwidth_gbps=self.gbps[self.top])
         return g
 
     @cached_property
@@ -156,11 +189,10 @@ class Fabric:
     @cached_property
     def ancestor(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
         """ancestor[low][high][d]: the level-`high` domain above level-`low` domain d."""
-        top = len(LEVELS)
         table: list[list[tuple[int, ...]]] = []
-        for low in range(top):
+        for low in range(self.depth):
             row: list[tuple[int, ...]] = []
-            for high in range(top):
+            for high in range(self.depth):
                 up = [0] * len(self.names[low])
                 if high > low:
                     for h in range(len(self.hosts)):
@@ -171,10 +203,10 @@ class Fabric:
 
     def lowest_common_level(self, a: int, b: int) -> int:
         """Lowest level index at which hosts a and b share a domain (0 when a == b)."""
-        for level in range(len(LEVELS)):
+        for level in range(self.depth):
             if self.domain[level][a] == self.domain[level][b]:
                 return level
-        return len(LEVELS)
+        return self.depth
 
     def display(self, level: int, index: int) -> str:
         """Short name of a domain: the last part of its qualified key."""

@@ -3,22 +3,58 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.model.topology import HostSpec, TopologySpec
+from scheduler.model.topology import (
+    DEFAULT_BANDWIDTH_GBPS,
+    DEFAULT_COST_WEIGHT,
+    HOST,
+    HostSpec,
+    LevelSpec,
+    TopologySpec,
+    default_levels,
+)
 
 
 class TopologyError(ValueError):
     """A topology source is unusable; the message names the file and the field."""
 
 
+# the node label Kueue topologies use for the host level: the node itself, nothing to read
+HOSTNAME = "kubernetes.io/hostname"
+
+
+class LevelLabel(BaseModel):
+    """One fabric level as the operator reads it: a node label, bottom-up like Kueue's Topology
+    levels. A node without a required level's label is left out of the fabric."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str = Field(min_length=1, max_length=63)
+    label: str = Field(min_length=1, alias="nodeLabel")
+    nvlink: bool = False
+    optional: bool = False
+    cost_weight: float | None = Field(default=None, ge=0, alias="costWeight")
+    bandwidth_gbps: float = Field(default=50.0, gt=0, alias="bandwidthGbps")
+    oversubscription: float = Field(default=1.0, ge=1.0)
+
+    def spec(self) -> LevelSpec:
+        return LevelSpec(
+            name=self.name,
+            bandwidth_gbps=self.bandwidth_gbps,
+            oversubscription=self.oversubscription,
+            cost_weight=self.cost_weight,
+            nvlink=self.nvlink,
+            optional=self.optional,
+        )
+
+
 class LabelKeys(BaseModel):
-    """Node label keys per level. Defaults are rackwise's own; Kueue/Topograph users can point
-    these at e.g. `fabric.topograph.run/tier-1`."""
+    """Node label keys of the default levels. Defaults are rackwise's own; Kueue/Topograph users
+    can point these at e.g. `fabric.topograph.run/tier-1`, or name their own levels (LevelLabel)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     nvlink: str = "rackwise.io/nvlink"
@@ -27,8 +63,31 @@ class LabelKeys(BaseModel):
     core: str = "rackwise.io/core"
     pool: str = "rackwise.io/pool"
 
-    def for_level(self) -> dict[str, str]:
-        return {"nvlink": self.nvlink, "rack": self.rack, "spine": self.spine, "core": self.core}
+    def levels(self) -> tuple[LevelLabel, ...]:
+        """The default profile: rack required, NVLink, spine and core optional."""
+        keys = {"nvlink": self.nvlink, "rack": self.rack, "spine": self.spine, "core": self.core}
+        return tuple(
+            LevelLabel(
+                name=level.name,
+                label=keys[level.name],
+                nvlink=level.nvlink,
+                optional=level.optional,
+                cost_weight=level.cost_weight,
+                bandwidth_gbps=level.bandwidth_gbps,
+                oversubscription=level.oversubscription,
+            )
+            for level in default_levels()[1:]
+        )
+
+
+def label_levels(levels: Sequence[LevelLabel]) -> tuple[LevelSpec, ...]:
+    """Topology levels from label levels: host first (a hostname level is the host itself)."""
+    host = LevelSpec(
+        name=HOST,
+        bandwidth_gbps=DEFAULT_BANDWIDTH_GBPS[HOST],
+        cost_weight=DEFAULT_COST_WEIGHT[HOST],
+    )
+    return (host, *(lv.spec() for lv in levels if lv.label != HOSTNAME))
 
 
 def generate(
@@ -123,17 +182,22 @@ def _read_csv(path: Path, columns: Iterable[str]) -> list[dict[str, str]]:
 
 
 def from_node_labels(
-    nodes: Iterable[Mapping[str, object]], keys: LabelKeys | None = None
+    nodes: Iterable[Mapping[str, object]],
+    levels: Sequence[LevelLabel] | None = None,
+    pool_key: str = "rackwise.io/pool",
 ) -> TopologySpec:
-    """Nodes as the operator sees them: {name, labels, gpus, cpu_milli, memory_mib}. A node
-    without a rack label is its own rack, so an unlabelled cluster still schedules."""
-    keys = keys or LabelKeys()
+    """Nodes as the operator sees them: {name, labels, gpus, cpu_milli, memory_mib}. Offline
+    use is lenient: a node without a required level's label is its own domain there (the
+    operator leaves such nodes out before calling this)."""
+    levels = tuple(lv for lv in (levels or LabelKeys().levels()) if lv.label != HOSTNAME)
     hosts = []
     for node in nodes:
         name = str(node["name"])
         labels = {str(k): str(v) for k, v in dict(node.get("labels") or {}).items()}  # type: ignore[call-overload]
-        domains = {lv: labels[key] for lv, key in keys.for_level().items() if key in labels}
-        domains.setdefault("rack", f"rack-of-{name}")
+        domains = {lv.name: labels[lv.label] for lv in levels if lv.label in labels}
+        for lv in levels:
+            if not (lv.optional or lv.nvlink):
+                domains.setdefault(lv.name, f"{lv.name}-of-{name}")
         extra = {k: node[k] for k in ("taints", "max_pods") if k in node}
         hosts.append(
             HostSpec(
@@ -141,13 +205,13 @@ def from_node_labels(
                 gpus=int(node.get("gpus", 0)),  # type: ignore[call-overload]
                 cpu_milli=int(node.get("cpu_milli", 0)),  # type: ignore[call-overload]
                 memory_mib=int(node.get("memory_mib", 0)),  # type: ignore[call-overload]
-                pool=labels.get(keys.pool, "training"),
+                pool=labels.get(pool_key, "training"),
                 domains=domains,
                 labels=labels,
                 **extra,
             )
         )
-    return TopologySpec(hosts=tuple(hosts))
+    return TopologySpec(levels=label_levels(levels), hosts=tuple(hosts))
 
 
 def load_topology(path: Path, gpus: int = 8) -> TopologySpec:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from scheduler.model.topology import LEVELS
 from scheduler.placement.capacity import Capacity
 
 Choose = Callable[[Capacity, int], dict[int, int] | None]
@@ -23,7 +22,7 @@ def within_required(choose: Choose) -> Choose:
         required = capacity.gang.required_level
         if required is None:
             return choose(capacity, seed)
-        level = LEVELS.index(required)
+        level = capacity.snapshot.fabric.index(required)
         for domain, cap in sorted(capacity.per_domain[level].items()):
             if cap >= capacity.gang.pods:
                 found = choose(restrict(capacity, level, domain), seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.model.topology import Tier
 from scheduler.placement.capacity import Capacity
 
 
@@ -14,7 +15,7 @@ def take(capacity: Capacity, hosts: Iterable[int], n: int | None = None) -> dict
     gang = capacity.gang
     need = gang.pods if n is None else n
     group = gang.tp_pods
-    nvlink, rack = fabric.domain[1], fabric.domain[2]
+    nvlink, rack = fabric.domain[Tier.NVLINK], fabric.domain[Tier.RACK]
     rack_room: dict[int, int] = {}
     cap = gang.max_pods_per_rack
     counts: dict[int, int] = {}

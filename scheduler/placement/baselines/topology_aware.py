@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement.baselines.required import restrict
 from scheduler.placement.baselines.take import take
 from scheduler.placement.capacity import Capacity
@@ -59,9 +59,8 @@ def _start(capacity: Capacity) -> tuple[int, int] | None:
     """(level, domain): the lowest level where one domain holds the gang, tightest such."""
     gang = capacity.gang
     n = gang.pods
-    top = len(LEVELS) - 1
-    if gang.required_level is not None:
-        top = LEVELS.index(gang.required_level)
+    fabric = capacity.snapshot.fabric
+    top = fabric.top if gang.required_level is None else fabric.index(gang.required_level)
     plain = gang.tp_pods == 1 and gang.max_pods_per_rack is None
     for level in range(1, top + 1):
         if plain:  # capacities are plain sums: one vectorised pass per level
@@ -84,7 +83,7 @@ def _kueue(capacity: Capacity, pick: Pick) -> dict[int, int] | None:
         if capacity.gang.required_level is not None:
             return None
         level, shares = (
-            len(LEVELS) - 1,
+            capacity.snapshot.fabric.top,
             pick(list(capacity.per_domain[-1].items()), capacity.gang.pods),
         )
     else:
@@ -126,13 +125,13 @@ def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     if start is None:
         if capacity.gang.required_level is not None:
             return None
-        level, domain = len(LEVELS), -1
+        level, domain = capacity.snapshot.fabric.depth, -1
     else:
         level, domain = start
     scope = capacity if domain < 0 else restrict(capacity, level, domain)
-    if level <= 2:
+    if level <= Tier.RACK:
         return take(scope, sorted(scope.slots))
-    leaves = list(scope.per_domain[2].items())
+    leaves = list(scope.per_domain[Tier.RACK].items())
     order: list[int] = []
     n = capacity.gang.pods
     while n > 0 and leaves:
@@ -145,7 +144,7 @@ def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
         leaves.remove((d, c))
         order.append(d)
         n -= c
-    rack = capacity.snapshot.fabric.domain[2]
+    rack = capacity.snapshot.fabric.domain[Tier.RACK]
     position = {d: i for i, d in enumerate(order)}
     hosts = sorted(
         (h for h in scope.slots if rack[h] in position), key=lambda h: (position[rack[h]], h)

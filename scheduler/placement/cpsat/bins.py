@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler.model.topology import Tier
 from scheduler.placement.capacity import Capacity
 
 
@@ -24,7 +25,7 @@ class Bin:
 
 def make_bins(capacity: Capacity) -> list[Bin]:
     fabric = capacity.snapshot.fabric
-    nvlink, rack = fabric.domain[1], fabric.domain[2]
+    nvlink, rack = fabric.domain[Tier.NVLINK], fabric.domain[Tier.RACK]
     groups: dict[tuple[int | None, int, int], list[int]] = {}
     for h, slots in sorted(capacity.slots.items()):
         v = nvlink[h] if nvlink[h] in fabric.real_nvlink else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from scheduler.model.gang import pool_objective
-from scheduler.model.topology import LEVELS
+from scheduler.model.topology import Tier
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin
@@ -26,7 +26,7 @@ def total(terms: Iterable[Expr]) -> cp_model.LinearExpr:
 
 
 SCALE = 1_000  # integer objective units per weighted GB (weights are >= 0.05 x 2 GB)
-HOST, NVLINK, RACK = 0, 1, 2
+HOST, NVLINK, RACK = Tier.HOST, Tier.NVLINK, Tier.RACK
 
 
 @dataclass
@@ -50,8 +50,8 @@ def build(capacity: Capacity, bins: list[Bin], bound: Bound, weights: list[int])
     _hosts_used(gm)
     _tp_groups(gm, gang.tp_pods)
     _domains(gm, capacity)
-    _spans(gm, bound)
-    _required(gm, gang.required_level)
+    _spans(gm, bound, capacity.snapshot.fabric.depth)
+    _required(gm, capacity, gang.required_level)
     if gang.max_pods_per_rack is not None:
         _rack_cap(gm, gang.max_pods_per_rack)
     _objective(gm, capacity, weights)
@@ -94,7 +94,7 @@ def _domains(gm: GangModel, capacity: Capacity) -> None:
     for b, x in zip(gm.bins, gm.pods, strict=True):
         host = b.hosts[0]
         first = NVLINK if b.nvlink is not None else RACK
-        for level in range(first, len(LEVELS)):
+        for level in range(first, fabric.depth):
             members.setdefault((level, fabric.domain[level][host]), []).append(x)
     caps = capacity.per_domain
     for (level, d), xs in members.items():
@@ -104,18 +104,18 @@ def _domains(gm: GangModel, capacity: Capacity) -> None:
         gm.used_domain[(level, d)] = y
     # a used domain implies its parent is used: redundant, but it tightens the LP relaxation
     for (level, d), y in gm.used_domain.items():
-        if level + 1 < len(LEVELS):
+        if level < fabric.top:
             parent = fabric.parent[level][d]
             m.add_implication(y, gm.used_domain[(level + 1, parent)])
 
 
-def _spans(gm: GangModel, bound: Bound) -> None:
+def _spans(gm: GangModel, bound: Bound, depth: int) -> None:
     m = gm.model
-    by_level: list[list[cp_model.IntVar]] = [[] for _ in LEVELS]
+    by_level: list[list[cp_model.IntVar]] = [[] for _ in range(depth)]
     for (level, _), y in gm.used_domain.items():
         by_level[level].append(y)
     lone = [u for b, u in zip(gm.bins, gm.used, strict=True) if b.nvlink is None]
-    for level in range(len(LEVELS)):
+    for level in range(depth):
         if level == HOST:
             k: cp_model.LinearExpr = total(gm.used)
         elif level == NVLINK:
@@ -131,9 +131,9 @@ def _spans(gm: GangModel, bound: Bound) -> None:
         gm.many.append(many)
 
 
-def _required(gm: GangModel, level_name: str | None) -> None:
+def _required(gm: GangModel, capacity: Capacity, level_name: str | None) -> None:
     if level_name is not None:
-        gm.model.add(gm.spanned[LEVELS.index(level_name)] == 1)
+        gm.model.add(gm.spanned[capacity.snapshot.fabric.index(level_name)] == 1)
 
 
 def _rack_cap(gm: GangModel, cap: int) -> None:
@@ -160,7 +160,7 @@ def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
         u for b, u in zip(gm.bins, gm.used, strict=True) if b.empty_hosts == len(b.hosts)
     )
     preferred = total(
-        round(weight * max(weights)) * (gm.spanned[LEVELS.index(level)] - 1)
+        round(weight * max(weights)) * (gm.spanned[capacity.snapshot.fabric.index(level)] - 1)
         for level, weight in gang.preferred_levels.items()
     )
     best_fit = total(b.slots * u for b, u in zip(gm.bins, gm.used, strict=True))

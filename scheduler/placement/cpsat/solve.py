@@ -10,7 +10,6 @@ from ortools.sat.python import cp_model
 
 from scheduler.model.gang import pool_objective
 from scheduler.model.placement import PlaceConfig
-from scheduler.model.topology import LEVELS
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
@@ -68,8 +67,9 @@ def solve(
 
 def _tree(capacity: Capacity, weights: list[float], fresh: float) -> DPResult | None:
     gang = capacity.gang
-    top = LEVELS.index(gang.required_level) if gang.required_level else len(LEVELS) - 1
-    return solve_tree(capacity, weights, top, fresh, preference_weights(gang, weights))
+    fabric = capacity.snapshot.fabric
+    top = fabric.index(gang.required_level) if gang.required_level else fabric.top
+    return solve_tree(capacity, weights, top, fresh, preference_weights(fabric, gang, weights))
 
 
 def _cpsat(

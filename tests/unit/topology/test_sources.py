@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler.model import HostSpec, TopologySpec
+from scheduler.model.topology import LevelSpec
 from scheduler.topology import Fabric, LabelKeys, from_lingjun_csv, from_node_labels, generate
 from scheduler.topology.sources import TopologyError, load_topology, save_topology
 from tests.conftest import LINGJUN
@@ -71,7 +72,7 @@ def test_node_labels_with_custom_keys_and_unlabelled_node():
         },
         {"name": "n3", "gpus": 8, "labels": {}},
     ]
-    fabric = Fabric(from_node_labels(nodes, keys))
+    fabric = Fabric(from_node_labels(nodes, keys.levels()))
     assert fabric.lowest_common_level(0, 1) == 2
     assert fabric.lowest_common_level(0, 2) == 4  # n3 is its own rack under the default spine
 
@@ -91,9 +92,42 @@ def test_spec_rejects_duplicates_and_unknown_levels():
     with pytest.raises(ValidationError, match="duplicate host"):
         TopologySpec(hosts=(host, host))
     with pytest.raises(ValidationError, match="unknown levels"):
-        HostSpec(name="b", gpus=8, domains={"rack": "r", "pod": "x"})
-    with pytest.raises(ValidationError, match="rack domain"):
-        HostSpec(name="c", gpus=8, domains={"spine": "s"})
+        TopologySpec(hosts=(HostSpec(name="b", gpus=8, domains={"rack": "r", "pod": "x"}),))
+    with pytest.raises(ValidationError, match="no domain at level 'rack'"):
+        TopologySpec(hosts=(HostSpec(name="c", gpus=8, domains={"spine": "s"}),))
+
+
+KUEUE = (
+    LevelSpec(name="host", bandwidth_gbps=900),
+    LevelSpec(name="subblock"),
+    LevelSpec(name="block"),
+)
+
+
+def test_levels_of_any_name_and_number():
+    """Kueue-style names, no NVLink level: each host is alone in one (a Tier the algorithms
+    rely on) and weights default by position."""
+    hosts = tuple(
+        HostSpec(name=f"n{i}", gpus=8, domains={"subblock": f"sb{i // 2}", "block": "b0"})
+        for i in range(4)
+    )
+    fabric = Fabric(TopologySpec(levels=KUEUE, hosts=hosts))
+    assert fabric.levels == ("host", "nvlink", "subblock", "block")
+    assert fabric.gb_cost == (0.05, 1.0, 16.0, 256.0)
+    assert fabric.lowest_common_level(0, 1) == fabric.index("subblock")
+    assert fabric.lowest_common_level(0, 2) == fabric.index("block")
+    # only a host level: one shared cluster domain above the (per-host) NVLink level
+    bare = tuple(HostSpec(name=f"n{i}", gpus=8, domains={}) for i in range(4))
+    alone = TopologySpec(levels=(LevelSpec(name="host"),), hosts=bare)
+    assert alone.names == ("host", "nvlink", "cluster")
+    # eight levels at most, host first, names distinct
+    many = tuple(LevelSpec(name=f"l{i}", optional=True) for i in range(8))
+    with pytest.raises(ValidationError, match="at most 8"):
+        TopologySpec(levels=(LevelSpec(name="host"), *many), hosts=hosts)
+    with pytest.raises(ValidationError, match="first level must be 'host'"):
+        TopologySpec(levels=KUEUE[1:], hosts=hosts)
+    with pytest.raises(ValidationError, match="distinct"):
+        TopologySpec(levels=(*KUEUE, LevelSpec(name="block")), hosts=hosts)
 
 
 def test_graph_is_a_tree_rooted_at_the_fabric(small_fabric):
