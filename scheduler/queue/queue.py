@@ -65,6 +65,20 @@ class _Pool:
 
 
 @dataclass
+class _View:
+    """What a gang sees, and its fingerprint (computed once, when first asked for)."""
+
+    snapshot: Snapshot
+    pool: str
+    fingerprint: bytes | None = None
+
+    def seen(self) -> bytes:
+        if self.fingerprint is None:
+            self.fingerprint = _fingerprint(self.snapshot, self.pool)
+        return self.fingerprint
+
+
+@dataclass
 class _Cycle:
     now: float
     work: Snapshot
@@ -72,6 +86,13 @@ class _Cycle:
     out: Decisions = field(default_factory=Decisions)
     pools: dict[str, _Pool] = field(default_factory=dict)
     evicted: set[str] = field(default_factory=set)
+    # views are shared by the gangs that see the same thing; `version` moves with `work`
+    version: int = 0
+    views: dict[tuple[str, frozenset[int], int], _View] = field(default_factory=dict)
+    # (view, shape) -> fewest pods of that shape found unplaceable on that view this cycle
+    failed: dict[tuple[int, tuple[object, ...]], tuple[int, WaitReason]] = field(
+        default_factory=dict
+    )
 
     def pool(self, name: str) -> _Pool:
         return self.pools.setdefault(name, _Pool())
@@ -169,26 +190,42 @@ class SchedulingQueue:
         if retry_at > c.now:
             c.out.wake(retry_at)
             return
-        view = self._view(c, entry)
-        # the fingerprint is only needed to compare with a failure, or to remember one
-        seen = None if entry.failed_on is None else _fingerprint(view, entry.gang.pool)
-        if seen is not None and seen == entry.failed_on and c.now < entry.recheck_at:
-            self._still_blocked(c, entry, p, view)
+        spent = p.attempts >= self.config.max_attempts
+        if spent and entry.failed_on is None:
             return
-        if p.attempts >= self.config.max_attempts:
+        v = self._view(c, entry)
+        # the fingerprint is only needed to compare with a failure
+        if entry.failed_on == v.seen() and c.now < entry.recheck_at:
+            self._still_blocked(c, entry, p, v.snapshot)
+            return
+        if spent:
+            return
+        smaller = c.failed.get((id(v), _shape(entry)))
+        if smaller is not None and smaller[0] <= entry.gang.pods:
+            self._dominated(c, entry, p, v, *smaller)
             return
         p.attempts += 1
-        self._attempt(c, entry, p, view, seen)
+        self._attempt(c, entry, p, v)
 
-    def _attempt(
-        self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes | None
+    def _dominated(
+        self, c: _Cycle, entry: Entry, p: _Pool, v: _View, smaller: int, why: WaitReason
     ) -> None:
+        """A gang of the same shape with no more pods could not be placed on this view, nor
+        preempt (it came first, with at least this one's priority): neither can this one."""
+        entry.failed_on = v.seen()
+        entry.recheck_at = math.inf
+        message = f"a gang of {smaller} such pods could not be placed this cycle"
+        self._wait(c, entry, Wait(why, message))
+        self._block(c, entry, p, v.snapshot, entry.failed_on)
+
+    def _attempt(self, c: _Cycle, entry: Entry, p: _Pool, v: _View) -> None:
+        view = v.snapshot
         placement = place_one(view, entry.gang, self._place_config(entry, c.now))
         c.out.tried.append(placement)
         if placement.placed:
             self._start(c, entry, placement)
             return
-        seen = _fingerprint(view, entry.gang.pool) if seen is None else seen
+        seen = v.seen()
         entry.failed_on = seen
         if placement.status is PlacementStatus.WAITING:
             self._patient(c, entry, placement)
@@ -196,7 +233,12 @@ class SchedulingQueue:
         entry.recheck_at = math.inf
         if self._preempt(c, entry, view):
             return
-        self._wait(c, entry, self._why(c, entry, view, placement.reason))
+        wait = self._why(c, entry, view, placement.reason)
+        key = (id(v), _shape(entry))
+        c.failed[key] = min(
+            c.failed.get(key, (entry.gang.pods, wait.reason)), (entry.gang.pods, wait.reason)
+        )
+        self._wait(c, entry, wait)
         self._block(c, entry, p, view, seen)
 
     def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
@@ -232,6 +274,7 @@ class SchedulingQueue:
 
     def _start(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
         c.work.apply(entry.gang, placement)
+        c.version += 1
         c.out.starts.append((entry.key, placement))
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
@@ -252,13 +295,16 @@ class SchedulingQueue:
         c.out.waiting[entry.key] = wait
 
     # views: free capacity less the hosts held for others
-    def _view(self, c: _Cycle, entry: Entry) -> Snapshot:
-        held = self._held_from(c, entry)
-        view = c.work
-        if held - view.down:  # place_one and the choosers never change the view
-            view = c.work.copy()
-            view.down |= held
-        return view
+    def _view(self, c: _Cycle, entry: Entry) -> _View:
+        held = frozenset(self._held_from(c, entry) - c.work.down)
+        key = (entry.gang.pool, held, c.version)
+        if key not in c.views:
+            view = c.work
+            if held:  # place_one and the choosers never change the view
+                view = c.work.copy()
+                view.down |= held
+            c.views[key] = _View(view, entry.gang.pool)
+        return c.views[key]
 
     def _held_from(self, c: _Cycle, entry: Entry) -> set[int]:
         held: set[int] = set()
@@ -302,6 +348,7 @@ class SchedulingQueue:
             c.evicted.add(r.key)
             c.work.release(r.gang, r.placement)
         c.work.apply(entry.gang, found.placement)
+        c.version += 1
         c.out.nominated[entry.key] = found.placement
         index = c.work.fabric.host_index
         self._leaving[entry.key] = frozenset(r.key for r in found.running)
@@ -324,6 +371,23 @@ class SchedulingQueue:
             pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
             entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
         return entry.reserved[1]
+
+
+def _shape(entry: Entry) -> tuple[object, ...]:
+    """What decides whether pods fit besides how many: two gangs alike in all of it, the
+    smaller unplaceable, the larger is too."""
+    g = entry.gang
+    return (
+        g.pool,
+        g.gpus_per_pod,
+        g.cpu_milli_per_pod,
+        g.memory_mib_per_pod,
+        g.constraints,
+        g.tp_pods,
+        g.max_pods_per_rack,
+        g.required_level,
+        entry.tenant,
+    )
 
 
 def _ends_before(entry: Entry, now: float, r: Reservation) -> bool:

@@ -121,9 +121,21 @@ def test_attempts_per_pool_are_bounded():
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
     running(snap, "held", ["h0-0"])
     queue = SchedulingQueue(QueueConfig(max_attempts=3, preemption=Preemption.OFF))
-    for i in range(10):
-        queue.add(f"g{i}", gang(f"g{i}", 1), arrival=i)
+    for i in range(8):  # each its own shape: none tells about another
+        queue.add(f"g{i}", gang(f"g{i}", 1, gpus=i + 1), arrival=i)
     assert len(queue.cycle(0, snap, []).tried) == 3
+
+
+def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    running(snap, "held", ["h0-0"])
+    queue = SchedulingQueue(OFF)
+    for i in range(5):
+        queue.add(f"g{i}", gang(f"g{i}", 1 + i % 2), arrival=i)
+    queue.add("other", gang("other", 1, gpus=4), arrival=9)
+    decisions = queue.cycle(0, snap, [])
+    assert [p.gang for p in decisions.tried] == ["g0", "other"]
+    assert decisions.waiting["g3"].message == "a gang of 1 such pods could not be placed this cycle"
 
 
 def test_backoff_skips_until_it_ends():
