@@ -23,7 +23,7 @@ from scheduler.controller.spec import (
     describe,
     parse_spec,
 )
-from scheduler.model import GangRequest, ParallelShape
+from scheduler.model import GangRequest, ParallelShape, Slice
 from scheduler.model.constraints import (
     MatchOperator,
     NodeConstraints,
@@ -144,9 +144,11 @@ def _levels(spec: TrainingJobSpec, config: OperatorConfig) -> None:
     """The levels a job names must be the operator's (its topology config)."""
     names = config.level_names
     topology = spec.topology
-    named = [("requiredLevel", topology.required_level)] + [
+    named = [("requiredLevel", topology.required_level)]
+    named += [
         (f"preferredLevels.{i}.level", p.level) for i, p in enumerate(topology.preferred_levels)
     ]
+    named += [(f"slices.{i}.level", s.level) for i, s in enumerate(topology.slices)]
     for where, level in named:
         if level is not None and level not in names:
             raise InvalidSpecError(
@@ -167,6 +169,7 @@ def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConf
             pool=spec.pool.value,
             required_level=topology.required_level,
             preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
+            slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
             priority=spec.priority,
             max_pods_per_rack=spec.max_replicas_per_rack,

@@ -219,8 +219,17 @@ class PreferredLevel(Closed):
     weight: StrictInt | StrictFloat = Field(default=1.0, ge=0)
 
 
+class SliceRequest(Closed):
+    """Every consecutive group of `size` replicas inside one domain of `level` (Kueue's
+    podset slices)."""
+
+    level: Level
+    size: StrictInt = Field(ge=2)
+
+
 class TopologyRequest(Closed):
     required_level: Level | None = None
+    slices: list[SliceRequest] = Field(default_factory=list, max_length=MAX_LEVELS)
     preferred_levels: list[PreferredLevel] = Field(default_factory=list, max_length=MAX_LEVELS)
 
 

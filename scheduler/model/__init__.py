@@ -1,6 +1,6 @@
 """Pydantic types shared by every layer: topology, gangs, snapshots and placements."""
 
-from scheduler.model.gang import GangRequest, ParallelShape, Pool, pool_objective
+from scheduler.model.gang import GangRequest, ParallelShape, Pool, Slice, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
 from scheduler.model.topology import LEVELS, MAX_LEVELS, HostSpec, LevelSpec, Tier, TopologySpec
 
@@ -16,6 +16,7 @@ __all__ = [
     "PlacementStatus",
     "PodAssignment",
     "Pool",
+    "Slice",
     "Tier",
     "TopologySpec",
     "pool_objective",

@@ -35,6 +35,14 @@ class ParallelShape(BaseModel):
         return self.dp * self.tp * self.pp
 
 
+class Slice(BaseModel):
+    """Every consecutive group of `size` pods stays inside one domain of `level`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    level: str = Field(min_length=1)
+    size: int = Field(ge=2)
+
+
 class GangRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = Field(min_length=1)
@@ -55,6 +63,9 @@ class GangRequest(BaseModel):
     gradient_gb: float = Field(default=1.0, ge=0)
     # labels and taints a host must answer (nodeSelector, required affinity, tolerations)
     constraints: NodeConstraints = NodeConstraints()
+    # groups of pods kept inside one domain of a level (placement/slices.py); the TP group of
+    # `shape` is one at the NVLink level
+    slices: tuple[Slice, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> GangRequest:
@@ -65,6 +76,11 @@ class GangRequest(BaseModel):
                 )
             if self.tp_pods > 1 and self.pods % self.tp_pods:
                 raise ValueError(f"pods={self.pods} must be a multiple of the TP group size")
+        for s in self.slices:
+            if self.pods % s.size:
+                raise ValueError(
+                    f"slice of {s.size} pods per {s.level} does not divide the {self.pods} pods"
+                )
         return self
 
     @property

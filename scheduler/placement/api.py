@@ -10,7 +10,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import cpsat
+from scheduler.placement import cpsat, slices
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -58,7 +58,8 @@ def place(
 def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
     start = time.perf_counter()
     capacity = Capacity.of(snapshot, gang)
-    reason = unknown_levels(snapshot.fabric, gang) or explain(capacity)
+    fabric = snapshot.fabric
+    reason = unknown_levels(fabric, gang) or slices.problem(fabric, gang) or explain(capacity)
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
     weights = level_weights(snapshot.fabric, gang)

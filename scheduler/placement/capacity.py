@@ -9,6 +9,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
+from scheduler.placement import slices
 from scheduler.placement.snapshot import Array, Snapshot
 
 UNLIMITED = 1 << 30
@@ -49,7 +50,7 @@ class Capacity:
     def of(cls, snapshot: Snapshot, gang: GangRequest) -> Capacity:
         fabric = snapshot.fabric
         eligible = fabric.pool_mask.get(gang.pool)
-        if eligible is None:
+        if eligible is None or slices.problem(fabric, gang) is not None:
             empty = np.zeros(0, dtype=np.int64)
             return cls(snapshot, gang, empty, empty)
         pods = np.minimum(
@@ -60,10 +61,11 @@ class Capacity:
             _fit(snapshot.free_mem, gang.memory_mib_per_pod),
         )
         pods = np.minimum(pods, snapshot.free_pods)
-        group = gang.tp_pods
-        if group > 1:
+        size = slices.sizes(fabric, gang)
+        pods = pods - pods % size[Tier.HOST]
+        if size[Tier.NVLINK] > 1:  # a host outside NVLink is its own NVLink domain
             lone = ~np.isin(fabric.columns[Tier.NVLINK], list(fabric.real_nvlink))
-            pods = np.where(lone, pods - pods % group, pods)
+            pods = np.where(lone, pods - pods % size[Tier.NVLINK], pods)
         keep = eligible & fabric.admits(gang.constraints) & snapshot.up_mask() & (pods > 0)
         index = np.nonzero(keep)[0]
         return cls(snapshot, gang, index, pods[index])
@@ -83,9 +85,10 @@ class Capacity:
             sums = np.bincount(domains, weights=pods, minlength=0).astype(np.int64)
             used = np.unique(domains)
             out.append(dict(zip(used.tolist(), sums[used].tolist(), strict=True)))
-        group = self.gang.tp_pods
-        if group > 1:
-            out[Tier.NVLINK] = {d: c - c % group for d, c in out[Tier.NVLINK].items()}
+        size = slices.sizes(fabric, self.gang)
+        for level in range(1, fabric.depth):
+            if size[level] > 1:
+                out[level] = {d: c - c % size[level] for d, c in out[level].items()}
         rack_cap = self.gang.max_pods_per_rack
         if rack_cap is not None:
             out[Tier.RACK] = {d: min(c, rack_cap) for d, c in out[Tier.RACK].items()}

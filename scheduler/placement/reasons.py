@@ -34,7 +34,8 @@ def explain(capacity: Capacity) -> str | None:
             )
     if total < n:
         free = capacity.snapshot.free_by_pool().get(gang.pool, 0)
-        extra = f" in whole TP groups of {gang.tp_pods} pods" if gang.tp_pods > 1 else ""
+        grouped = gang.tp_pods > 1 or gang.slices
+        extra = " in whole groups (TP groups, slices)" if grouped else ""
         return (
             f"needs {what} in pool {gang.pool}{extra}; the pool has room for {total} "
             f"({free} GPUs free)"

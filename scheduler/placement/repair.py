@@ -25,7 +25,7 @@ from scheduler.placement.snapshot import Snapshot
 
 def piecemeal(gang: GangRequest) -> bool:
     """Can lost pods be put back one by one without breaking the gang's shape?"""
-    return gang.tp_pods == 1 and gang.max_pods_per_rack is None
+    return gang.tp_pods == 1 and not gang.slices and gang.max_pods_per_rack is None
 
 
 def repair(

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.model.topology import Tier
+from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
 
 Vector = npt.NDArray[np.float64]
@@ -31,7 +32,7 @@ class Node:
     domain: int
     cost: Vector  # F: least cost for capacity >= x, levels below this node only
     hosts: list[tuple[int, int]] = field(default_factory=list)  # leaf: (host, slots) largest first
-    group: int = 1  # leaf: capacity counts whole TP groups of this many pods
+    group: int = 1  # capacity counts whole groups of this many pods (slices, TP groups)
     children: list[Node] = field(default_factory=list)
     frontiers: list[list[tuple[int, float]]] = field(default_factory=list)
     choices: list[npt.NDArray[np.int32]] = field(default_factory=list)
@@ -81,10 +82,12 @@ class TreeDP:
         self.weights = weights
         self.fresh_rack = fresh_rack
         self.nodes: list[Node] = []
+        # whole groups per domain at each level (slices, TP groups)
+        self.size = slices.sizes(self.fabric, capacity.gang)
 
     def leaf(self, level: int, domain: int, hosts: list[tuple[int, int]], per_host: float) -> Node:
         hosts.sort(key=lambda hs: (-hs[1], hs[0]))
-        group = self.capacity.gang.tp_pods if level == NVLINK else 1
+        group = self.size[level]
         cost = np.full(self.n + 1, INF)
         cost[0] = 0.0
         total = 0
@@ -99,7 +102,19 @@ class TreeDP:
     def parent(self, level: int, domain: int, children: list[Node], extras: list[float]) -> Node:
         frontiers = [frontier(c.cost, e) for c, e in zip(children, extras, strict=True)]
         cost, choices = knapsack(self.n, frontiers)
-        node = Node(level, domain, cost, children=children, frontiers=frontiers, choices=choices)
+        group = self.size[min(level, self.fabric.top)]  # the root sits above the top level
+        if group > 1:  # this domain offers whole groups: x pods need capacity for ceil(x)
+            xs = np.arange(self.n + 1)
+            cost = cost[np.minimum(-(-xs // group) * group, self.n)]
+        node = Node(
+            level,
+            domain,
+            cost,
+            group=group,
+            children=children,
+            frontiers=frontiers,
+            choices=choices,
+        )
         self.nodes.append(node)
         return node
 
@@ -193,7 +208,8 @@ def solve_tree(
         return None
     hosts: dict[int, int] = {}
     dp.collect(best[1], n, hosts)
-    return DPResult(spread_pods(capacity, hosts), best[0])
+    counts = spread_pods(capacity, hosts)
+    return None if counts is None else DPResult(counts, best[0])
 
 
 def best_fit_host(
@@ -212,25 +228,9 @@ def best_fit_host(
     return int(hosts[order[0]])
 
 
-def spread_pods(capacity: Capacity, hosts: dict[int, int]) -> dict[int, int]:
-    """Fill the chosen hosts in depth-first order, whole TP groups per NVLink domain."""
+def spread_pods(capacity: Capacity, hosts: dict[int, int]) -> dict[int, int] | None:
+    """Fill the chosen hosts in depth-first order, whole groups in every sliced domain."""
     fabric = capacity.snapshot.fabric
-    group = capacity.gang.tp_pods
-    need = capacity.gang.pods
-    nvlink = fabric.domain[NVLINK]
-    budget = {v: c - c % group for v, c in _per_nvlink(hosts, nvlink).items()}
-    counts: dict[int, int] = {}
-    for h in sorted(hosts, key=lambda h: fabric.dfs_position[h]):
-        got = min(hosts[h], need, budget[nvlink[h]])
-        if got > 0:
-            counts[h] = got
-            need -= got
-            budget[nvlink[h]] -= got
-    return counts
-
-
-def _per_nvlink(hosts: dict[int, int], nvlink: tuple[int, ...]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for h, slots in hosts.items():
-        out[nvlink[h]] = out.get(nvlink[h], 0) + slots
-    return out
+    size = slices.sizes(fabric, capacity.gang)
+    order = sorted(hosts, key=lambda h: fabric.dfs_position[h])
+    return slices.fill(fabric, size, hosts, order, capacity.gang.pods)

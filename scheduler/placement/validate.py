@@ -60,15 +60,21 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
 
 
 def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> None:
-    group = gang.tp_pods
+    """Each TP group inside one NVLink domain (a host outside NVLink is its own), and each
+    consecutive group of a slice inside one domain of its level."""
     fabric = snapshot.fabric
-    for start in range(0, len(hosts), group):
-        members = hosts[start : start + group]
-        # an NVLink domain of one host is that host, so one check covers both cases
-        if len({fabric.domain[Tier.NVLINK][h] for h in members}) != 1:
-            raise InvalidPlacementError(
-                f"{gang.name}: TP group at rank {start} leaves its NVLink domain"
-            )
+    wanted = [(Tier.NVLINK, gang.tp_pods, "TP group")]
+    for s in gang.slices:
+        try:
+            wanted.append((fabric.index(s.level), s.size, f"slice of {s.size} per {s.level}"))
+        except UnknownLevelError as exc:
+            raise InvalidPlacementError(f"{gang.name}: {exc}") from exc
+    for level, size, what in wanted:
+        for start in range(0, len(hosts), size):
+            if len({fabric.domain[level][h] for h in hosts[start : start + size]}) != 1:
+                raise InvalidPlacementError(
+                    f"{gang.name}: {what} at rank {start} leaves its {fabric.levels[level]}"
+                )
 
 
 def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> None:

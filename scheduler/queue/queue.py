@@ -384,6 +384,7 @@ def _shape(entry: Entry) -> tuple[object, ...]:
         g.memory_mib_per_pod,
         g.constraints,
         g.tp_pods,
+        g.slices,
         g.max_pods_per_rack,
         g.required_level,
         entry.tenant,

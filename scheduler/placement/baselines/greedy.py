@@ -37,7 +37,7 @@ def least_allocated(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     snapshot = capacity.snapshot
     gang = capacity.gang
     tie = {h: i for i, h in enumerate(_shuffled(capacity, _seed, "least-allocated"))}
-    if gang.tp_pods > 1 or gang.max_pods_per_rack is not None:
+    if gang.tp_pods > 1 or gang.slices or gang.max_pods_per_rack is not None:
         return take(capacity, sorted(capacity.slots, key=lambda h: (-capacity.slots[h], tie[h])))
     left = dict(capacity.slots)
     gpus = {h: snapshot.fabric.hosts[h].gpus or 1 for h in left}

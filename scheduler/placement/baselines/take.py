@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scheduler.model.topology import Tier
+from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
 
 
@@ -14,6 +15,8 @@ def take(capacity: Capacity, hosts: Iterable[int], n: int | None = None) -> dict
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
     need = gang.pods if n is None else n
+    if gang.slices:  # a sliced domain is taken whole, in the order its hosts come
+        return slices.fill(fabric, slices.sizes(fabric, gang), capacity.slots, hosts, need)
     group = gang.tp_pods
     nvlink, rack = fabric.domain[Tier.NVLINK], fabric.domain[Tier.RACK]
     rack_room: dict[int, int] = {}

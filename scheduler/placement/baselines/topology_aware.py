@@ -61,7 +61,7 @@ def _start(capacity: Capacity) -> tuple[int, int] | None:
     n = gang.pods
     fabric = capacity.snapshot.fabric
     top = fabric.top if gang.required_level is None else fabric.index(gang.required_level)
-    plain = gang.tp_pods == 1 and gang.max_pods_per_rack is None
+    plain = gang.tp_pods == 1 and not gang.slices and gang.max_pods_per_rack is None
     for level in range(1, top + 1):
         if plain:  # capacities are plain sums: one vectorised pass per level
             sums = np.bincount(

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model
 
 from scheduler.model.gang import pool_objective
 from scheduler.model.topology import Tier
+from scheduler.placement import slices
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin
@@ -48,8 +49,9 @@ def build(capacity: Capacity, bins: list[Bin], bound: Bound, weights: list[int])
     gm = GangModel(m, bins, pods, used)
     m.add(total(pods) == gang.pods)
     _hosts_used(gm)
-    _tp_groups(gm, gang.tp_pods)
-    _domains(gm, capacity)
+    size = slices.sizes(capacity.snapshot.fabric, gang)
+    _tp_groups(gm, size)
+    _domains(gm, capacity, size)
     _spans(gm, bound, capacity.snapshot.fabric.depth)
     _required(gm, capacity, gang.required_level)
     if gang.max_pods_per_rack is not None:
@@ -64,19 +66,21 @@ def _hosts_used(gm: GangModel) -> None:
         gm.model.add(x >= u)
 
 
-def _tp_groups(gm: GangModel, group: int) -> None:
-    """A TP group of `group` pods stays on one host, or inside one real NVLink domain."""
-    if group == 1:
-        return
+def _tp_groups(gm: GangModel, size: tuple[int, ...]) -> None:
+    """Whole groups on every host (host slices) and in every NVLink domain (TP groups, NVLink
+    slices): a bin of lone hosts is filled host by host, so its count is a multiple too."""
     per_nvlink: dict[int, list[tuple[Bin, cp_model.IntVar]]] = {}
     for b, x in zip(gm.bins, gm.pods, strict=True):
-        if b.nvlink is None:
-            _multiple_of(gm.model, [x], b.capacity, group, f"tp{id(b)}")
-        else:
+        own = size[NVLINK] if b.nvlink is None else size[HOST]
+        if own > 1:
+            _multiple_of(gm.model, [x], b.capacity, own, f"g{id(b)}")
+        if b.nvlink is not None:
             per_nvlink.setdefault(b.nvlink, []).append((b, x))
+    if size[NVLINK] == 1:
+        return
     for v, pairs in per_nvlink.items():
         top = sum(b.capacity for b, _ in pairs)
-        _multiple_of(gm.model, [x for _, x in pairs], top, group, f"tpv{v}")
+        _multiple_of(gm.model, [x for _, x in pairs], top, size[NVLINK], f"tpv{v}")
 
 
 def _multiple_of(
@@ -86,7 +90,7 @@ def _multiple_of(
     m.add(total(xs) == group * groups)
 
 
-def _domains(gm: GangModel, capacity: Capacity) -> None:
+def _domains(gm: GangModel, capacity: Capacity, size: tuple[int, ...]) -> None:
     """y[level, domain] = 1 when the gang has a pod in it; linked through pod counts."""
     fabric = capacity.snapshot.fabric
     m = gm.model
@@ -102,6 +106,8 @@ def _domains(gm: GangModel, capacity: Capacity) -> None:
         m.add(total(xs) <= min(caps[level][d], capacity.gang.pods) * y)
         m.add(total(xs) >= y)
         gm.used_domain[(level, d)] = y
+        if level >= RACK and size[level] > 1:  # a slice at this level: whole groups
+            _multiple_of(m, xs, caps[level][d], size[level], f"s{level}_{d}")
     # a used domain implies its parent is used: redundant, but it tightens the LP relaxation
     for (level, d), y in gm.used_domain.items():
         if level < fabric.top:

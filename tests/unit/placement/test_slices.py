@@ -1,0 +1,194 @@
+"""Slices on both engines: brute force over every valid spread is the oracle; each layer (host,
+NVLink, rack) alone and together; impossible requests refused with their reason."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from scheduler.model import GangRequest, PlaceConfig, PodAssignment, Slice
+from scheduler.placement import POLICIES, InvalidPlacementError, place, validate
+from scheduler.placement.bounds import lower_bound
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cost import traffic
+from scheduler.placement.cpsat.solve import model_solve
+from scheduler.placement.ranks import assign_ranks
+from scheduler.placement.scoring import level_weights
+from scheduler.topology import Fabric, generate
+from tests.conftest import fragmented
+from tests.unit.placement.bruteforce import spreads
+
+# 2 racks x 4 hosts of 4 GPUs, hosts paired in NVLink domains (small enough for brute force)
+FABRIC = Fabric(generate(blocks=1, racks=2, hosts=4, gpus=4, nvlink=2))
+LAYERS = {
+    "host": (Slice(level="host", size=2),),
+    "nvlink": (Slice(level="nvlink", size=4),),
+    "rack": (Slice(level="rack", size=4),),
+    "all": (
+        Slice(level="host", size=2),
+        Slice(level="nvlink", size=4),
+        Slice(level="rack", size=8),
+    ),
+}
+
+
+def keeps_slices(fabric: Fabric, gang: GangRequest, counts: dict[int, int]) -> bool:
+    pods = assign_ranks(fabric, counts)
+    hosts = [fabric.host_index[p.host] for p in sorted(pods, key=lambda p: p.rank)]
+    for s in gang.slices:
+        column = fabric.domain[fabric.index(s.level)]
+        for start in range(0, len(hosts), s.size):
+            if len({column[h] for h in hosts[start : start + s.size]}) != 1:
+                return False
+    return True
+
+
+def optimum(snapshot, gang: GangRequest) -> float | None:
+    """The least traffic cost over every spread whose depth-first ranks keep the slices."""
+    fabric = snapshot.fabric
+    plain = gang.model_copy(update={"slices": ()})
+    slots = sorted(Capacity.of(snapshot, plain).slots.items())
+    best = None
+    for counts in spreads(slots, gang.pods):
+        if keeps_slices(fabric, gang, counts):
+            cost = traffic(fabric, gang, assign_ranks(fabric, counts)).cost
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("busy", [0.2, 0.5])
+@pytest.mark.parametrize("pods", [4, 8])
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_slices_against_brute_force(layer, seed, busy, pods, engine):
+    if any(pods % s.size for s in LAYERS[layer]):
+        pytest.skip("the slice does not divide this gang")
+    snapshot = fragmented(FABRIC, busy=busy, seed=seed)
+    gang = GangRequest(name="g", pods=pods, gpus_per_pod=1, slices=LAYERS[layer])
+    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine, deterministic_time=5))
+    best = optimum(snapshot, gang)
+    if best is None:
+        assert not placement.placed
+        return
+    assert placement.placed, placement.reason
+    validate(snapshot, gang, placement)
+    assert placement.cost == pytest.approx(best, abs=1e-9)
+    if engine == "auto":
+        assert placement.engine == "tree-dp"  # the exact DP itself, not a fallback
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("busy", [0.2, 0.5])
+def test_the_cpsat_model_alone_keeps_slices(layer, seed, busy):
+    """No warm start: the model's own constraints must keep the slices."""
+    snapshot = fragmented(FABRIC, busy=busy, seed=seed)
+    gang = GangRequest(name="g", pods=8, gpus_per_pod=1, slices=LAYERS[layer])
+    capacity = Capacity.of(snapshot, gang)
+    weights = level_weights(FABRIC, gang)
+    config = PlaceConfig(deterministic_time=5)
+    found = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
+    best = optimum(snapshot, gang)
+    if best is None:
+        assert found is None
+        return
+    assert found is not None
+    assert keeps_slices(FABRIC, gang, found.counts)
+    pods = assign_ranks(FABRIC, found.counts)
+    assert traffic(FABRIC, gang, pods).cost == pytest.approx(best, abs=1e-9)
+
+
+def test_the_validator_refuses_a_broken_slice():
+    snapshot = fragmented(FABRIC, busy=0.0, seed=0)
+    gang = GangRequest(name="g", pods=4, gpus_per_pod=1, slices=(Slice(level="rack", size=4),))
+    [placement] = place(snapshot, [gang])
+    hosts = [h.name for h in FABRIC.hosts]
+    split = [PodAssignment(rank=r, host=hosts[0 if r < 2 else 4]) for r in range(4)]
+    broken = placement.model_copy(update={"pods": tuple(split)})
+    with pytest.raises(InvalidPlacementError, match="slice of 4 per rack at rank 0 leaves"):
+        validate(snapshot, gang, broken)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_keeps_the_slices(layer, policy):
+    for seed in range(4):
+        snapshot = fragmented(FABRIC, busy=0.3, seed=seed)
+        gang = GangRequest(name="g", pods=8, gpus_per_pod=1, slices=LAYERS[layer])
+        [placement] = place(snapshot, [gang], PlaceConfig(policy=policy))
+        validate(snapshot, gang, placement)
+
+
+@pytest.mark.parametrize(
+    ("slices", "required", "reason"),
+    [
+        ((Slice(level="row", size=2),), None, "slice level 'row' unknown"),
+        ((Slice(level="core", size=4),), "rack", "above the required level rack"),
+        (
+            (Slice(level="host", size=4), Slice(level="rack", size=6)),
+            None,
+            "6 pods per rack is not a multiple of 4 pods per host",
+        ),
+    ],
+)
+def test_impossible_slices_are_refused_with_the_reason(slices, required, reason):
+    snapshot = fragmented(FABRIC, busy=0.0, seed=0)
+    gang = GangRequest(name="g", pods=12, gpus_per_pod=1, slices=slices, required_level=required)
+    [placement] = place(snapshot, [gang])
+    assert not placement.placed
+    assert reason in placement.reason
+
+
+def test_a_slice_must_divide_the_gang():
+    with pytest.raises(ValidationError, match="slice of 4 pods per rack does not divide the 6"):
+        GangRequest(name="g", pods=6, gpus_per_pod=1, slices=(Slice(level="rack", size=4),))
+
+
+# larger than brute force allows: 2 spines x 2 racks x 4 hosts, with and without NVLink pairs
+WIDE = {
+    "nvlink-pairs": Fabric(generate(blocks=2, racks=2, hosts=4, gpus=4, nvlink=2)),
+    "no-nvlink": Fabric(generate(blocks=2, racks=2, hosts=4, gpus=4)),
+}
+
+
+@pytest.mark.parametrize("shape", WIDE)
+@pytest.mark.parametrize("layer", LAYERS)
+def test_the_dp_and_the_cpsat_model_agree(shape, layer):
+    """The exact DP finds a placement whenever the CP-SAT model (no warm start) does, never
+    costlier, and the model's own answer keeps the slices."""
+    fabric = WIDE[shape]
+    config = PlaceConfig(deterministic_time=5)
+    for seed in range(12):
+        for busy, pods in ((0.2, 16), (0.5, 8)):
+            snapshot = fragmented(fabric, busy=busy, seed=seed)
+            gang = GangRequest(name="g", pods=pods, gpus_per_pod=1, slices=LAYERS[layer])
+            capacity = Capacity.of(snapshot, gang)
+            weights = level_weights(fabric, gang)
+            model = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
+            [dp] = place(snapshot, [gang])
+            assert dp.placed == (model is not None), (seed, busy)
+            if model is None:
+                continue
+            assert dp.engine == "tree-dp"
+            validate(snapshot, gang, dp)
+            assert keeps_slices(fabric, gang, model.counts), (seed, busy)
+            pods_ = assign_ranks(fabric, model.counts)
+            assert dp.cost <= traffic(fabric, gang, pods_).cost + 1e-9
+
+
+@pytest.mark.parametrize("pool", ["batch-inference", "online-inference"])
+def test_the_model_keeps_slices_under_the_inference_objectives(pool):
+    """Fill and spread do not favour whole hosts as packing does: the groups must come from
+    the model's constraints, for hosts outside NVLink too."""
+    fabric = Fabric(generate(blocks=2, racks=2, hosts=4, gpus=4, pools={pool: 1.0}))
+    config = PlaceConfig(deterministic_time=5)
+    for layer in ("host", "nvlink"):
+        for seed in range(6):
+            snapshot = fragmented(fabric, busy=0.3, seed=seed)
+            gang = GangRequest(name="g", pods=8, gpus_per_pod=1, pool=pool, slices=LAYERS[layer])
+            capacity = Capacity.of(snapshot, gang)
+            weights = level_weights(fabric, gang)
+            model = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
+            if model is not None:
+                assert keeps_slices(fabric, gang, model.counts), (layer, seed)
