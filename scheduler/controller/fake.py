@@ -25,6 +25,7 @@ def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
         "cpu": f"{host.cpu_milli}m",
         "memory": f"{host.memory_mib}Mi",
         "pods": "110",
+        **{name: str(units) for name, units in host.extended.items()},
     }
     return {
         "apiVersion": "v1",

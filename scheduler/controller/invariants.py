@@ -33,6 +33,7 @@ class Report:
 
 def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) -> list[str]:
     used: dict[str, list[int]] = {}
+    extended_used: dict[str, dict[str, int]] = {}
     for pod in pods:
         host = host_of(pod)
         if host is None or pod.get("status", {}).get("phase") in DONE:
@@ -41,6 +42,9 @@ def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) ->
         total = used.setdefault(host, [0, 0, 0, 0])
         for i, value in enumerate((c.gpus, c.cpu_milli, c.memory_mib, 1)):
             total[i] += value
+        for name, units in c.extended.items():
+            ext = extended_used.setdefault(host, {})
+            ext[name] = ext.get(name, 0) + units
     out = []
     for node in nodes:
         name = node["metadata"]["name"]
@@ -54,6 +58,10 @@ def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) ->
         for what, have, limit in zip(
             ("gpus", "cpu", "memory", "pods"), used.get(name, []), limits, strict=False
         ):
+            if have > limit:
+                out.append(f"{name}: {what} {have}/{limit}")
+        for what, have in extended_used.get(name, {}).items():
+            limit = whole(parse(allocatable.get(what, 0)))
             if have > limit:
                 out.append(f"{name}: {what} {have}/{limit}")
     return out

@@ -166,6 +166,7 @@ def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConf
             gpus_per_pod=per_pod.gpus,
             cpu_milli_per_pod=per_pod.cpu_milli,
             memory_mib_per_pod=per_pod.memory_mib,
+            extended_per_pod=per_pod.extended,
             pool=spec.pool.value,
             required_level=topology.required_level,
             preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},

@@ -4,13 +4,29 @@ container's limit stands in for a request it does not state (the API server's de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from scheduler.controller.quantity import mebi, milli, parse, whole
 
 Obj = dict[str, Any]
+
+
+# resources rackwise does not count per pod (node-level storage and huge pages are left to the
+# kubelet); every other one that is not GPU, CPU, memory or the pod count is an extended one
+NOT_COUNTED = ("ephemeral-storage", "storage")
+BASE = ("cpu", "memory", "pods")
+
+
+def extended_names(names: Iterable[str], gpu_resource: str) -> list[str]:
+    """The extended resources among these resource names (whole-unit counts)."""
+    return [
+        n
+        for n in names
+        if n not in (*BASE, *NOT_COUNTED, gpu_resource) and not n.startswith("hugepages-")
+    ]
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,7 @@ class Charge:
     gpus: int
     cpu_milli: int
     memory_mib: int
+    extended: dict[str, int] = field(default_factory=dict)
 
 
 def container_requests(container: Obj) -> dict[str, Decimal]:
@@ -48,4 +65,5 @@ def charge(spec: Obj, gpu_resource: str) -> Charge:
         gpus=whole(wanted.get(gpu_resource, Decimal(0))),
         cpu_milli=milli(wanted.get("cpu", Decimal(0))),
         memory_mib=mebi(wanted.get("memory", Decimal(0))),
+        extended={n: whole(wanted[n]) for n in extended_names(wanted, gpu_resource)},
     )

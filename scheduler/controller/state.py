@@ -16,7 +16,7 @@ import structlog
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.quantity import QuantityError, mebi, milli, parse, whole
-from scheduler.controller.resources import charge
+from scheduler.controller.resources import charge, extended_names
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, from_node_labels
@@ -90,6 +90,7 @@ class StateBuilder:
                 e["max_pods"],
                 e["taints"],
                 tuple(sorted(e["labels"].items())),
+                tuple(sorted(e["extended"].items())),
             )
             for e in entries
         )
@@ -113,6 +114,10 @@ class StateBuilder:
                 "cpu_milli": milli(parse(allocatable.get("cpu", 0))),
                 "memory_mib": mebi(parse(allocatable.get("memory", 0))),
                 "max_pods": whole(parse(allocatable.get("pods", 110))),
+                "extended": {
+                    n: whole(parse(allocatable[n]))
+                    for n in extended_names(allocatable, self.config.gpu_resource)
+                },
                 "taints": _taints(node),
             }
         except QuantityError as exc:
@@ -145,8 +150,12 @@ class StateBuilder:
             h = snapshot.fabric.host_index[node]
             snapshot.free_gpus[h] = snapshot.free_cpu[h] = snapshot.free_mem[h] = 0
             snapshot.free_pods[h] = 0
+            for free in snapshot.free_ext.values():
+                free[h] = 0
             return
-        snapshot.use(node, used.gpus, used.cpu_milli, used.memory_mib, pods=1)
+        snapshot.use(
+            node, used.gpus, used.cpu_milli, used.memory_mib, pods=1, extended=used.extended
+        )
 
 
 def _taints(node: Obj) -> tuple[Taint, ...]:

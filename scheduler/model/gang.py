@@ -61,6 +61,8 @@ class GangRequest(BaseModel):
     max_pods_per_rack: int | None = Field(default=None, ge=1)
     # gradient bytes each DP member holds; drives the traffic cost (default: 1 GB per GPU)
     gradient_gb: float = Field(default=1.0, ge=0)
+    # extended resources each pod requests (name -> whole units), beyond GPUs, CPU and memory
+    extended_per_pod: dict[str, int] = Field(default_factory=dict)
     # labels and taints a host must answer (nodeSelector, required affinity, tolerations)
     constraints: NodeConstraints = NodeConstraints()
     # groups of pods kept inside one domain of a level (placement/slices.py); the TP group of
@@ -76,6 +78,8 @@ class GangRequest(BaseModel):
                 )
             if self.tp_pods > 1 and self.pods % self.tp_pods:
                 raise ValueError(f"pods={self.pods} must be a multiple of the TP group size")
+        if any(v < 0 for v in self.extended_per_pod.values()):
+            raise ValueError("extended resource requests must be >= 0")
         for s in self.slices:
             if self.pods % s.size:
                 raise ValueError(

@@ -128,6 +128,9 @@ class HostSpec(Frozen):
     taints: tuple[Taint, ...] = ()
     # the node's `pods` allocatable: Kubernetes' default kubelet limit unless the node says
     max_pods: int = Field(default=110, ge=0)
+    # every other countable resource the node offers (extended resources: RDMA devices, MIG
+    # slices, a second accelerator kind...), in whole units
+    extended: dict[str, int] = Field(default_factory=dict)
 
 
 class TopologySpec(Frozen):

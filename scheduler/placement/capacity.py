@@ -61,6 +61,9 @@ class Capacity:
             _fit(snapshot.free_mem, gang.memory_mib_per_pod),
         )
         pods = np.minimum(pods, snapshot.free_pods)
+        for name, units in gang.extended_per_pod.items():
+            if units:
+                pods = np.minimum(pods, snapshot.ext(name) // units)
         size = slices.sizes(fabric, gang)
         pods = pods - pods % size[Tier.HOST]
         if size[Tier.NVLINK] > 1:  # a host outside NVLink is its own NVLink domain

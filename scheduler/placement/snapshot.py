@@ -34,6 +34,8 @@ class Snapshot:
     free_pods: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # hosts that take no new pods (cordoned, failed, not ready)
     down: set[int] = field(default_factory=set)
+    # extended resource -> free units per host (0 where a host has none)
+    free_ext: dict[str, Array] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         hosts = self.fabric.hosts
@@ -41,6 +43,11 @@ class Snapshot:
         self.free_cpu = _array(self.free_cpu, lambda: [h.cpu_milli for h in hosts])
         self.free_mem = _array(self.free_mem, lambda: [h.memory_mib for h in hosts])
         self.free_pods = _array(self.free_pods, lambda: [h.max_pods for h in hosts])
+        if not self.free_ext:
+            names = sorted({r for h in hosts for r in h.extended})
+            self.free_ext = {
+                r: np.array([h.extended.get(r, 0) for h in hosts], dtype=np.int64) for r in names
+            }
 
     def copy(self) -> Snapshot:
         return Snapshot(
@@ -50,10 +57,17 @@ class Snapshot:
             self.free_mem.copy(),
             self.free_pods.copy(),
             set(self.down),
+            {r: free.copy() for r, free in self.free_ext.items()},
         )
 
     def use(
-        self, host: str, gpus: int, cpu_milli: int = 0, memory_mib: int = 0, pods: int = 0
+        self,
+        host: str,
+        gpus: int,
+        cpu_milli: int = 0,
+        memory_mib: int = 0,
+        pods: int = 0,
+        extended: Mapping[str, int] | None = None,
     ) -> None:
         """Record usage by a workload this scheduler did not place (e.g. a state file)."""
         h = self.fabric.host_index[host]
@@ -61,6 +75,14 @@ class Snapshot:
         self.free_cpu[h] -= cpu_milli
         self.free_mem[h] -= memory_mib
         self.free_pods[h] -= pods
+        for name, units in (extended or {}).items():
+            self.ext(name)[h] -= units
+
+    def ext(self, name: str) -> Array:
+        """Free units of an extended resource per host (a column of zeros if none has it)."""
+        if name not in self.free_ext:
+            self.free_ext[name] = np.zeros(len(self.fabric.hosts), dtype=np.int64)
+        return self.free_ext[name]
 
     def apply(self, gang: GangRequest, placement: Placement, sign: int = 1) -> None:
         """Take (sign=1) or give back (sign=-1) the resources of a placed gang."""
@@ -71,6 +93,8 @@ class Snapshot:
             self.free_cpu[h] -= sign * pods * gang.cpu_milli_per_pod
             self.free_mem[h] -= sign * pods * gang.memory_mib_per_pod
             self.free_pods[h] -= sign * pods
+            for name, units in gang.extended_per_pod.items():
+                self.ext(name)[h] -= sign * pods * units
 
     def release(self, gang: GangRequest, placement: Placement) -> None:
         self.apply(gang, placement, sign=-1)

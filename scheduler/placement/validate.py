@@ -47,6 +47,9 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
         ):
             if pods * need > free:
                 raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {what}")
+        for name, units in gang.extended_per_pod.items():
+            if pods * units > snapshot.ext(name)[h]:
+                raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {name}")
     hosts = [index[p.host] for p in sorted(placement.pods, key=lambda p: p.rank)]
     if gang.required_level is not None:
         try:
@@ -63,7 +66,7 @@ def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) ->
     """Each TP group inside one NVLink domain (a host outside NVLink is its own), and each
     consecutive group of a slice inside one domain of its level."""
     fabric = snapshot.fabric
-    wanted = [(Tier.NVLINK, gang.tp_pods, "TP group")]
+    wanted: list[tuple[int, int, str]] = [(Tier.NVLINK, gang.tp_pods, "TP group")]
     for s in gang.slices:
         try:
             wanted.append((fabric.index(s.level), s.size, f"slice of {s.size} per {s.level}"))

@@ -385,6 +385,7 @@ def _shape(entry: Entry) -> tuple[object, ...]:
         g.constraints,
         g.tp_pods,
         g.slices,
+        tuple(sorted(g.extended_per_pod.items())),
         g.max_pods_per_rack,
         g.required_level,
         entry.tenant,
@@ -401,7 +402,8 @@ def _fingerprint(view: Snapshot, pool: str) -> bytes:
     if mask is None:
         return b""
     digest = hashlib.blake2b(digest_size=16)
-    for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods):
+    extended = [view.free_ext[name] for name in sorted(view.free_ext)]
+    for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods, *extended):
         digest.update(column[mask].tobytes())
     digest.update((~view.up_mask() & mask).tobytes())
     return digest.digest()

@@ -198,7 +198,7 @@ def from_node_labels(
         for lv in levels:
             if not (lv.optional or lv.nvlink):
                 domains.setdefault(lv.name, f"{lv.name}-of-{name}")
-        extra = {k: node[k] for k in ("taints", "max_pods") if k in node}
+        extra = {k: node[k] for k in ("taints", "max_pods", "extended") if k in node}
         hosts.append(
             HostSpec(
                 name=name,

@@ -81,6 +81,25 @@ def test_a_good_job_translates_with_its_true_charge():
         OperatorConfig(),
     )
     assert view.gang.cpu_milli_per_pod == 4000  # the sidecar counts
+    assert view.gang.extended_per_pod == {}
+
+
+def test_extended_resources_and_slices_reach_the_gang():
+    main = {
+        "name": "main",
+        "image": "x",
+        "resources": {"limits": {"rdma/ib": "1", "ephemeral-storage": "1Gi"}},
+    }
+    view = translate(
+        job(
+            replicas=4,
+            topology={"slices": [{"level": "rack", "size": 2}]},
+            template={"spec": {"containers": [main]}},
+        ),
+        OperatorConfig(),
+    )
+    assert view.gang.extended_per_pod == {"rdma/ib": 1}  # storage is the kubelet's business
+    assert [(s.level, s.size) for s in view.gang.slices] == [("rack", 2)]
     assert view.pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert view.gang.constraints.selector == (("rackwise.io/pool", "training"),)
 
@@ -95,6 +114,7 @@ def test_a_good_job_translates_with_its_true_charge():
         ({"template": {"spec": {"containers": []}}}, "spec.template.spec.containers"),
         ({"pool": "gpu"}, "spec.pool"),
         ({"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel"),
+        ({"topology": {"slices": [{"level": "row", "size": 2}]}}, "spec.topology.slices.0.level"),
         ({"parallelism": {"dp": 3, "tp": 8}}, "spec"),
     ],
 )

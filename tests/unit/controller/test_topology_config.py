@@ -1,0 +1,66 @@
+"""The operator's topology config: levels named and labelled by the user, Kueue-style."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.jobs import InvalidSpecError, translate
+from scheduler.controller.state import StateBuilder
+
+KUEUE = {
+    "levels": [
+        {"name": "block", "nodeLabel": "cloud.google.com/gce-topology-block"},
+        {"name": "subblock", "nodeLabel": "cloud.google.com/gce-topology-subblock"},
+        {"name": "hostname", "nodeLabel": "kubernetes.io/hostname"},
+    ][::-1]
+}
+
+
+def node(name: str, labels: dict[str, str]) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"rackwise.io/pool": "training", **labels}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_levels_from_the_config_and_nodes_without_them_left_out():
+    config = OperatorConfig.model_validate(KUEUE)
+    labels = {
+        "cloud.google.com/gce-topology-block": "b1",
+        "cloud.google.com/gce-topology-subblock": "sb1",
+    }
+    nodes = [
+        node("a", labels),
+        node("b", labels),
+        node("c", {"cloud.google.com/gce-topology-block": "b1"}),
+    ]
+    state = StateBuilder(config).build(nodes, [])
+    assert state is not None
+    assert state.fabric.levels == ("host", "nvlink", "subblock", "block")
+    assert sorted(state.fabric.host_index) == ["a", "b"]
+    assert state.excluded["c"].startswith(
+        "no subblock label cloud.google.com/gce-topology-subblock"
+    )
+
+
+def test_jobs_name_the_configured_levels():
+    config = OperatorConfig.model_validate(KUEUE)
+    base = {
+        "apiVersion": "rackwise.io/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "j", "namespace": "default", "uid": "u"},
+        "spec": {
+            "replicas": 2,
+            "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}},
+        },
+    }
+    base["spec"]["topology"] = {"requiredLevel": "subblock"}
+    assert translate(base, config).gang.required_level == "subblock"
+    base["spec"]["topology"] = {"requiredLevel": "rack"}
+    with pytest.raises(InvalidSpecError, match="unknown level 'rack'; levels are host, nvlink"):
+        translate(base, config)
