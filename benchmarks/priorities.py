@@ -30,7 +30,7 @@ from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import SimResult
 from scheduler.simulation.metrics import percentile
 from scheduler.simulation.protocol import cell, interval
-from scheduler.simulation.runner import Task, run_all, run_one
+from scheduler.simulation.runner import Task, run_all
 from scheduler.simulation.trace import TraceJob, load_trace, transform
 from scheduler.topology import generate
 
