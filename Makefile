@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-sim bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test lint bench bench-place bench-scale bench-sim bench-priorities bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -31,13 +31,22 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-sim bench-compare bench-operator
+bench: bench-place bench-scale bench-sim bench-priorities bench-compare bench-operator
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
 
 bench-sim: $(STAMP)
 	$(BIN)/python -m benchmarks.simulation
+
+# placement time on 3- and 6-level 100k-GPU fabrics (taints on 20% of hosts) and at 400k GPUs
+bench-scale: $(STAMP)
+	$(BIN)/python -m benchmarks.scale
+
+# preemption (off / lowest-priority-first / topology) and reservations (greedy / EASY) over
+# Philly days at ~90% load, 5 seeds
+bench-priorities: $(STAMP)
+	$(BIN)/python -m benchmarks.priorities
 
 # the fair protocol: every policy, same queue rules, 5 seeds, 95% intervals (whole Philly on
 # Lingjun, and the LLM-era mix on 100k GPUs)

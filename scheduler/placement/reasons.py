@@ -24,6 +24,8 @@ def explain(capacity: Capacity) -> str | None:
     n = gang.pods
     total = capacity.total
     what = f"{n} pods x {gang.gpus_per_pod} GPUs"
+    if gang.extended_per_pod:
+        what += " + " + ", ".join(f"{u} {r}" for r, u in sorted(gang.extended_per_pod.items()))
     if gang.max_pods_per_rack is not None:
         racks = capacity.per_domain[Tier.RACK]
         fit = sum(racks.values())
