@@ -36,8 +36,9 @@ def explain(capacity: Capacity) -> str | None:
             )
     if total < n:
         free = capacity.snapshot.free_by_pool().get(gang.pool, 0)
-        grouped = gang.tp_pods > 1 or gang.slices
-        extra = " in whole groups (TP groups, slices)" if grouped else ""
+        groups = [f"TP groups of {gang.tp_pods} pods"] if gang.tp_pods > 1 else []
+        groups += [f"{s.size} pods per {s.level}" for s in gang.slices]
+        extra = f" in whole {', '.join(groups)}" if groups else ""
         return (
             f"needs {what} in pool {gang.pool}{extra}; the pool has room for {total} "
             f"({free} GPUs free)"

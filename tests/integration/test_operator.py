@@ -22,7 +22,10 @@ SAMPLES = REPO / "manifests" / "samples"
     [
         ({"replicas": 0}, "spec.replicas: Invalid value: 0"),
         ({"pool": "gpu"}, 'spec.pool: Unsupported value: "gpu"'),
-        ({"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel: Unsupported value"),
+        (
+            {"topology": {"slices": [{"level": "rack", "size": 1}]}},
+            "spec.topology.slices.size: Invalid value: 1",
+        ),
         ({"gpusPerReplica": "eight"}, "spec.gpusPerReplica"),
         ({"template": None}, "spec.template: Required value"),
     ],
