@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -35,12 +37,38 @@ class ParallelShape(BaseModel):
         return self.dp * self.tp * self.pp
 
 
+# the name of the pod set that exchanges gradients, the gang's own fields
+WORKERS = "worker"
+
+
+@dataclass(frozen=True)
+class Request:
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    extended: Mapping[str, int]
+
+
 class Slice(BaseModel):
     """Every consecutive group of `size` pods stays inside one domain of `level`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     level: str = Field(min_length=1)
     size: int = Field(ge=2)
+
+
+class Role(BaseModel):
+    """A pod set of a gang that exchanges no gradients with its workers (a launcher, a
+    parameter server, a leader): placed with them, all or nothing, as near them as it fits."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1, max_length=63)
+    pods: int = Field(ge=1)
+    gpus_per_pod: int = Field(default=0, ge=0)
+    cpu_milli_per_pod: int = Field(default=0, ge=0)
+    memory_mib_per_pod: int = Field(default=0, ge=0)
+    extended_per_pod: dict[str, int] = Field(default_factory=dict)
+    constraints: NodeConstraints = NodeConstraints()
 
 
 class GangRequest(BaseModel):
@@ -68,6 +96,8 @@ class GangRequest(BaseModel):
     # groups of pods kept inside one domain of a level (placement/slices.py); the TP group of
     # `shape` is one at the NVLink level
     slices: tuple[Slice, ...] = ()
+    # other pod sets placed with the workers (the fields above), after them in rank order
+    roles: tuple[Role, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> GangRequest:
@@ -78,6 +108,9 @@ class GangRequest(BaseModel):
                 )
             if self.tp_pods > 1 and self.pods % self.tp_pods:
                 raise ValueError(f"pods={self.pods} must be a multiple of the TP group size")
+        names = [r.name for r in self.roles]
+        if len(set(names)) != len(names) or WORKERS in names:
+            raise ValueError(f"role names must be distinct and not {WORKERS!r}: {names}")
         if any(v < 0 for v in self.extended_per_pod.values()):
             raise ValueError("extended resource requests must be >= 0")
         for s in self.slices:
@@ -89,7 +122,26 @@ class GangRequest(BaseModel):
 
     @property
     def gpus(self) -> int:
+        """The workers' GPUs (the pod set that exchanges gradients)."""
         return self.pods * self.gpus_per_pod
+
+    @property
+    def all_gpus(self) -> int:
+        return self.gpus + sum(r.pods * r.gpus_per_pod for r in self.roles)
+
+    def request(self, role: str = "") -> Request:
+        """Per-pod resources of the workers ("") or of a named role."""
+        if not role:
+            return Request(
+                self.gpus_per_pod,
+                self.cpu_milli_per_pod,
+                self.memory_mib_per_pod,
+                self.extended_per_pod,
+            )
+        r = next(r for r in self.roles if r.name == role)
+        return Request(
+            r.gpus_per_pod, r.cpu_milli_per_pod, r.memory_mib_per_pod, r.extended_per_pod
+        )
 
     @property
     def tp_pods(self) -> int:

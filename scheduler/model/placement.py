@@ -17,8 +17,10 @@ class PlacementStatus(StrEnum):
 
 class PodAssignment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    rank: int = Field(ge=0)
+    rank: int = Field(ge=0)  # global: workers first, then each role in the gang's order
     host: str
+    role: str = ""  # "" for the workers, else the role's name
+    role_rank: int | None = None  # rank within the role (roles only; workers: `rank`)
 
 
 class Placement(BaseModel):
@@ -50,12 +52,16 @@ class Placement(BaseModel):
     def placed(self) -> bool:
         return self.status is PlacementStatus.PLACED
 
-    def hosts(self) -> dict[str, int]:
-        """host -> pods placed on it."""
+    def hosts(self, role: str | None = None) -> dict[str, int]:
+        """host -> pods placed on it (of one role when given; "" for the workers)."""
         counts: dict[str, int] = {}
         for pod in self.pods:
-            counts[pod.host] = counts.get(pod.host, 0) + 1
+            if role is None or pod.role == role:
+                counts[pod.host] = counts.get(pod.host, 0) + 1
         return counts
+
+    def roles(self) -> list[str]:
+        return sorted({pod.role for pod in self.pods})
 
 
 class PlaceConfig(BaseModel):

@@ -17,6 +17,7 @@ from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.reasons import explain, unknown_levels
+from scheduler.placement.roles import place_roles
 from scheduler.placement.scoring import (
     fresh_rack_weight,
     level_weights,
@@ -83,7 +84,27 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
         capacity, counts, weights, fresh_rack_weight(capacity, weights, config.fragmentation_weight)
     )
     bound = _bound(gang, exact, config.report_bound, j_bound)
-    return finalize(capacity, counts, config.policy, value, bound, start, engine)
+    placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
+    return _with_roles(snapshot, gang, placement, counts, start)
+
+
+def _with_roles(
+    snapshot: Snapshot,
+    gang: GangRequest,
+    placement: Placement,
+    counts: Mapping[int, int],
+    start: float,
+) -> Placement:
+    """The roles' pods after the workers', or the whole gang unplaceable (all or nothing)."""
+    if not gang.roles:
+        return placement
+    work = snapshot.copy()
+    work.apply(gang, placement)
+    roles = place_roles(work, gang, [h for h, n in counts.items() if n > 0])
+    if isinstance(roles, str):
+        return _unplaceable(gang, placement.policy, roles, start)
+    pods = (*placement.pods, *roles)
+    return placement.model_copy(update={"pods": pods, "solve_seconds": time.perf_counter() - start})
 
 
 def _bound(

@@ -87,14 +87,16 @@ class Snapshot:
     def apply(self, gang: GangRequest, placement: Placement, sign: int = 1) -> None:
         """Take (sign=1) or give back (sign=-1) the resources of a placed gang."""
         index = self.fabric.host_index
-        for host, pods in placement.hosts().items():
-            h = index[host]
-            self.free_gpus[h] -= sign * pods * gang.gpus_per_pod
-            self.free_cpu[h] -= sign * pods * gang.cpu_milli_per_pod
-            self.free_mem[h] -= sign * pods * gang.memory_mib_per_pod
-            self.free_pods[h] -= sign * pods
-            for name, units in gang.extended_per_pod.items():
-                self.ext(name)[h] -= sign * pods * units
+        for role in placement.roles():
+            need = gang.request(role)
+            for host, pods in placement.hosts(role).items():
+                h = index[host]
+                self.free_gpus[h] -= sign * pods * need.gpus
+                self.free_cpu[h] -= sign * pods * need.cpu_milli
+                self.free_mem[h] -= sign * pods * need.memory_mib
+                self.free_pods[h] -= sign * pods
+                for name, units in need.extended.items():
+                    self.ext(name)[h] -= sign * pods * units
 
     def release(self, gang: GangRequest, placement: Placement) -> None:
         self.apply(gang, placement, sign=-1)

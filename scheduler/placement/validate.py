@@ -3,6 +3,7 @@ the tests on every output of every policy."""
 
 from __future__ import annotations
 
+from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
@@ -23,34 +24,29 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
             raise InvalidPlacementError(f"{gang.name}: unplaceable without a reason")
         return
     fabric = snapshot.fabric
-    ranks = sorted(p.rank for p in placement.pods)
-    if ranks != list(range(gang.pods)):
+    workers = [p for p in placement.pods if not p.role]
+    if sorted(p.rank for p in workers) != list(range(gang.pods)):
         raise InvalidPlacementError(f"{gang.name}: ranks are not 0..{gang.pods - 1}")
+    _check_roles(gang, placement)
     index = fabric.host_index
-    for host, pods in placement.hosts().items():
-        if host not in index:
-            raise InvalidPlacementError(f"{gang.name}: unknown host {host}")
-        h = index[host]
-        spec = fabric.hosts[h]
-        if spec.pool != gang.pool:
-            raise InvalidPlacementError(f"{gang.name}: host {host} is in pool {spec.pool}")
-        if h in snapshot.down:
-            raise InvalidPlacementError(f"{gang.name}: host {host} is down")
-        if not gang.constraints.admits(spec.labels, spec.taints):
-            raise InvalidPlacementError(f"{gang.name}: host {host} fails the node constraints")
-        if pods > snapshot.free_pods[h]:
-            raise InvalidPlacementError(f"{gang.name}: host {host} is over its pod limit")
-        for free, need, what in (
-            (snapshot.free_gpus[h], gang.gpus_per_pod, "GPUs"),
-            (snapshot.free_cpu[h], gang.cpu_milli_per_pod, "CPU"),
-            (snapshot.free_mem[h], gang.memory_mib_per_pod, "memory"),
-        ):
-            if pods * need > free:
-                raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {what}")
-        for name, units in gang.extended_per_pod.items():
-            if pods * units > snapshot.ext(name)[h]:
-                raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {name}")
-    hosts = [index[p.host] for p in sorted(placement.pods, key=lambda p: p.rank)]
+    load: dict[int, dict[str, int]] = {}
+    sets = [("", gang.request(""), gang.constraints)]
+    sets += [(r.name, gang.request(r.name), r.constraints) for r in gang.roles]
+    for role, need, constraints in sets:
+        for host, pods in placement.hosts(role).items():
+            h = _check_host(snapshot, gang, host, constraints)
+            total = load.setdefault(h, {})
+            for what, units in (
+                ("pods", 1),
+                ("GPUs", need.gpus),
+                ("CPU", need.cpu_milli),
+                ("memory", need.memory_mib),
+                *need.extended.items(),
+            ):
+                total[what] = total.get(what, 0) + pods * units
+    for h, total in load.items():
+        _check_load(snapshot, gang, h, total)
+    hosts = [index[p.host] for p in sorted(workers, key=lambda p: p.rank)]
     if gang.required_level is not None:
         try:
             level = fabric.index(gang.required_level)
@@ -91,3 +87,52 @@ def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> 
         raise InvalidPlacementError(
             f"{gang.name}: more than {gang.max_pods_per_rack} pods in a rack"
         )
+
+
+def _check_roles(gang: GangRequest, placement: Placement) -> None:
+    """Each role has its pods, ranked 0.. within it and after the workers globally."""
+    placed = {p.role for p in placement.pods if p.role}
+    if placed - {r.name for r in gang.roles}:
+        raise InvalidPlacementError(f"{gang.name}: pods of unknown roles {sorted(placed)}")
+    first = gang.pods
+    for role in gang.roles:
+        pods = [p for p in placement.pods if p.role == role.name]
+        if sorted(p.role_rank or 0 for p in pods) != list(range(role.pods)):
+            raise InvalidPlacementError(f"{gang.name}: role {role.name} ranks are wrong")
+        if sorted(p.rank for p in pods) != list(range(first, first + role.pods)):
+            raise InvalidPlacementError(f"{gang.name}: role {role.name} global ranks are wrong")
+        first += role.pods
+
+
+def _check_host(
+    snapshot: Snapshot, gang: GangRequest, host: str, constraints: NodeConstraints
+) -> int:
+    index = snapshot.fabric.host_index
+    if host not in index:
+        raise InvalidPlacementError(f"{gang.name}: unknown host {host}")
+    h = index[host]
+    spec = snapshot.fabric.hosts[h]
+    if spec.pool != gang.pool:
+        raise InvalidPlacementError(f"{gang.name}: host {host} is in pool {spec.pool}")
+    if h in snapshot.down:
+        raise InvalidPlacementError(f"{gang.name}: host {host} is down")
+    if not constraints.admits(spec.labels, spec.taints):
+        raise InvalidPlacementError(f"{gang.name}: host {host} fails the node constraints")
+    return h
+
+
+def _check_load(snapshot: Snapshot, gang: GangRequest, h: int, total: dict[str, int]) -> None:
+    host = snapshot.fabric.hosts[h].name
+    if total["pods"] > snapshot.free_pods[h]:
+        raise InvalidPlacementError(f"{gang.name}: host {host} is over its pod limit")
+    free = {
+        "GPUs": snapshot.free_gpus[h],
+        "CPU": snapshot.free_cpu[h],
+        "memory": snapshot.free_mem[h],
+    }
+    for what, used in total.items():
+        if what == "pods":
+            continue
+        have = free[what] if what in free else snapshot.ext(what)[h]
+        if used > have:
+            raise InvalidPlacementError(f"{gang.name}: host {host} oversubscribed on {what}")

@@ -246,7 +246,7 @@ class Simulation:
         hosts = [self.fabric.host_index[h] for h in placement.hosts()]
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
-        self._busy(state.gang.pool, state.gang.gpus, now)
+        self._busy(state.gang.pool, state.gang.all_gpus, now)
         cap = ring_gbps(self.fabric, highest_spanned(self.fabric, placement.domains))
         links = self.network.crossed(hosts) if state.share and self.config.contention else ()
         for order in self.network.start(state.order, cap, links) | {state.order}:
@@ -287,7 +287,7 @@ class Simulation:
         state.spine_gb += placement.traffic_gb.get("spine", 0.0) * worked
         state.placement = None
         self.running.pop(state.job.id, None)
-        self._busy(state.gang.pool, -state.gang.gpus, now)
+        self._busy(state.gang.pool, -state.gang.all_gpus, now)
         for order in self.network.stop(state.order):
             if self.states[order].placement is not None:
                 self._rerate(self.states[order], now)

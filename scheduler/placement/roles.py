@@ -1,0 +1,88 @@
+"""Roles: the pod sets of a gang that exchange no gradients, placed with its workers.
+
+Contract. Takes the capacity left once the workers' placement is charged, the gang and the
+workers' hosts. Decides, role by role in the gang's order, a host for every pod of the role:
+nearest the workers first (a host they use, then one in a domain they use at the lowest level
+shared), then depth-first; each role is charged before the next is placed. Promises: every role
+placed or none (the reason names the first role that did not fit); every pod on a host of the
+gang's pool that admits the role's constraints and has the role's resources and a pod slot.
+The traffic model and the objective count the workers only: roles do not move the optimum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from scheduler.model.gang import GangRequest, Role
+from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
+from scheduler.placement.baselines.take import take
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.reasons import explain
+from scheduler.placement.snapshot import Snapshot
+from scheduler.topology.fabric import Fabric
+
+
+def place_roles(
+    snapshot: Snapshot, gang: GangRequest, workers: Sequence[int]
+) -> list[PodAssignment] | str:
+    """The roles' pods on `snapshot` (workers already charged), or why they do not fit."""
+    if not gang.roles:
+        return []
+    fabric = snapshot.fabric
+    work = snapshot.copy()
+    near = nearness(fabric, workers)
+    out: list[PodAssignment] = []
+    for role in gang.roles:
+        part = as_gang(gang, role)
+        capacity = Capacity.of(work, part)
+        order = sorted(capacity.slots, key=lambda h: (near[h], fabric.dfs_position[h]))
+        counts = take(capacity, order)
+        if counts is None:
+            return f"role {role.name}: {explain(capacity) or 'no room for its pods'}"
+        pods = _assign(fabric, role, counts, first=gang.pods + len(out))
+        work.apply(
+            part,
+            Placement(
+                gang=part.name,
+                policy="",
+                status=PlacementStatus.PLACED,
+                pods=tuple(p.model_copy(update={"role": ""}) for p in pods),
+            ),
+        )
+        out += pods
+    return out
+
+
+def as_gang(gang: GangRequest, role: Role) -> GangRequest:
+    """A role as a gang of its own (same pool), for capacity and charging."""
+    return GangRequest(
+        name=f"{gang.name}/{role.name}",
+        pods=role.pods,
+        gpus_per_pod=role.gpus_per_pod,
+        cpu_milli_per_pod=role.cpu_milli_per_pod,
+        memory_mib_per_pod=role.memory_mib_per_pod,
+        extended_per_pod=role.extended_per_pod,
+        pool=gang.pool,
+        constraints=role.constraints,
+    )
+
+
+def nearness(fabric: Fabric, workers: Sequence[int]) -> np.ndarray:
+    """Per host, the lowest level at which it shares a domain with a worker (depth if none)."""
+    near = np.full(len(fabric.hosts), fabric.depth, dtype=np.int64)
+    hosts = np.asarray(list(workers), dtype=np.int64)
+    for level in range(fabric.top, -1, -1):
+        column = fabric.columns[level]
+        near[np.isin(column, column[hosts])] = level
+    return near
+
+
+def _assign(fabric: Fabric, role: Role, counts: dict[int, int], first: int) -> list[PodAssignment]:
+    hosts = [
+        h for h in sorted(counts, key=fabric.dfs_position.__getitem__) for _ in range(counts[h])
+    ]
+    return [
+        PodAssignment(rank=first + i, host=fabric.hosts[h].name, role=role.name, role_rank=i)
+        for i, h in enumerate(hosts)
+    ]
