@@ -6,7 +6,7 @@ the field, which the reconciler reports on that job alone."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,6 +32,7 @@ from scheduler.model.constraints import (
     Toleration,
     TolerationOperator,
 )
+from scheduler.model.gang import Role
 
 Obj = dict[str, Any]
 
@@ -48,7 +49,24 @@ class JobView:
     obj: Obj
     gang: GangRequest
     spec: TrainingJobSpec
-    pod_spec: Obj  # the rendered spec every replica starts from
+    pod_spec: Obj  # the rendered spec every worker starts from
+    role_specs: dict[str, Obj] = field(default_factory=dict)  # role -> its rendered spec
+
+    @property
+    def total_pods(self) -> int:
+        """Workers and every role's pods."""
+        return self.gang.pods + sum(r.pods for r in self.gang.roles)
+
+    def role_of(self, rank: int) -> tuple[str, int]:
+        """(role, rank within it) of a global rank; ("", rank) for a worker."""
+        if rank < self.gang.pods:
+            return "", rank
+        first = self.gang.pods
+        for role in self.gang.roles:
+            if rank < first + role.pods:
+                return role.name, rank - first
+            first += role.pods
+        raise ValueError(f"rank {rank} is beyond the gang's {self.total_pods} pods")
 
     @property
     def namespace(self) -> str:
@@ -76,7 +94,44 @@ def translate(job: Obj, config: OperatorConfig) -> JobView:
     check_security(spec, job["metadata"]["namespace"], config.pod_security)
     pod_spec = render(job["spec"]["template"].get("spec") or {}, spec, config)
     per_pod = _charge(pod_spec, spec, config)
-    return JobView(job, _gang(job, spec, per_pod, config), spec, pod_spec)
+    roles = [_role(job, spec, i, config) for i in range(len(spec.roles))]
+    gang = _gang(job, spec, per_pod, config, tuple(r for r, _ in roles))
+    return JobView(job, gang, spec, pod_spec, {r.name: s for r, s in roles})
+
+
+def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tuple[Role, Obj]:
+    """A role checked and rendered as the workers are; errors name `spec.roles.<i>`."""
+    role = spec.roles[i]
+    alone = spec.model_copy(
+        update={
+            "template": role.template,
+            "replicas": role.replicas,
+            "gpus_per_replica": role.gpus_per_replica,
+            "cpu_per_replica": role.cpu_per_replica,
+            "memory_per_replica": role.memory_per_replica,
+            "roles": [],
+        }
+    )
+    try:
+        policy = config.pools
+        check_owned_fields(alone, config.scheduler_name, policy.label_key, policy.taint_key)
+        check_security(alone, job["metadata"]["namespace"], config.pod_security)
+        raw = job["spec"]["roles"][i]["template"].get("spec") or {}
+        pod_spec = render(raw, alone, config)
+        per_pod = _charge(pod_spec, alone, config)
+    except InvalidSpecError as exc:
+        text = str(exc)
+        raise InvalidSpecError(f"spec.roles.{i}.{text.removeprefix('spec.')}") from exc
+    built = Role(
+        name=role.name,
+        pods=role.replicas,
+        gpus_per_pod=per_pod.gpus,
+        cpu_milli_per_pod=per_pod.cpu_milli,
+        memory_mib_per_pod=per_pod.memory_mib,
+        extended_per_pod=per_pod.extended,
+        constraints=constraints(role.template.spec, spec.pool.value, config),
+    )
+    return built, pod_spec
 
 
 def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
@@ -88,7 +143,9 @@ def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
             f"metadata.name: {name[:80]!r} must start with a letter and hold only a-z, 0-9 "
             "and '-' (it names the gang's Service)"
         )
-    longest = f"{name}-{spec.replicas - 1}"
+    names = [f"{name}-{spec.replicas - 1}"]
+    names += [f"{name}-{r.name}-{r.replicas - 1}" for r in spec.roles]
+    longest = max(names, key=len)
     if len(longest) > 63:
         raise InvalidSpecError(
             f"metadata.name: pod hostnames such as {longest[:40]}... would exceed 63 characters; "
@@ -156,7 +213,13 @@ def _levels(spec: TrainingJobSpec, config: OperatorConfig) -> None:
             )
 
 
-def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConfig) -> GangRequest:
+def _gang(
+    job: Obj,
+    spec: TrainingJobSpec,
+    per_pod: Charge,
+    config: OperatorConfig,
+    roles: tuple[Role, ...] = (),
+) -> GangRequest:
     _levels(spec, config)
     topology = spec.topology
     try:
@@ -171,6 +234,7 @@ def _gang(job: Obj, spec: TrainingJobSpec, per_pod: Charge, config: OperatorConf
             required_level=topology.required_level,
             preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
             slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
+            roles=roles,
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
             priority=spec.priority,
             max_pods_per_rack=spec.max_replicas_per_rack,

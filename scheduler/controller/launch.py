@@ -41,16 +41,15 @@ class Launch:
         return 2 * self.size - len(self.created) - len(self.bound)
 
     def pod_name(self, rank: int) -> str:
-        return pod_name(self.view.name, rank)
+        return pod_name(self.view, rank)
 
     def reserve(self, snapshot: Snapshot) -> None:
         """Charge the ranks not created yet: created ones are charged from their pods."""
         gang = self.view.gang
         for p in self.todo.pods:
             if p.rank not in self.created and p.host in snapshot.fabric.host_index:
-                snapshot.use(
-                    p.host, gang.gpus_per_pod, gang.cpu_milli_per_pod, gang.memory_mib_per_pod, 1
-                )
+                need = gang.request(p.role)
+                snapshot.use(p.host, need.gpus, need.cpu_milli, need.memory_mib, 1, need.extended)
 
     @property
     def finished(self) -> bool:

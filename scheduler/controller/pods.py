@@ -9,9 +9,11 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.jobs import JobView
 from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION
 from scheduler.model import Placement
+from scheduler.model.gang import WORKERS
 
 Obj = dict[str, Any]
-RANK_LABEL = "rackwise.io/rank"
+RANK_LABEL = "rackwise.io/rank"  # the global rank: workers first, then each role's pods
+ROLE_LABEL = "rackwise.io/role"
 GANG_ANNOTATION = "rackwise.io/gang-uid"
 API_VERSION = "rackwise.io/v1alpha1"
 MASTER_PORT = 29500
@@ -55,23 +57,29 @@ def _ranks(placement: Placement) -> list[tuple[int, str]]:
     return sorted((p.rank, p.host) for p in placement.pods)
 
 
-def pod_name(job: str, rank: int) -> str:
-    """`<job>-<rank>`: also each pod's hostname, so MASTER_ADDR is `<job>-0.<job>`."""
-    return f"{job}-{rank}"
+def pod_name(job: JobView, rank: int) -> str:
+    """`<job>-<rank>` for a worker, `<job>-<role>-<i>` for a role's pod: also each pod's
+    hostname, so MASTER_ADDR is `<job>-0.<job>`."""
+    role, index = job.role_of(rank)
+    return f"{job.name}-{rank}" if not role else f"{job.name}-{role}-{index}"
 
 
 def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
-    spec = copy.deepcopy(job.pod_spec)
-    meta = job.obj["spec"]["template"].get("metadata") or {}
+    role, index = job.role_of(rank)
+    spec = copy.deepcopy(job.role_specs[role] if role else job.pod_spec)
+    template = job.obj["spec"]["roles"][_role_index(job, role)]["template"] if role else None
+    meta = (template or job.obj["spec"]["template"]).get("metadata") or {}
     policy = config.pools
     pool = job.gang.pool
-    name = pod_name(job.name, rank)
+    name = pod_name(job, rank)
     env = [
-        {"name": "RANK", "value": str(rank)},
+        {"name": "RANK", "value": str(index)},
         {"name": "WORLD_SIZE", "value": str(job.gang.pods)},
         {"name": "MASTER_ADDR", "value": f"{job.name}-0.{job.name}.{job.namespace}.svc"},
         {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
     ]
+    if role:  # a role's pods know their role; RANK is their rank within it
+        env.append({"name": "ROLE", "value": role})
     for container in spec["containers"]:
         container["env"] = [*(container.get("env") or []), *env]
     spec["hostname"] = name
@@ -84,7 +92,12 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
         "metadata": {
             "name": name,
             "namespace": job.namespace,
-            "labels": {**(meta.get("labels") or {}), JOB_LABEL: job.name, RANK_LABEL: str(rank)},
+            "labels": {
+                **(meta.get("labels") or {}),
+                JOB_LABEL: job.name,
+                RANK_LABEL: str(rank),
+                ROLE_LABEL: role or WORKERS,
+            },
             # the intended node: capacity stays reserved while binding, and a restarted operator
             # finishes (or rolls back) a gang it finds half bound
             "annotations": {
@@ -96,6 +109,10 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
         },
         "spec": spec,
     }
+
+
+def _role_index(job: JobView, role: str) -> int:
+    return next(i for i, r in enumerate(job.gang.roles) if r.name == role)
 
 
 def owned_by(pod: Obj) -> str | None:

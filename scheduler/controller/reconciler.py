@@ -82,6 +82,12 @@ def _created(obj: Obj) -> float:
         return 0.0
 
 
+def _assignment(view: JobView, pod: Obj, host: str) -> PodAssignment:
+    rank = max(_rank(pod), 0)
+    role, index = view.role_of(rank) if rank < view.total_pods else ("", rank)
+    return PodAssignment(rank=rank, host=host, role=role, role_rank=index if role else None)
+
+
 def _seconds(value: int | None) -> float | None:
     return None if value is None else float(value)
 
@@ -222,7 +228,7 @@ class Reconciler:
     def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> bool:
         """Bring a gang with pods to its next step; True when it holds all its hosts."""
         phases = [p.get("status", {}).get("phase") for p in pods]
-        done = len(pods) == view.gang.pods and all(p == "Succeeded" for p in phases)
+        done = len(pods) == view.total_pods and all(p == "Succeeded" for p in phases)
         if "Failed" in phases or done:
             self._running_status(view, pods)
             return False
@@ -230,7 +236,7 @@ class Reconciler:
         if lost:
             self._node_lost(view, pods, lost)
             return False
-        if len(pods) < view.gang.pods:
+        if len(pods) < view.total_pods:
             if self._was_placed(view) and all(p["spec"].get("nodeName") for p in pods):
                 self._repair(view, pods, state)
             else:
@@ -328,10 +334,7 @@ class Reconciler:
         hosts = [host_of(p) for p in pods]
         if any(h not in index for h in hosts):
             return None
-        assignments = tuple(
-            PodAssignment(rank=max(_rank(p), 0), host=str(h))
-            for p, h in zip(pods, hosts, strict=True)
-        )
+        assignments = tuple(_assignment(view, p, str(h)) for p, h in zip(pods, hosts, strict=True))
         placement = Placement(
             gang=view.gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=assignments
         )
@@ -491,7 +494,7 @@ class Reconciler:
     def _placed(self, launch: Launch) -> None:
         view, whole = launch.view, launch.whole
         message = (
-            f"{view.gang.pods} pods on {whole.domains.get('host', 0)} hosts, "
+            f"{view.total_pods} pods on {whole.domains.get('host', 0)} hosts, "
             f"{whole.domains.get('rack', 0)} racks, {whole.domains.get('spine', 0)} spines"
             + (" (lost pods re-placed)" if launch.repair else "")
         )

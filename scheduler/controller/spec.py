@@ -246,6 +246,18 @@ class RepairPolicy(StrEnum):
     WHOLE_GANG = "WholeGang"  # delete every pod and place the gang again
 
 
+class RoleSpec(Closed):
+    """Another pod set of the job (a launcher, a parameter server): its own template and
+    resources, placed with the workers, all or nothing; pods `<job>-<role>-<i>`."""
+
+    name: Annotated[StrictStr, AfterValidator(_dns_label)] = Field(max_length=20)
+    replicas: StrictInt = Field(ge=1, le=1000)
+    gpus_per_replica: StrictInt = Field(default=0, ge=0, le=64)
+    cpu_per_replica: Quantity | None = None
+    memory_per_replica: Quantity | None = None
+    template: Template
+
+
 class TrainingJobSpec(Closed):
     replicas: StrictInt = Field(ge=1)
     gpus_per_replica: StrictInt = Field(default=8, ge=0, le=64)
@@ -260,6 +272,7 @@ class TrainingJobSpec(Closed):
     checkpoint_interval_seconds: StrictInt | None = Field(default=None, ge=1)
     max_replicas_per_rack: StrictInt | None = Field(default=None, ge=1)
     topology: TopologyRequest = Field(default_factory=TopologyRequest)
+    roles: list[RoleSpec] = Field(default_factory=list, max_length=8)
     parallelism: Shape | None = None
     repair: RepairPolicy = RepairPolicy.LOST_PODS
     template: Template

@@ -25,7 +25,8 @@ from scheduler.placement.snapshot import Snapshot
 
 def piecemeal(gang: GangRequest) -> bool:
     """Can lost pods be put back one by one without breaking the gang's shape?"""
-    return gang.tp_pods == 1 and not gang.slices and gang.max_pods_per_rack is None
+    plain = not gang.slices and not gang.roles
+    return plain and gang.tp_pods == 1 and gang.max_pods_per_rack is None
 
 
 def repair(

@@ -132,7 +132,8 @@ class Env:
     def wait_placed(self, name: str) -> Obj:
         self.wait(f"{name} placed", lambda: self.condition(name).get("status") == "True")
         job = self.job(name)
-        self.wait(f"{name} pods bound", lambda: self._bound(name, job["spec"]["replicas"]))
+        total = job["spec"]["replicas"] + sum(r["replicas"] for r in job["spec"].get("roles", []))
+        self.wait(f"{name} pods bound", lambda: self._bound(name, total))
         return job
 
     def _bound(self, name: str, replicas: int) -> bool:

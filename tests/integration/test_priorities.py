@@ -64,3 +64,46 @@ def test_a_blocked_large_gang_holds_its_hosts_against_later_small_ones(env: Env,
 def reason(env: Env, name: str, namespace: str) -> str | None:
     conditions = (env.job(name, namespace).get("status") or {}).get("conditions") or []
     return next((c.get("reason") for c in conditions if c["type"] == "Placed"), None)
+
+
+def test_a_job_with_a_launcher_role_is_placed_as_one_gang(env: Env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    job = training_job("mpi", 2)
+    launcher = {"containers": [{"name": "launcher", "image": "busybox"}]}
+    job["spec"]["roles"] = [
+        {
+            "name": "launcher",
+            "replicas": 1,
+            "gpusPerReplica": 0,
+            "cpuPerReplica": "1",
+            "template": {"spec": launcher},
+        }
+    ]
+    env.post(job)
+    env.wait_placed("mpi")
+    pods = {p["metadata"]["name"]: p for p in env.pods("mpi")}
+    assert sorted(pods) == ["mpi-0", "mpi-1", "mpi-launcher-0"]
+    role = pods["mpi-launcher-0"]
+    env_vars = {e["name"]: e["value"] for e in role["spec"]["containers"][0]["env"]}
+    assert env_vars["ROLE"] == "launcher"
+    assert env_vars["RANK"] == "0"
+    assert role["metadata"]["labels"]["rackwise.io/rank"] == "2"
+    workers = {pods[n]["spec"]["nodeName"] for n in ("mpi-0", "mpi-1")}
+    rack = env.node_rack()
+    assert rack[role["spec"]["nodeName"]] in {rack[w] for w in workers}  # near the workers
+    assert "nvidia.com/gpu" not in (role["spec"]["containers"][0].get("resources") or {}).get(
+        "limits", {}
+    )
+
+
+def test_a_role_that_cannot_fit_holds_the_whole_job_back(env: Env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    job = training_job("tight", 2)
+    ps = {"containers": [{"name": "ps", "image": "busybox"}]}
+    job["spec"]["roles"] = [
+        {"name": "ps", "replicas": 1, "gpusPerReplica": 8, "template": {"spec": ps}}
+    ]
+    env.post(job)
+    env.wait("tight waits", lambda: env.condition("tight").get("reason") == "Unplaceable")
+    assert env.condition("tight")["message"].startswith("role ps: needs 1 pods x 8 GPUs")
+    assert not env.pods("tight")

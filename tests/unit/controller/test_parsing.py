@@ -136,3 +136,23 @@ def test_pod_security_levels_and_exempt_namespaces():
         translate(host, OperatorConfig())
     exempt = OperatorConfig(pod_security=PodSecurity(exempt_namespaces=("team",)))
     translate(host, exempt)
+
+
+def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
+    role = {
+        "name": "launcher",
+        "replicas": 1,
+        "gpusPerReplica": 0,
+        "cpuPerReplica": "2",
+        "template": {"spec": {"containers": [{"name": "l", "image": "x"}]}},
+    }
+    view = translate(job(roles=[role]), OperatorConfig())
+    [launcher] = view.gang.roles
+    assert (launcher.name, launcher.pods, launcher.cpu_milli_per_pod) == ("launcher", 1, 2000)
+    assert view.total_pods == view.gang.pods + 1
+    bad = {
+        **role,
+        "template": {"spec": {"nodeName": "n1", "containers": [{"name": "l", "image": "x"}]}},
+    }
+    with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0\.template\.spec\.nodeName"):
+        translate(job(roles=[bad]), OperatorConfig())
