@@ -36,8 +36,7 @@ class Victims:
 
 def released(view: Snapshot, victims: Sequence[Running]) -> Snapshot:
     out = view.copy()
-    for r in victims:
-        out.release(r.gang, r.placement)
+    out.apply_many([(r.gang, r.placement) for r in victims], sign=-1)
     return out
 
 

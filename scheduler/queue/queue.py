@@ -93,9 +93,19 @@ class _Cycle:
     failed: dict[tuple[int, tuple[object, ...]], tuple[int, WaitReason]] = field(
         default_factory=dict
     )
+    _lowest: dict[str, float] | None = None
 
     def pool(self, name: str) -> _Pool:
         return self.pools.setdefault(name, _Pool())
+
+    def lowest(self, pool: str) -> float:
+        """The lowest priority running in a pool (inf when none): who can preempt at all."""
+        if self._lowest is None:
+            self._lowest = {}
+            for r in self.running:
+                here = self._lowest.get(r.gang.pool, math.inf)
+                self._lowest[r.gang.pool] = min(here, r.gang.priority)
+        return self._lowest.get(pool, math.inf)
 
 
 class SchedulingQueue:
@@ -296,7 +306,8 @@ class SchedulingQueue:
 
     # views: free capacity less the hosts held for others
     def _view(self, c: _Cycle, entry: Entry) -> _View:
-        held = frozenset(self._held_from(c, entry) - c.work.down)
+        held = self._held_from(c, entry)
+        held = frozenset(held - c.work.down) if held else frozenset()
         key = (entry.gang.pool, held, c.version)
         if key not in c.views:
             view = c.work
@@ -306,8 +317,8 @@ class SchedulingQueue:
             c.views[key] = _View(view, entry.gang.pool)
         return c.views[key]
 
-    def _held_from(self, c: _Cycle, entry: Entry) -> set[int]:
-        held: set[int] = set()
+    def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
+        held: frozenset[int] = frozenset()
         for key, hosts in self._held.items():
             if key != entry.key:
                 held |= hosts
@@ -325,6 +336,8 @@ class SchedulingQueue:
             wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} preempted gangs to leave")
             self._wait(c, entry, wait)
             return True
+        if entry.gang.priority <= c.lowest(entry.gang.pool):
+            return False
         candidates = [r for r in c.running if self._may_preempt(c, entry, r)]
         if not candidates:
             return False

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from scheduler.model.gang import GangRequest
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
-from scheduler.queue.preemption import released
 from scheduler.queue.types import QueueConfig, Reservation, Running
 
 
@@ -28,34 +27,24 @@ def reserve(
     key: str, view: Snapshot, gang: GangRequest, running: Sequence[Running], cfg: QueueConfig
 ) -> Reservation | None:
     ordered = sorted(running, key=lambda r: (_end(r), r.started_s, r.key))
-    first = _enough(view, gang, ordered)
-    if first is None:
-        return None
     place = cfg.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
-    for n in range(first, len(ordered) + 1):
-        placement = place_one(released(view, ordered[:n]), gang, place)
+    sim = view.copy()
+    missing = gang.all_gpus - _free_gpus(view, gang.pool)
+    for n, r in enumerate(ordered, start=1):
+        # release one gang at a time; count first (cheap), then capacity, then a placement
+        sim.apply_many([(r.gang, r.placement)], sign=-1)
+        missing -= r.gang.all_gpus
+        if missing > 0 or Capacity.of(sim, gang).total < gang.pods:
+            continue
+        placement = place_one(sim, gang, place)
         if placement.placed:
             index = view.fabric.host_index
             hosts = frozenset(index[h] for h in placement.hosts())
-            at = max((_end(r) for r in ordered[:n]), default=-math.inf)
+            at = max(_end(g) for g in ordered[:n])
             return Reservation(key, gang.name, hosts, at)
     return None
 
 
-def _enough(view: Snapshot, gang: GangRequest, ordered: Sequence[Running]) -> int | None:
-    """The fewest leading gangs whose end leaves room in count (capacity only grows with each
-    release, so a binary search finds it)."""
-
-    def room(n: int) -> bool:
-        return Capacity.of(released(view, ordered[:n]), gang).total >= gang.pods
-
-    if not room(len(ordered)):
-        return None
-    low, high = 0, len(ordered)
-    while low < high:
-        mid = (low + high) // 2
-        if room(mid):
-            high = mid
-        else:
-            low = mid + 1
-    return low
+def _free_gpus(view: Snapshot, pool: str) -> int:
+    mask = view.fabric.pool_mask.get(pool)
+    return 0 if mask is None else int(view.free_gpus[mask & view.up_mask()].sum())

@@ -157,6 +157,11 @@ class Fabric:
         return tuple(np.asarray(c, dtype=np.int64) for c in self.domain)
 
     @cached_property
+    def extended_names(self) -> tuple[str, ...]:
+        """Extended resources any host offers."""
+        return tuple(sorted({name for h in self.hosts for name in h.extended}))
+
+    @cached_property
     def gpus(self) -> npt.NDArray[np.int64]:
         return np.asarray([h.gpus for h in self.hosts], dtype=np.int64)
 
