@@ -63,9 +63,9 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     reason = unknown_levels(fabric, gang) or slices.problem(fabric, gang) or explain(capacity)
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
-    weights = level_weights(snapshot.fabric, gang)
+    weights = level_weights(fabric, gang)
     ring = functools.cache(lambda: lower_bound(capacity, weights))
-    prefs = preference_weights(snapshot.fabric, gang, weights)
+    prefs = preference_weights(fabric, gang, weights)
     j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
     exact: float | None = None
     if config.policy == RACKWISE:

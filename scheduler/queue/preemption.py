@@ -116,8 +116,7 @@ def _verified(
 ) -> Victims | None:
     """The placement the gang really gets with these victims gone (the capacity count above
     ignores TP groups and per-rack caps)."""
-    place = cfg.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
-    placement = place_one(released(view, victims), gang, place)
+    placement = place_one(released(view, victims), gang, cfg.trial)
     if not placement.placed:
         return None
     score = (

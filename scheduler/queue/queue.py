@@ -259,11 +259,7 @@ class SchedulingQueue:
         return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
 
     def _holders(self, c: _Cycle, entry: Entry) -> set[str]:
-        names = {self._entries[k].gang.name for k in self._held if k != entry.key}
-        r = c.pool(entry.gang.pool).reservation
-        if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
-            names.add(r.gang)
-        return names
+        return set(self._held_by(c, entry))
 
     def _still_blocked(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot) -> None:
         """Nothing changed for it since it last failed: same answer, no solver call."""
@@ -318,13 +314,15 @@ class SchedulingQueue:
         return c.views[key]
 
     def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
-        held: frozenset[int] = frozenset()
-        for key, hosts in self._held.items():
-            if key != entry.key:
-                held |= hosts
+        return frozenset().union(*self._held_by(c, entry).values())
+
+    def _held_by(self, c: _Cycle, entry: Entry) -> dict[str, frozenset[int]]:
+        """Gang name -> hosts held for it that this entry may not use: preemptors' nominated
+        hosts, and its pool's reservation unless the entry ends before it."""
+        held = {self._entries[k].gang.name: h for k, h in self._held.items() if k != entry.key}
         r = c.pool(entry.gang.pool).reservation
         if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
-            held |= r.hosts
+            held[r.gang] = r.hosts
         return held
 
     # when the gang cannot start

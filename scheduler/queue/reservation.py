@@ -27,7 +27,6 @@ def reserve(
     key: str, view: Snapshot, gang: GangRequest, running: Sequence[Running], cfg: QueueConfig
 ) -> Reservation | None:
     ordered = sorted(running, key=lambda r: (_end(r), r.started_s, r.key))
-    place = cfg.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
     sim = view.copy()
     missing = gang.all_gpus - _free_gpus(view, gang.pool)
     for n, r in enumerate(ordered, start=1):
@@ -36,7 +35,7 @@ def reserve(
         missing -= r.gang.all_gpus
         if missing > 0 or Capacity.of(sim, gang).total < gang.pods:
             continue
-        placement = place_one(sim, gang, place)
+        placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
             index = view.fabric.host_index
             hosts = frozenset(index[h] for h in placement.hosts())

@@ -44,6 +44,11 @@ class QueueConfig(BaseModel):
     # domains examined per level when choosing victims (the freest first)
     preemption_domains: int = Field(default=32, ge=1)
 
+    @property
+    def trial(self) -> PlaceConfig:
+        """Placement as it would be once hosts are freed: no patience, no bound to compute."""
+        return self.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
+
 
 @dataclass(frozen=True)
 class Reservation:

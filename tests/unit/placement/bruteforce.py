@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from scheduler.model import GangRequest
-from scheduler.placement import Snapshot
+import pytest
+
+from scheduler.model import GangRequest, PlaceConfig, Placement
+from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import traffic
 from scheduler.placement.ranks import assign_ranks
@@ -21,6 +23,20 @@ def spreads(slots: list[tuple[int, int]], n: int) -> Iterator[dict[int, int]]:
     for take in range(min(cap, n), -1, -1):
         for tail in spreads(rest, n - take):
             yield {host: take, **tail} if take else tail
+
+
+def matches_brute_force(snapshot: Snapshot, gang: GangRequest, engine: str) -> Placement:
+    """rackwise's placement, checked: valid, as cheap as the exhaustive optimum, and proven
+    optimal; unplaced exactly when no spread exists."""
+    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine, deterministic_time=5))
+    best = optimum(snapshot, gang)
+    if best is None:
+        assert not placement.placed
+        return placement
+    validate(snapshot, gang, placement)
+    assert placement.cost == pytest.approx(best, abs=1e-9)
+    assert placement.optimal
+    return placement
 
 
 def optimum(snapshot: Snapshot, gang: GangRequest) -> float | None:

@@ -10,7 +10,7 @@ from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import POLICIES, place, validate
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
-from tests.unit.placement.bruteforce import optimum
+from tests.unit.placement.bruteforce import matches_brute_force
 
 TINY = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=4))
 
@@ -20,15 +20,7 @@ TINY = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=4))
 @pytest.mark.parametrize("engine", ["auto", "cp-sat"])
 def test_rackwise_matches_brute_force(seed, pods, engine):
     snapshot = fragmented(TINY, busy=0.4, seed=seed)
-    gang = GangRequest(name="g", pods=pods, gpus_per_pod=1)
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine, deterministic_time=5))
-    best = optimum(snapshot, gang)
-    if best is None:
-        assert not placement.placed
-        return
-    validate(snapshot, gang, placement)
-    assert placement.cost == pytest.approx(best, abs=1e-9)
-    assert placement.optimal
+    matches_brute_force(snapshot, GangRequest(name="g", pods=pods, gpus_per_pod=1), engine)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
