@@ -96,7 +96,10 @@ class _Cycle:
     _lowest: dict[str, float] | None = None
 
     def pool(self, name: str) -> _Pool:
-        return self.pools.setdefault(name, _Pool())
+        found = self.pools.get(name)
+        if found is None:
+            found = self.pools[name] = _Pool()
+        return found
 
     def lowest(self, pool: str) -> float:
         """The lowest priority running in a pool (inf when none): who can preempt at all."""
@@ -303,7 +306,6 @@ class SchedulingQueue:
     # views: free capacity less the hosts held for others
     def _view(self, c: _Cycle, entry: Entry) -> _View:
         held = self._held_from(c, entry)
-        held = frozenset(held - c.work.down) if held else frozenset()
         key = (entry.gang.pool, held, c.version)
         if key not in c.views:
             view = c.work
@@ -314,6 +316,11 @@ class SchedulingQueue:
         return c.views[key]
 
     def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
+        r = c.pool(entry.gang.pool).reservation
+        if not self._held:  # the common cases, on the hot path: no preemptor holds hosts
+            if r is None or r.key == entry.key or _ends_before(entry, c.now, r):
+                return frozenset()
+            return r.hosts
         return frozenset().union(*self._held_by(c, entry).values())
 
     def _held_by(self, c: _Cycle, entry: Entry) -> dict[str, frozenset[int]]:
