@@ -7,11 +7,25 @@ schedulers do not drift onto them either."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.model.gang import Pool
+from scheduler.model.gang import Objective, Pool, pool_objective
 
 POOLS: tuple[str, ...] = tuple(p.value for p in Pool)
+
+
+class PoolSpec(BaseModel):
+    """One pool of the operator's set: hosts labelled and tainted `<key>=<name>`, and what
+    placement optimises there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    objective: Objective
+
+
+DEFAULT_POOLS: tuple[PoolSpec, ...] = tuple(
+    PoolSpec(name=p, objective=pool_objective(p)) for p in POOLS
+)
 
 
 class PoolPolicy(BaseModel):

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scheduler.controller.podpolicy import PodSecurity
 from scheduler.model import PlaceConfig
 from scheduler.model.topology import complete
-from scheduler.pools import PoolPolicy
+from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
 from scheduler.queue import Backfill, Preemption, QueueConfig
 from scheduler.topology import LabelKeys, LevelLabel
 from scheduler.topology.sources import label_levels
@@ -61,6 +61,8 @@ class OperatorConfig(BaseModel):
     api_workers: int = Field(default=16, ge=1, alias="apiWorkers")
     # seconds a gang may wait for a placement inside one spine (0: place greedily)
     compact_wait_s: float = Field(default=0.0, ge=0, alias="compactWaitSeconds")
+    # the pools (name, objective): hosts and pods of different pools never mix
+    pool_list: tuple[PoolSpec, ...] = Field(default=DEFAULT_POOLS, alias="pools", min_length=1)
     # queue rules (scheduler/queue): EASY backfilling holds a blocked gang's hosts (the operator
     # knows no run times, so later gangs start only outside them); preemption scope
     backfill: Backfill = Backfill.EASY
@@ -92,6 +94,16 @@ class OperatorConfig(BaseModel):
     @property
     def levels(self) -> tuple[LevelLabel, ...]:
         return self.topology_levels or self.labels.levels()
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.pool_list)
+
+    @model_validator(mode="after")
+    def _distinct_pools(self) -> OperatorConfig:
+        if len(set(self.pool_names)) != len(self.pool_names):
+            raise ValueError(f"pool names must be distinct: {list(self.pool_names)}")
+        return self
 
     @property
     def level_names(self) -> tuple[str, ...]:

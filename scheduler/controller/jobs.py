@@ -90,7 +90,10 @@ def translate(job: Obj, config: OperatorConfig) -> JobView:
             f"{config.max_gang_pods} pods per gang (maxGangPods)"
         )
     policy = config.pools
-    check_owned_fields(spec, config.scheduler_name, policy.label_key, policy.taint_key)
+    _pool(spec, config)
+    check_owned_fields(
+        spec, config.scheduler_name, policy.label_key, policy.taint_key, config.pool_names
+    )
     check_security(spec, job["metadata"]["namespace"], config.pod_security)
     pod_spec = render(job["spec"]["template"].get("spec") or {}, spec, config)
     per_pod = _charge(pod_spec, spec, config)
@@ -114,7 +117,9 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
     )
     try:
         policy = config.pools
-        check_owned_fields(alone, config.scheduler_name, policy.label_key, policy.taint_key)
+        check_owned_fields(
+            alone, config.scheduler_name, policy.label_key, policy.taint_key, config.pool_names
+        )
         check_security(alone, job["metadata"]["namespace"], config.pod_security)
         raw = job["spec"]["roles"][i]["template"].get("spec") or {}
         pod_spec = render(raw, alone, config)
@@ -129,9 +134,16 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
         cpu_milli_per_pod=per_pod.cpu_milli,
         memory_mib_per_pod=per_pod.memory_mib,
         extended_per_pod=per_pod.extended,
-        constraints=constraints(role.template.spec, spec.pool.value, config),
+        constraints=constraints(role.template.spec, spec.pool, config),
     )
     return built, pod_spec
+
+
+def _pool(spec: TrainingJobSpec, config: OperatorConfig) -> None:
+    if spec.pool not in config.pool_names:
+        raise InvalidSpecError(
+            f"spec.pool: unknown pool {spec.pool!r}; pools are {', '.join(config.pool_names)}"
+        )
 
 
 def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
@@ -230,7 +242,8 @@ def _gang(
             cpu_milli_per_pod=per_pod.cpu_milli,
             memory_mib_per_pod=per_pod.memory_mib,
             extended_per_pod=per_pod.extended,
-            pool=spec.pool.value,
+            pool=spec.pool,
+            objective=next(p.objective for p in config.pool_list if p.name == spec.pool),
             required_level=topology.required_level,
             preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
             slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
@@ -238,7 +251,7 @@ def _gang(
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
             priority=spec.priority,
             max_pods_per_rack=spec.max_replicas_per_rack,
-            constraints=constraints(spec.template.spec, spec.pool.value, config),
+            constraints=constraints(spec.template.spec, spec.pool, config),
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc

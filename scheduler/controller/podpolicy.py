@@ -8,7 +8,7 @@ rights, never creates a pod its user could not have created under that standard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,7 +59,11 @@ class PodSecurity(BaseModel):
 
 
 def check_owned_fields(
-    spec: TrainingJobSpec, scheduler_name: str, pool_label: str, pool_taint: str
+    spec: TrainingJobSpec,
+    scheduler_name: str,
+    pool_label: str,
+    pool_taint: str,
+    pools: Sequence[str] = POOLS,
 ) -> None:
     pod = spec.template.spec
     if pod.node_name:
@@ -72,21 +76,21 @@ def check_owned_fields(
             f"not {pod.scheduler_name!r}"
         )
     chosen = pod.node_selector.get(pool_label)
-    if chosen not in (None, spec.pool.value):
+    if chosen not in (None, spec.pool):
         raise InvalidSpecError(
             f"spec.template.spec.nodeSelector.{pool_label}: {chosen!r} contradicts "
-            f"spec.pool {spec.pool.value!r}"
+            f"spec.pool {spec.pool!r}"
         )
     for i, raw in enumerate(pod.tolerations):
         toleration = Toleration(
             key=raw.key, operator=raw.operator, value=raw.value, effect=raw.effect or None
         )
-        for other in POOLS:
+        for other in pools:
             taint = Taint(key=pool_taint, value=other, effect=TaintEffect.NO_SCHEDULE)
-            if other != spec.pool.value and toleration.tolerates(taint):
+            if other != spec.pool and toleration.tolerates(taint):
                 raise InvalidSpecError(
                     f"spec.template.spec.tolerations.{i}: tolerates pool {other!r}'s taint; "
-                    f"a {spec.pool.value} job may not run there"
+                    f"a {spec.pool} job may not run there"
                 )
 
 

@@ -263,7 +263,8 @@ class TrainingJobSpec(Closed):
     gpus_per_replica: StrictInt = Field(default=8, ge=0, le=64)
     cpu_per_replica: Quantity | None = None
     memory_per_replica: Quantity | None = None
-    pool: Pool = Pool.TRAINING
+    # one of the operator's pools (config `pools`; jobs.translate checks)
+    pool: Annotated[StrictStr, AfterValidator(_dns_label)] = Pool.TRAINING.value
     priority: StrictInt = 0
     # what the queue knows of the run: its expected length (EASY backfilling lets a gang use
     # hosts held for a blocked one only if it ends before them) and how often it checkpoints

@@ -17,11 +17,24 @@ class Pool(StrEnum):
     ONLINE_INFERENCE = "online-inference"
 
 
-def pool_objective(pool: str) -> str:
-    """Each pool has its own objective: training packs, batch fills fragments, online spreads."""
-    return {"training": "pack", "batch-inference": "fill", "online-inference": "spread"}.get(
-        pool, "pack"
-    )
+class Objective(StrEnum):
+    PACK = "pack"  # least traffic across the fabric (J): training
+    FILL = "fill"  # fill fragments, keep whole racks and hosts free: batch inference
+    SPREAD = "spread"  # as many racks as the per-rack cap allows: online inference
+
+
+def pool_objective(pool: str) -> Objective:
+    """The default pools' objectives (training packs, batch fills fragments, online spreads);
+    any other pool packs unless its gang says otherwise (`GangRequest.objective`)."""
+    return {
+        "training": Objective.PACK,
+        "batch-inference": Objective.FILL,
+        "online-inference": Objective.SPREAD,
+    }.get(pool, Objective.PACK)
+
+
+def objective_of(gang: GangRequest) -> Objective:
+    return gang.objective or pool_objective(gang.pool)
 
 
 class ParallelShape(BaseModel):
@@ -79,6 +92,8 @@ class GangRequest(BaseModel):
     cpu_milli_per_pod: int = Field(default=0, ge=0)
     memory_mib_per_pod: int = Field(default=0, ge=0)
     pool: str = Pool.TRAINING.value
+    # what placement optimises for this gang; None: its pool's default (pool_objective)
+    objective: Objective | None = None
     # level names: which exist is the fabric's business (place_one reports unknown ones)
     required_level: str | None = None
     # level -> weight of keeping the gang inside one domain of that level

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from scheduler.model.gang import GangRequest, pool_objective
+from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import cpsat, slices
 from scheduler.placement.baselines import BASELINES
@@ -112,7 +112,7 @@ def _bound(
 ) -> float | None:
     """A valid lower bound on J: the DP's exact minimum, else the computed bound if asked for.
     Inference pools optimise their own objective (fill, spread), not J: nothing is claimed."""
-    if pool_objective(gang.pool) != "pack":
+    if objective_of(gang) != "pack":
         return None
     if exact is not None:
         return exact

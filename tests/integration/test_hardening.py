@@ -60,7 +60,8 @@ BAD: list[tuple[str, Obj, str]] = [
         "spec.template.spec.tolerations",
     ),
     ("cpu", {"cpuPerReplica": "1e400"}, "spec.cpuPerReplica"),
-    # level names are the operator's config: the schema cannot know them
+    # pool and level names are the operator's config: the schema cannot know them
+    ("pool", {"pool": "gpu"}, "spec.pool: unknown pool 'gpu'"),
     ("level", {"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel: unknown level"),
     ("memory", {"memoryPerReplica": "1e30"}, "spec.memoryPerReplica"),
 ]

@@ -21,7 +21,7 @@ SAMPLES = REPO / "manifests" / "samples"
     ("change", "message"),
     [
         ({"replicas": 0}, "spec.replicas: Invalid value: 0"),
-        ({"pool": "gpu"}, 'spec.pool: Unsupported value: "gpu"'),
+        ({"priority": "high"}, "spec.priority"),
         (
             {"topology": {"slices": [{"level": "rack", "size": 1}]}},
             "spec.topology.slices.size: Invalid value: 1",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from scheduler.model.gang import pool_objective
+from scheduler.model.gang import objective_of
 from scheduler.model.topology import Tier
 from scheduler.placement import slices
 from scheduler.placement.bounds import Bound
@@ -159,7 +159,7 @@ def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExpr:
 
 def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
     gang = capacity.gang
-    objective = pool_objective(gang.pool)
+    objective = objective_of(gang)
     # fragments: a host or rack with nothing running is worth keeping whole for large gangs
     fresh_racks = _fresh_racks(gm, capacity)
     fresh_hosts = total(

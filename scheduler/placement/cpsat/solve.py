@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from scheduler.model.gang import pool_objective
+from scheduler.model.gang import objective_of
 from scheduler.model.placement import PlaceConfig
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import Bound
@@ -45,17 +45,13 @@ def solve(
     DP needs neither."""
     gang = capacity.gang
     fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
-    if (
-        config.engine == "auto"
-        and pool_objective(gang.pool) == "pack"
-        and gang.max_pods_per_rack is None
-    ):
+    if config.engine == "auto" and objective_of(gang) == "pack" and gang.max_pods_per_rack is None:
         found = _tree(capacity, weights, fresh)
         if found is not None:
             return Solution(found.counts, found.value, "tree-dp")
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
-    packing = pool_objective(gang.pool) == "pack"
+    packing = objective_of(gang) == "pack"
     if (
         packing
         and hint is not None
@@ -92,7 +88,7 @@ def model_solve(
         return Solution(hint, None, "warm-start") if hint is not None else None
     counts = fill(bins, [solver.value(x) for x in gm.pods], [solver.value(u) for u in gm.used])
     # the warm start stays the answer when the solver, stopped by its budget, did worse on cost
-    packing = pool_objective(capacity.gang.pool) == "pack"
+    packing = objective_of(capacity.gang) == "pack"
     if (
         packing
         and hint is not None

@@ -64,3 +64,37 @@ def test_jobs_name_the_configured_levels():
     base["spec"]["topology"] = {"requiredLevel": "rack"}
     with pytest.raises(InvalidSpecError, match="unknown level 'rack'; levels are host, nvlink"):
         translate(base, config)
+
+
+def test_pools_are_the_configs_with_their_objectives():
+    config = OperatorConfig.model_validate(
+        {
+            "pools": [
+                {"name": "training", "objective": "pack"},
+                {"name": "research", "objective": "fill"},
+            ]
+        }
+    )
+    base = {
+        "apiVersion": "rackwise.io/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "j", "namespace": "default", "uid": "u"},
+        "spec": {
+            "replicas": 2,
+            "pool": "research",
+            "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}},
+        },
+    }
+    gang = translate(base, config).gang
+    assert (gang.pool, gang.objective) == ("research", "fill")
+    assert gang.constraints.selector == (("rackwise.io/pool", "research"),)
+    base["spec"]["pool"] = "online-inference"  # a default pool this config does not have
+    with pytest.raises(
+        InvalidSpecError, match="unknown pool 'online-inference'; pools are training, research"
+    ):
+        translate(base, config)
+    base["spec"]["pool"] = "training"
+    toleration = {"key": "rackwise.io/pool", "operator": "Exists"}
+    base["spec"]["template"]["spec"]["tolerations"] = [toleration]
+    with pytest.raises(InvalidSpecError, match="tolerates pool 'research'"):
+        translate(base, config)
