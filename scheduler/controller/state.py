@@ -105,6 +105,10 @@ class StateBuilder:
         for what, label in self._required:
             if label not in labels:
                 raise NodeError(f"no {what} label {label}: rackwise does not schedule onto it")
+        pool = labels[self.config.labels.pool]
+        if pool not in self.config.pool_names:
+            pools = ", ".join(self.config.pool_names)
+            raise NodeError(f"pool {pool!r} is not one of the operator's pools ({pools})")
         allocatable = node.get("status", {}).get("allocatable") or {}
         try:
             return {

@@ -98,3 +98,14 @@ def test_pools_are_the_configs_with_their_objectives():
     base["spec"]["template"]["spec"]["tolerations"] = [toleration]
     with pytest.raises(InvalidSpecError, match="tolerates pool 'research'"):
         translate(base, config)
+
+
+def test_a_node_of_a_pool_the_operator_does_not_have_is_left_out():
+    config = OperatorConfig.model_validate({"pools": [{"name": "training", "objective": "pack"}]})
+    rack = {"rackwise.io/rack": "r1"}
+    other = node("b", rack)
+    other["metadata"]["labels"]["rackwise.io/pool"] = "research"
+    state = StateBuilder(config).build([node("a", rack), other], [])
+    assert state is not None
+    assert list(state.fabric.host_index) == ["a"]
+    assert state.excluded["b"] == "pool 'research' is not one of the operator's pools (training)"
