@@ -324,6 +324,8 @@ class Reconciler:
             for view in pending:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
             return
+        if not len(self.queue):
+            return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
         self._apply(decisions, views, running, state, report)
@@ -494,8 +496,8 @@ class Reconciler:
     def _placed(self, launch: Launch) -> None:
         view, whole = launch.view, launch.whole
         message = (
-            f"{view.total_pods} pods on {whole.domains.get('host', 0)} hosts, "
-            f"{whole.domains.get('rack', 0)} racks, {whole.domains.get('spine', 0)} spines"
+            f"{view.total_pods} pods across "
+            + " ".join(f"{level}={n}" for level, n in whole.domains.items())
             + (" (lost pods re-placed)" if launch.repair else "")
         )
         placed = self._cond(view, "Placed", True, "Placed", message)
