@@ -67,11 +67,11 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     ring = functools.cache(lambda: lower_bound(capacity, weights))
     prefs = preference_weights(fabric, gang, weights)
     j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
-    exact: float | None = None
+    proven: float | None = None
     if config.policy == RACKWISE:
         solution = cpsat.solve(capacity, ring, weights, config, j_bound)
         counts = solution.counts if solution else None
-        exact = solution.exact if solution else None
+        proven = solution.bound if solution else None
         engine = solution.engine if solution else "cp-sat"
     else:
         counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
@@ -83,7 +83,7 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     value = objective(
         capacity, counts, weights, fresh_rack_weight(capacity, weights, config.fragmentation_weight)
     )
-    bound = _bound(gang, exact, config.report_bound, j_bound)
+    bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
     return _with_roles(snapshot, gang, placement, counts, start)
 
@@ -108,14 +108,15 @@ def _with_roles(
 
 
 def _bound(
-    gang: GangRequest, exact: float | None, wanted: bool, j_bound: Callable[[], float]
+    gang: GangRequest, proven: float | None, wanted: bool, j_bound: Callable[[], float]
 ) -> float | None:
-    """A valid lower bound on J: the DP's exact minimum, else the computed bound if asked for.
+    """A valid lower bound on J: the DP's (its exact minimum, or its coarse merge's bound),
+    else the computed bound if asked for.
     Inference pools optimise their own objective (fill, spread), not J: nothing is claimed."""
     if objective_of(gang) != "pack":
         return None
-    if exact is not None:
-        return exact
+    if proven is not None:
+        return proven
     return j_bound() if wanted else None
 
 

@@ -12,6 +12,7 @@ d pays exactly F_d for the levels below d and nothing above. Vectors have n + 1 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,62 +21,49 @@ import numpy.typing as npt
 from scheduler.model.topology import Tier
 from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.knapsack import (
+    INF,
+    WORK,
+    Ints,
+    Merged,
+    Vector,
+    frontier,
+    merge,
+    scale_for,
+)
 
-Vector = npt.NDArray[np.float64]
 HOST, NVLINK, RACK = Tier.HOST, Tier.NVLINK, Tier.RACK
-INF = float("inf")
+TOLERANCE = 0.01  # a coarse solve is kept when within this share of its own lower bound
 
 
 @dataclass
 class Node:
     level: int
     domain: int
-    cost: Vector  # F: least cost for capacity >= x, levels below this node only
+    cost: Vector  # F: least cost for capacity >= x, levels below this node only; inf past its end
     hosts: list[tuple[int, int]] = field(default_factory=list)  # leaf: (host, slots) largest first
     group: int = 1  # capacity counts whole groups of this many pods (slices, TP groups)
     children: list[Node] = field(default_factory=list)
-    frontiers: list[list[tuple[int, float]]] = field(default_factory=list)
-    choices: list[npt.NDArray[np.int32]] = field(default_factory=list)
+    merged: Merged | None = None  # a parent's knapsack, to trace back
+    floor: Vector | None = None  # a lower bound on F where `cost` is not exact
+
+    @property
+    def low(self) -> Vector:
+        return self.cost if self.floor is None else self.floor
 
 
 @dataclass(frozen=True)
 class DPResult:
     counts: dict[int, int]
-    value: float  # exact optimum of the DP objective
-
-
-def frontier(cost: Vector, extra: float) -> list[tuple[int, float]]:
-    """(capacity, cost + extra) at each x where F steps up: the child's useful offers."""
-    steps = np.isfinite(cost) & (cost < np.append(cost[1:], INF))
-    steps[0] = False
-    return [(int(x), float(cost[x]) + extra) for x in np.nonzero(steps)[0]]
-
-
-def knapsack(
-    n: int, items: list[list[tuple[int, float]]]
-) -> tuple[Vector, list[npt.NDArray[np.int32]]]:
-    """0/1 knapsack over children, each taken with at most one of its offers."""
-    xs = np.arange(n + 1)
-    cost = np.full(n + 1, INF)
-    cost[0] = 0.0
-    choices = []
-    for offers in items:
-        if not offers:
-            choices.append(np.full(n + 1, -1, dtype=np.int32))
-            continue
-        caps = np.array([c for c, _ in offers], dtype=np.int64)
-        prices = np.array([p for _, p in offers])
-        cand = cost[np.maximum(xs[None, :] - caps[:, None], 0)] + prices[:, None]
-        best = np.argmin(cand, axis=0)
-        value = cand[best, xs]
-        take = value < cost
-        cost = np.where(take, value, cost)
-        choices.append(np.where(take, best, -1).astype(np.int32))
-    return cost, choices
+    value: float  # the DP objective of `counts`
+    bound: float  # a valid lower bound on it: equal where every merge was exact
 
 
 class TreeDP:
-    def __init__(self, capacity: Capacity, weights: list[float], fresh_rack: float) -> None:
+    def __init__(
+        self, capacity: Capacity, weights: list[float], fresh_rack: float, work: float = WORK
+    ) -> None:
+        self.work = work  # knapsack cells a parent solves exactly (knapsack.scale_for)
         self.capacity = capacity
         self.fabric = capacity.snapshot.fabric
         self.n = capacity.gang.pods
@@ -85,56 +73,57 @@ class TreeDP:
         # whole groups per domain at each level (slices, TP groups)
         self.size = slices.sizes(self.fabric, capacity.gang)
 
-    def leaf(self, level: int, domain: int, hosts: list[tuple[int, int]], per_host: float) -> Node:
-        hosts.sort(key=lambda hs: (-hs[1], hs[0]))
+    def leaf(self, level: int, domain: int, hosts: Ints, slots: Ints, per_host: float) -> Node:
+        """Hosts come largest first: j hosts never hold more than the j largest."""
         group = self.size[level]
-        cost = np.full(self.n + 1, INF)
+        total = np.cumsum(slots)
+        usable = np.minimum(total - total % group, self.n)  # capacity of the j largest hosts
+        xs = np.arange(int(usable[-1]) + 1)
+        hosts_needed = np.searchsorted(usable, xs) + 1
+        cost = np.asarray(hosts_needed * per_host, dtype=np.float64)
         cost[0] = 0.0
-        total = 0
-        for j, (_, slots) in enumerate(hosts, start=1):
-            total += slots
-            usable = min(total - total % group, self.n)
-            cost[: usable + 1] = np.minimum(cost[: usable + 1], j * per_host)
-        node = Node(level, domain, cost, hosts=hosts, group=group)
-        self.nodes.append(node)
-        return node
-
-    def parent(self, level: int, domain: int, children: list[Node], extras: list[float]) -> Node:
-        frontiers = [frontier(c.cost, e) for c, e in zip(children, extras, strict=True)]
-        cost, choices = knapsack(self.n, frontiers)
-        group = self.size[min(level, self.fabric.top)]  # the root sits above the top level
-        if group > 1:  # this domain offers whole groups: x pods need capacity for ceil(x)
-            xs = np.arange(self.n + 1)
-            cost = cost[np.minimum(-(-xs // group) * group, self.n)]
         node = Node(
             level,
             domain,
             cost,
+            hosts=list(zip(hosts.tolist(), slots.tolist(), strict=True)),
             group=group,
-            children=children,
-            frontiers=frontiers,
-            choices=choices,
         )
         self.nodes.append(node)
         return node
 
+    def parent(self, level: int, domain: int, children: list[Node], extras: list[float]) -> Node:
+        ups = [frontier(c.cost, e) for c, e in zip(children, extras, strict=True)]
+        group = self.size[min(level, self.fabric.top)]  # the root sits above the top level
+        scale = 1 if group > 1 else scale_for(self.n, ups, self.work)
+        merged = merge(self.n, ups, scale)
+        floor = None
+        if scale > 1 or any(c.floor is not None for c in children):
+            lows = [frontier(c.low, e) for c, e in zip(children, extras, strict=True)]
+            floor = self._whole(merge(self.n, lows, scale, up=True).cost, group)
+        cost = self._whole(merged.cost, group)
+        node = Node(level, domain, cost, group=group, children=children, merged=merged)
+        node.floor = floor
+        self.nodes.append(node)
+        return node
+
+    def _whole(self, cost: Vector, group: int) -> Vector:
+        """A domain that offers whole groups: x pods need the capacity for ceil_group(x)."""
+        if group == 1:
+            return cost
+        rounded = np.minimum(-(-np.arange(len(cost)) // group) * group, self.n)
+        return cost[rounded[rounded < len(cost)]]
+
     def build(self) -> Node:
         fabric, w = self.fabric, self.weights
-        nvlink, rack = fabric.domain[NVLINK], fabric.domain[RACK]
-        real: dict[int, list[tuple[int, int]]] = {}
-        lone: dict[int, list[tuple[int, int]]] = {}
-        for h, slots in self.capacity.slots.items():
-            if nvlink[h] in fabric.real_nvlink:
-                real.setdefault(nvlink[h], []).append((h, slots))
-            else:
-                lone.setdefault(rack[h], []).append((h, slots))
         by_rack: dict[int, list[tuple[Node, float]]] = {}
-        for v, hosts in real.items():
-            node = self.leaf(NVLINK, v, hosts, w[HOST])
-            by_rack.setdefault(fabric.parent[NVLINK][v], []).append((node, w[NVLINK]))
-        for r, hosts in lone.items():
-            # hosts outside NVLink are each their own NVLink domain: both crossings per host
-            by_rack.setdefault(r, []).append((self.leaf(RACK, r, hosts, w[HOST] + w[NVLINK]), 0.0))
+        for key, hosts, slots in self._leaves():
+            if key >= 0:
+                node = self.leaf(NVLINK, key, hosts, slots, w[HOST])
+                by_rack.setdefault(fabric.parent[NVLINK][key], []).append((node, w[NVLINK]))
+            else:  # hosts outside NVLink are each their own NVLink domain: both crossings
+                node = self.leaf(RACK, -1 - key, hosts, slots, w[HOST] + w[NVLINK])
+                by_rack.setdefault(-1 - key, []).append((node, 0.0))
         level_nodes = {
             r: (
                 kids[0][0]
@@ -156,12 +145,26 @@ class TreeDP:
             }
         return next(iter(level_nodes.values()))
 
+    def _leaves(self) -> Iterator[tuple[int, Ints, Ints]]:
+        """Per leaf, its hosts largest first: an NVLink domain of several hosts (key >= 0, its
+        index) or the rack's hosts outside any (key -1 - rack)."""
+        fabric, hosts, slots = self.fabric, self.capacity.hosts, self.capacity.pods
+        nvlink = fabric.columns[NVLINK][hosts]
+        real = np.isin(nvlink, np.fromiter(fabric.real_nvlink, dtype=np.int64))
+        key = np.where(real, nvlink, -1 - fabric.columns[RACK][hosts])
+        order = np.lexsort((hosts, -slots, key))
+        key, hosts, slots = key[order], hosts[order], slots[order]
+        starts = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
+        for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(key)], strict=True):
+            yield int(key[a]), hosts[a:b], slots[a:b]
+
     def _fresh_racks(self) -> set[int]:
         return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()
 
     def collect(self, node: Node, x: int, out: dict[int, int]) -> None:
         """Trace back the hosts chosen to give `node` capacity >= x."""
-        if node.hosts:
+        merged = node.merged
+        if merged is None:  # a leaf
             total = 0
             for h, slots in node.hosts:
                 if total >= x:
@@ -169,12 +172,12 @@ class TreeDP:
                 out[h] = slots
                 total += slots
             return
+        units = -(-x // merged.scale)
         for i in range(len(node.children) - 1, -1, -1):
-            j = int(node.choices[i][x])
+            j = int(merged.choices[i][units])
             if j >= 0:
-                cap, _ = node.frontiers[i][j]
-                self.collect(node.children[i], cap, out)
-                x = max(0, x - cap)
+                self.collect(node.children[i], int(merged.caps[i][j]), out)
+                units = max(0, units - int(merged.units[i][j]))
 
 
 def solve_tree(
@@ -183,33 +186,58 @@ def solve_tree(
     allowed_top: int,
     fresh_rack: float,
     penalty: list[float],
+    work: float = WORK,
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
     `penalty[level]` is the preferred-level weight: added per domain used at that level, less
-    one domain's worth, which a placement inside a single domain of that level never pays."""
+    one domain's worth, which a placement inside a single domain of that level never pays.
+    Parents wider than `work` knapsack cells are merged coarse (knapsack.py); when the result
+    is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly."""
     n = capacity.gang.pods
     fits = capacity.pods >= n
     if fits.any():
-        return DPResult(
-            {best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits]): n}, 0.0
-        )
-    dp = TreeDP(capacity, [w + p for w, p in zip(weights, penalty, strict=True)], fresh_rack)
+        host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
+        return DPResult({host: n}, 0.0, 0.0)
+    weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
+    dp = TreeDP(capacity, weighted, fresh_rack, work)
+    found = _best(dp, allowed_top, penalty)
+    if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
+        dp = TreeDP(capacity, weighted, fresh_rack, work=INF)
+        found = _best(dp, allowed_top, penalty)
+    if found is None:
+        return None
+    value, bound, node = found
+    hosts: dict[int, int] = {}
+    dp.collect(node, n, hosts)
+    counts = spread_pods(capacity, hosts)
+    return None if counts is None else DPResult(counts, value, bound)
+
+
+def _best(dp: TreeDP, allowed_top: int, penalty: list[float]) -> tuple[float, float, Node] | None:
+    """(value, lower bound, node) of the cheapest domain of level <= allowed_top, if any.
+
+    A coarse merge may miss a placement its lower bound allows: then the value is inf."""
+    n = dp.n
     root = dp.build()
+    unrestricted = allowed_top == dp.fabric.top
     best: tuple[float, Node] | None = None
-    unrestricted = allowed_top == capacity.snapshot.fabric.top
+    bound = INF
     for node in dp.nodes:
         if node.level > allowed_top and not (node is root and unrestricted):
             continue
-        value = float(node.cost[n]) - sum(penalty[: node.level])
+        relief = sum(penalty[: node.level])
+        bound = min(bound, _at(node.low, n) - relief)
+        value = _at(node.cost, n) - relief
         if best is None or value < best[0]:
             best = (value, node)
-    if best is None or not np.isfinite(best[0]):
+    if best is None or not np.isfinite(bound):
         return None
-    hosts: dict[int, int] = {}
-    dp.collect(best[1], n, hosts)
-    counts = spread_pods(capacity, hosts)
-    return None if counts is None else DPResult(counts, best[0])
+    return best[0], bound, best[1]
+
+
+def _at(cost: Vector, x: int) -> float:
+    return float(cost[x]) if len(cost) > x else INF
 
 
 def best_fit_host(

@@ -27,10 +27,11 @@ from scheduler.placement.treedp import DPResult, solve_tree
 @dataclass(frozen=True)
 class Solution:
     counts: dict[int, int]
-    # the exact minimum of the reported objective J, where the engine proved it (the tree DP
-    # is exhaustive for J); None otherwise. CP-SAT's own optimality is for its scaled model,
-    # so its answers are proven only by meeting a valid bound on J (placement.api).
-    exact: float | None
+    # a valid lower bound on the reported objective J where the engine proved one: the tree
+    # DP's optimum (exhaustive for J), or its coarse merge's bound; None otherwise. CP-SAT's
+    # own optimality is for its scaled model, so its answers are proven only by meeting a
+    # valid bound on J (placement.api).
+    bound: float | None
     engine: str
 
 
@@ -48,7 +49,7 @@ def solve(
     if config.engine == "auto" and objective_of(gang) == "pack" and gang.max_pods_per_rack is None:
         found = _tree(capacity, weights, fresh)
         if found is not None:
-            return Solution(found.counts, found.value, "tree-dp")
+            return Solution(found.counts, found.bound, "tree-dp")
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = objective_of(gang) == "pack"
