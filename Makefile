@@ -21,6 +21,8 @@ demo: $(STAMP)
 # first build) and etcd; scripts/build-apiserver.sh does both.
 apiserver:
 	bash scripts/build-apiserver.sh
+	bash scripts/build-kube.sh kube-controller-manager
+	bash scripts/build-kube.sh kube-scheduler
 
 test: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/pytest -q

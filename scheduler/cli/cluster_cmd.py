@@ -8,11 +8,14 @@ from typing import Annotated
 
 import typer
 
+from scheduler.cli.errors import fail
 from scheduler.cli.inputs import snapshot_from
 
 DEFAULT_DIR = Path(".rackwise-dev")
 dev = typer.Typer(
-    help="A local control plane (etcd + kube-apiserver) with fake nodes.", no_args_is_help=True
+    help="A local control plane (etcd, kube-apiserver, controllers, default scheduler) with fake"
+    " nodes.",
+    no_args_is_help=True,
 )
 
 
@@ -42,11 +45,16 @@ def up_cmd(
     topology: Annotated[Path, typer.Option(help="YAML topology or Lingjun CSV")],
     workdir: Annotated[Path, typer.Option("--dir", help="state folder")] = DEFAULT_DIR,
 ) -> None:
-    """Start etcd + kube-apiserver, install CRDs and RBAC, create nodes, start the operator."""
+    """Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler, install CRDs and
+    RBAC, create nodes, start the operator."""
+    from scheduler.controller.cluster import ClusterError
     from scheduler.controller.devcluster import up
 
     spec = snapshot_from(topology).fabric.spec
-    cluster = up(workdir.resolve(), spec)
+    try:
+        cluster = up(workdir.resolve(), spec)
+    except ClusterError as exc:
+        fail(str(exc))
     typer.echo(f"rackwise dev cluster up: {len(spec.hosts)} nodes at {cluster.server}")
     typer.echo(f"export KUBECONFIG={cluster.admin_kubeconfig}")
 

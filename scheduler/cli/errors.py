@@ -6,13 +6,11 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-import click
 import typer
 from pydantic import ValidationError
 
-# typer >= 0.20 vendors its own copy of click; older ones raise click's own exceptions
-from typer._click.exceptions import ClickException as VendoredClickException
-from typer._click.exceptions import NoArgsIsHelpError
+# typer >= 0.20 vendors its own copy of click (click itself is not a dependency)
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from scheduler.io import InputError, describe
 from scheduler.placement import UnknownPolicyError
@@ -34,14 +32,14 @@ def run_cli(command: Callable[..., object]) -> None:
         # without standalone mode click returns an Exit's code instead of raising it
         if isinstance(code, int) and code:
             sys.exit(code)
-    except (click.exceptions.Exit, typer.Exit) as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, typer.Abort):
+    except typer.Abort:
         fail("aborted")
     except NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
         sys.exit(USAGE_EXIT)
-    except (click.ClickException, VendoredClickException) as exc:
+    except ClickException as exc:
         fail(exc.format_message().replace("\n", " "))
     except ValidationError as exc:
         fail(describe(exc, "input"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
 import typer
 
 from scheduler.cli import cluster_cmd, place_cmd, simulate_cmd, topology_cmd
@@ -18,6 +21,24 @@ app.command("place")(place_cmd.place_cmd)
 app.command("simulate")(simulate_cmd.simulate_cmd)
 app.command("operator")(cluster_cmd.operator_cmd)
 app.add_typer(cluster_cmd.dev, name="dev-cluster")
+
+
+def _version(wanted: bool) -> None:
+    if wanted:
+        try:
+            typer.echo(f"rackwise {version('rackwise')}")
+        except PackageNotFoundError:  # a checkout run without installing
+            typer.echo("rackwise (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print and exit")
+    ] = False,
+) -> None:
+    """rackwise: topology-aware gang placement for AI clusters."""
 
 
 def main() -> None:

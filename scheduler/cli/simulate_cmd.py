@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from scheduler.bundled import bundled
 from scheduler.placement import POLICIES, UnknownPolicyError
 from scheduler.simulation.api import Outcome, simulate
 from scheduler.simulation.protocol import HEADLINE
@@ -42,9 +43,9 @@ def _headline(console: Console, outcome: Outcome) -> None:
 
 
 def default_scenario() -> Path:
-    """The bundled default: in the working directory, else beside the installed package."""
+    """The default scenario: in the working directory (a checkout), else the bundled one."""
     here = Path.cwd() / DEFAULT
-    return here if here.exists() else Path(__file__).resolve().parents[2] / DEFAULT
+    return here if here.exists() else bundled(str(DEFAULT))
 
 
 def simulate_cmd(

@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler.bundled import bundled
+
 OPERATOR_USER = "rackwise-operator"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,19 +38,37 @@ def free_port() -> int:
 
 
 def apiserver_binary() -> Path:
+    """kube-apiserver 1.20 (RACKWISE_APISERVER names another)."""
     given = os.environ.get("RACKWISE_APISERVER")
+    return Path(given) if given else kube_binary("kube-apiserver")
+
+
+def kube_binary(name: str) -> Path:
+    """A Kubernetes 1.20 server binary, built from Debian's source (scripts/build-kube.sh) on
+    first use and cached; RACKWISE_KUBE_CONTROLLER_MANAGER or RACKWISE_KUBE_SCHEDULER name
+    another. A failed build is a ClusterError with the build's last line."""
+    given = os.environ.get("RACKWISE_" + name.upper().replace("-", "_"))
     if given:
         return Path(given)
-    cached = Path.home() / ".cache" / "rackwise" / "kube-apiserver-1.20"
+    cached = Path.home() / ".cache" / "rackwise" / f"{name}-1.20"
     if cached.exists():
         return cached
     out = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-apiserver.sh")],
-        check=True,
+        ["bash", str(bundled("scripts/build-kube.sh")), name],
+        check=False,
         capture_output=True,
         text=True,
     )
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ClusterError(f"could not build {name} (scripts/build-kube.sh): {last}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+# the controllers a workload needs (Jobs, StatefulSets, Deployments, owners' garbage); the node
+# lifecycle controller stays off: the test cluster's kubelets are simulated
+CONTROLLERS = "job,garbagecollector,replicaset,deployment,statefulset,podgc,cronjob"
+CONTROL_PLANE = ("kube-controller-manager", "kube-scheduler")
 
 
 @dataclass
@@ -74,8 +94,15 @@ class LocalCluster:
         return self.workdir / "operator.kubeconfig"
 
     @classmethod
-    def start(cls, workdir: Path, timeout: float = 90.0) -> LocalCluster:
+    def start(cls, workdir: Path, timeout: float = 90.0, controllers: bool = False) -> LocalCluster:
+        """etcd and kube-apiserver; with `controllers`, also kube-controller-manager and the
+        default kube-scheduler, as a real control plane runs them."""
         workdir.mkdir(parents=True, exist_ok=True)
+        # every binary first: a missing one must not leave an etcd behind
+        apiserver = str(apiserver_binary())
+        binaries = [kube_binary(n) for n in CONTROL_PLANE] if controllers else []
+        if shutil.which("etcd") is None:
+            raise ClusterError("etcd is not installed (scripts/build-kube.sh installs it)")
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         admin, operator = os.urandom(16).hex(), os.urandom(16).hex()
         (workdir / "tokens.csv").write_text(
@@ -106,7 +133,7 @@ class LocalCluster:
         )
         api = _spawn(
             [
-                str(apiserver_binary()),
+                apiserver,
                 "--etcd-servers",
                 f"http://127.0.0.1:{etcd_port}",
                 "--bind-address",
@@ -158,7 +185,27 @@ class LocalCluster:
         except ClusterError:
             cluster.stop()
             raise
+        if controllers:
+            cluster._start_controllers(*binaries)
         return cluster
+
+    def _start_controllers(self, manager_binary: Path, scheduler_binary: Path) -> None:
+        logs, config = self.workdir / "logs", str(self.admin_kubeconfig)
+        common = ["--kubeconfig", config, "--leader-elect=false", "--port=0", "--logtostderr"]
+        manager = [
+            str(manager_binary),
+            *common,
+            "--secure-port=0",
+            "--controllers",
+            CONTROLLERS,
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+        ]
+        scheduler = [str(scheduler_binary), *common, "--secure-port=0"]
+        self.pids.append(_spawn(manager, logs / "kube-controller-manager.log"))
+        self.pids.append(_spawn(scheduler, logs / "kube-scheduler.log"))
+        state = json.loads((self.workdir / "cluster.json").read_text())
+        (self.workdir / "cluster.json").write_text(json.dumps({**state, "pids": self.pids}))
 
     @classmethod
     def attach(cls, workdir: Path) -> LocalCluster:
@@ -226,7 +273,7 @@ class LocalCluster:
         )
 
     def stop(self) -> None:
-        for pid in self.pids:
+        for pid in [*self.pids[2:], *self.pids[:2]]:  # controllers, API server, etcd
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -268,8 +315,11 @@ def _alive(pid: int) -> bool:
 
 def _service_account_key(path: Path) -> None:
     """A throw-away RSA key: the API server insists on one for service-account tokens."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError as exc:
+        raise ClusterError("the local cluster needs `pip install 'rackwise[cluster]'`") from exc
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     path.write_bytes(

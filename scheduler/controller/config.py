@@ -67,6 +67,8 @@ class OperatorConfig(BaseModel):
     # knows no run times, so later gangs start only outside them); preemption scope
     backfill: Backfill = Backfill.EASY
     preemption: PreemptionScope = PreemptionScope.NAMESPACE
+    # a pod group whose PodGroup sets no scheduleTimeoutSeconds is reported incomplete after this
+    group_timeout_s: float = Field(default=300.0, gt=0, alias="groupTimeoutSeconds")
     # the largest gang accepted; larger jobs are InvalidSpec
     max_gang_pods: int = Field(default=10_000, ge=1, alias="maxGangPods")
     # pod creations plus bindings per cycle, shared by every gang being launched

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import yaml
 
+from scheduler.bundled import bundled
 from scheduler.controller.cluster import OPERATOR_USER, REPO, LocalCluster
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import Gateway
 from scheduler.model import TopologySpec
 
-MANIFESTS = REPO / "manifests" / "base"
+MANIFESTS = bundled("manifests/base")
 
 
 def operator_command(kubeconfig: Path, port: int, config: Path | None = None) -> list[str]:
@@ -85,9 +86,15 @@ def serve_namespace(cluster: LocalCluster, namespace: str) -> None:
 
 
 def up(workdir: Path, spec: TopologySpec) -> LocalCluster:
-    cluster = LocalCluster.start(workdir)
-    install(cluster)
-    create_nodes(Gateway(cluster.admin_kubeconfig), spec, OperatorConfig())
+    """The control plane with the real controllers and default scheduler, rackwise's CRDs and
+    RBAC, the nodes, the operator and the fake kubelet; all stopped again if a step fails."""
+    cluster = LocalCluster.start(workdir, controllers=True)
+    try:
+        install(cluster)
+        create_nodes(Gateway(cluster.admin_kubeconfig), spec, OperatorConfig())
+    except BaseException:
+        cluster.stop()
+        raise
     logs = workdir / "logs"
     pids = [
         _background(operator_command(cluster.operator_kubeconfig, 0), logs / "operator.log"),

@@ -18,6 +18,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
+PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")  # scheduler-plugins' PodGroup
 log = structlog.get_logger("rackwise")
 Obj = dict[str, Any]
 
@@ -92,6 +93,15 @@ class Gateway:
         return list(
             self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"]
         )
+
+    def podgroups(self) -> list[Obj]:
+        """scheduler-plugins PodGroups; none where that API is not installed."""
+        try:
+            return list(self._call(self.custom.list_cluster_custom_object, *PODGROUP_API)["items"])
+        except ApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
 
     # writes
     def create_pod(self, namespace: str, body: Obj) -> None:

@@ -48,6 +48,9 @@ class Fenced:
     def jobs(self) -> list[Obj]:
         return self.gw.jobs()
 
+    def podgroups(self) -> list[Obj]:
+        return self.gw.podgroups()
+
     def create_pod(self, namespace: str, body: Obj) -> None:
         self._check()
         self.gw.create_pod(namespace, body)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -28,13 +27,15 @@ from scheduler.controller import status as st
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder, job_ref, node_ref
 from scheduler.controller.gateway import ApiError
+from scheduler.controller.grouprun import GroupRunner, Waiting
+from scheduler.controller.groups import Members, collect
 from scheduler.controller.jobs import InvalidSpecError, JobView, key, total_gpus, translate
 from scheduler.controller.launch import Launch, Launcher
 from scheduler.controller.observability import Metrics
 from scheduler.controller.pods import RANK_LABEL, owned_by, pod, service
 from scheduler.controller.spec import RepairPolicy
 from scheduler.controller.state import ClusterState, StateBuilder, host_of
-from scheduler.model import Placement, PlacementStatus, PodAssignment
+from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.repair import piecemeal, repair
 from scheduler.queue import Decisions, Eviction, Running, SchedulingQueue
@@ -53,6 +54,7 @@ class Api(Protocol):
     def nodes(self) -> list[Obj]: ...
     def pods(self) -> list[Obj]: ...
     def jobs(self) -> list[Obj]: ...
+    def podgroups(self) -> list[Obj]: ...
     def create_pod(self, namespace: str, body: Obj) -> None: ...
     def bind(self, namespace: str, pod: str, node: str) -> None: ...
     def delete_pod(self, namespace: str, pod: str) -> None: ...
@@ -71,15 +73,6 @@ class CycleReport:
     errors: int = 0
     solve_seconds: float = 0.0
     seconds: float = 0.0
-
-
-def _created(obj: Obj) -> float:
-    """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
-    text = str(obj["metadata"].get("creationTimestamp") or "")
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def _assignment(view: JobView, pod: Obj, host: str) -> PodAssignment:
@@ -127,6 +120,9 @@ class Reconciler:
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
+        self.groups = GroupRunner(
+            config, self.queue, self.recorder, self._bind_pairs, self.clock, time.time
+        )
 
     def close(self) -> None:
         """End of a leadership term: the API threads go with it."""
@@ -136,6 +132,7 @@ class Reconciler:
         start = time.perf_counter()
         report = CycleReport()
         nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
+        groups = collect(pods, self.api.podgroups(), self.config)
         state = self.builder.build(nodes, pods)
         self._watch_nodes(nodes, state)
         owned: dict[str, list[Obj]] = {}
@@ -144,7 +141,7 @@ class Reconciler:
             if uid is not None:
                 owned.setdefault(uid, []).append(p)
         live = {str(j["metadata"]["uid"]): j for j in jobs}
-        self._forget(set(live))
+        self._forget(set(live) | {g.key for g in groups})
         self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             for launch in self.launches.values():
@@ -154,9 +151,11 @@ class Reconciler:
         for job in jobs:
             handle = functools.partial(self._job, job, owned, state, pending, running)
             self._isolated(job, report, handle)
-        self._place(pending, running, state, report)
+        waiting = self._groups(groups, state, report)
+        self._place(pending, running, state, report, waiting)
         self._launch(report)
-        self.recorder.forget(set(live) | {str(n["metadata"].get("uid")) for n in nodes})
+        refs = {str(g.ref()["uid"]) for g in groups}
+        self.recorder.forget(set(live) | refs | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches))
         return report
@@ -166,6 +165,28 @@ class Reconciler:
         self.launches = {u: v for u, v in self.launches.items() if u in live}
         self.started = {u: v for u, v in self.started.items() if u in live}
         self.queue.forget(live)
+
+    def _groups(
+        self, groups: list[Members], state: ClusterState | None, report: CycleReport
+    ) -> dict[str, Waiting]:
+        """Pod groups ready for the queue; each handled on its own, as jobs are."""
+        self.groups.forget({g.key for g in groups})
+        out: dict[str, Waiting] = {}
+        for members in groups:
+            try:
+                found = self.groups.one(members, state)
+            except InvalidSpecError as exc:
+                report.invalid += 1
+                self.groups.tell(members, "Warning", "InvalidSpec", str(exc))
+                continue
+            except Exception:  # as for jobs: this group's surprise must not stop the others
+                report.errors += 1
+                self.metrics.job_errors.inc()
+                log.exception("pod group handling failed", group=members.key)
+                continue
+            if found is not None:
+                out[members.key] = found
+        return out
 
     def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
         try:
@@ -310,15 +331,17 @@ class Reconciler:
         running: dict[str, tuple[JobView, list[Obj]]],
         state: ClusterState | None,
         report: CycleReport,
+        groups: dict[str, Waiting],
     ) -> None:
-        report.pending += len(pending)
+        report.pending += len(pending) + len(groups)
         views = {v.uid: v for v in pending}
-        for uid in self.queue.keys() - set(views):
+        for uid in self.queue.keys() - set(views) - set(groups):
             self.queue.remove(uid)
+        self.groups.enqueue(groups)
         for view in pending:
             expected = view.spec.expected_runtime_seconds
             self.queue.add(
-                view.uid, view.gang, _created(view.obj), view.namespace, _seconds(expected)
+                view.uid, view.gang, st.created(view.obj), view.namespace, _seconds(expected)
             )
         if state is None:
             for view in pending:
@@ -328,7 +351,7 @@ class Reconciler:
             return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
-        self._apply(decisions, views, running, state, report)
+        self._apply(decisions, views, running, state, report, groups)
 
     def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
         """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
@@ -342,7 +365,7 @@ class Reconciler:
         )
         started = self.started.get(view.uid)
         if started is None:  # placed before this operator started: the pods' age tells
-            age = time.time() - min(_created(p) for p in pods)
+            age = time.time() - min(st.created(p) for p in pods)
             started = self.started.setdefault(view.uid, self.clock() - max(age, 0.0))
         spec = view.spec
         expected = _seconds(spec.expected_runtime_seconds)
@@ -363,20 +386,25 @@ class Reconciler:
         running: dict[str, tuple[JobView, list[Obj]]],
         state: ClusterState,
         report: CycleReport,
+        groups: dict[str, Waiting],
     ) -> None:
+        gangs = {**{u: g.gang for u, g in groups.items()}, **{u: v.gang for u, v in views.items()}}
         for placement in decisions.tried:
             report.solve_seconds += placement.solve_seconds
             self.metrics.observe(placement)
         for uid, exc in decisions.failed.items():
             report.errors += 1
             self.metrics.job_errors.inc()
-            log.error("job handling failed", job=key(views[uid].obj), exc_info=exc)
+            log.error("job handling failed", job=gangs[uid].name, exc_info=exc)
         for eviction in decisions.evictions:
             victim = running[eviction.victim]
             self._isolated(
-                victim[0].obj, report, functools.partial(self._evict, eviction, *victim, views)
+                victim[0].obj, report, functools.partial(self._evict, eviction, *victim, gangs)
             )
         for uid, wait in decisions.waiting.items():
+            if uid in groups:
+                self.groups.wait(groups[uid], wait.reason.value, wait.message)
+                continue
             view = views[uid]
             self._isolated(
                 view.obj,
@@ -384,16 +412,21 @@ class Reconciler:
                 functools.partial(self._pending, view, wait.reason.value, wait.message),
             )
         for uid, placement in decisions.starts:
+            if uid in groups:
+                if self.groups.start(groups[uid], placement, state):
+                    report.placed += 1
+                    report.pods_bound += len(placement.pods)
+                continue
             view = views[uid]
             self._isolated(view.obj, report, functools.partial(self._start, view, placement, state))
 
     def _evict(
-        self, eviction: Eviction, view: JobView, pods: list[Obj], views: dict[str, JobView]
+        self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
     ) -> None:
         """Its pods go; a Preempted condition naming the preemptor stays while it waits."""
-        preemptor = views[eviction.preemptor]
+        preemptor = gangs[eviction.preemptor]
         message = (
-            f"preempted by {key(preemptor.obj)} (priority {preemptor.gang.priority}); "
+            f"preempted by {preemptor.name} (priority {preemptor.priority}); "
             f"{eviction.lost_gpu_s / 3600:.2f} GPU-hours since its last checkpoint lost; "
             "queued again"
         )
@@ -444,6 +477,9 @@ class Reconciler:
         self.queue.backoff(view.uid, self.clock(), long=error.rejected)
         phase = "Repairing" if launch.repair else "Pending"
         self._set(view, phase, [self._cond(view, "Placed", False, reason, message)])
+
+    def _bind_pairs(self, pairs: list[tuple[str, str, str]]) -> list[bool]:
+        return self._map(lambda t: self._try(self.api.bind, *t), pairs)
 
     def _bind_all(self, pods: list[Obj]) -> bool:
         pairs = [(p["metadata"]["namespace"], p["metadata"]["name"], str(host_of(p))) for p in pods]

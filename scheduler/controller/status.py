@@ -14,6 +14,15 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def created(obj: Obj) -> float:
+    """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
+    text = str(obj["metadata"].get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def condition(kind: str, ok: bool, reason: str, message: str, old: list[Obj]) -> Obj:
     """A condition; lastTransitionTime moves only when the status flips."""
     status = "True" if ok else "False"

@@ -1,6 +1,8 @@
-"""A real kube-apiserver + etcd on loopback for the whole session, and the operator running in
-this process as the `rackwise-operator` token user, whose only rights are the ClusterRole in
-manifests/base/rbac. Each test starts from an empty cluster with the nodes it asks for."""
+"""A real kube-apiserver + etcd on loopback for the whole session, with the real
+kube-controller-manager (Job, StatefulSet, Deployment controllers, garbage collector) and the
+default kube-scheduler, all 1.20 from Debian's source; the operator runs in this process as the
+`rackwise-operator` token user, whose only rights are the ClusterRole in manifests/base/rbac.
+Each test starts from an empty cluster with the nodes it asks for."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ Obj = dict[str, Any]
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster.start(tmp_path_factory.mktemp("apiserver"))
+    local = LocalCluster.start(tmp_path_factory.mktemp("apiserver"), controllers=True)
     try:
         install(local)
         yield local
@@ -155,6 +157,8 @@ class Env:
 
 def reset(env: Env, spec: TopologySpec) -> None:
     env.kubectl("delete", "tj", "--all", "--all-namespaces", "--wait=false")
+    kinds = "jobs.batch,statefulsets,deployments,podgroups"
+    env.kubectl("delete", kinds, "--all", "--all-namespaces", "--wait=false", check=False)
     env.kubectl(
         "delete",
         "pods",

@@ -1,0 +1,144 @@
+"""The operator's side of pod groups (groups.py): which groups the queue sees, binding the
+members of a group the queue starts, events about groups that wait.
+
+A group enters the queue once `minMember` of its members have arrived, and all the members that
+have arrived by then are placed together; a group without a PodGroup object waits, with an
+event (rackwise cannot know its size). New members of a group placed before (a replaced pod) go
+near the others (placement.repair) without queueing. Each group is handled on its own: a
+malformed one gets an event and the others go on. Pod groups are never preemption victims:
+rackwise does not delete pods it did not create."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.events import Recorder
+from scheduler.controller.groups import Members, gang
+from scheduler.controller.state import ClusterState, host_of
+from scheduler.controller.status import created
+from scheduler.model import GangRequest, Placement
+from scheduler.placement.repair import repair
+from scheduler.queue import SchedulingQueue
+
+Obj = dict[str, Any]
+Bind = Callable[[str, str, str], bool]  # namespace, pod, node -> bound
+log = structlog.get_logger("rackwise")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A group the queue decides about: its waiting members, rank i = pods[i]."""
+
+    members: Members
+    gang: GangRequest
+    pods: list[Obj]
+    arrival: float
+
+
+@dataclass
+class GroupRunner:
+    config: OperatorConfig
+    queue: SchedulingQueue
+    recorder: Recorder
+    bind_all: Callable[[list[tuple[str, str, str]]], list[bool]]
+    clock: Callable[[], float]
+    wall: Callable[[], float]
+    reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
+
+    queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
+
+    def forget(self, live: set[str]) -> None:
+        self.reasons = {k: v for k, v in self.reasons.items() if k in live}
+        self.queued = {k: v for k, v in self.queued.items() if k in live}
+
+    def enqueue(self, groups: dict[str, Waiting]) -> None:
+        """Into the queue; a group whose gang changed (more members) is queued anew, keeping
+        its arrival."""
+        for key, w in groups.items():
+            if self.queued.get(key) not in (None, w.gang):
+                self.queue.remove(key)
+            self.queued[key] = w.gang
+            self.queue.add(key, w.gang, w.arrival, w.members.namespace)
+
+    def one(self, members: Members, state: ClusterState | None) -> Waiting | None:
+        waiting, bound = members.waiting, members.bound
+        if not waiting:
+            return None
+        if bound:
+            self._top_up(members, waiting, bound, state)
+            return None
+        if members.podgroup is None:
+            message = f"no PodGroup {members.name} in {members.namespace}: its size is unknown"
+            self.tell(members, "Warning", "NoPodGroup", message)
+            return None
+        need = members.min_member or 1
+        if len(waiting) < need:
+            self._incomplete(members, len(waiting), need)
+            return None
+        arrival = min(created(p) for p in waiting)
+        return Waiting(members, gang(members, waiting, self.config), waiting, arrival)
+
+    def _incomplete(self, members: Members, arrived: int, need: int) -> None:
+        first = min(created(p) for p in members.pods)
+        timeout = members.timeout_s or self.config.group_timeout_s
+        if self.wall() - first > timeout:
+            message = f"{arrived} of {need} members arrived in {timeout:.0f} s; still waiting"
+            self.tell(members, "Warning", "GroupIncomplete", message)
+
+    def _top_up(
+        self, members: Members, waiting: list[Obj], bound: list[Obj], state: ClusterState | None
+    ) -> None:
+        """New members of a group already placed go near the others, all or none of them."""
+        if state is None:
+            return
+        whole = gang(members, [*bound, *waiting], self.config)
+        survivors = {i: str(host_of(p)) for i, p in enumerate(bound)}
+        missing = list(range(len(bound), len(bound) + len(waiting)))
+        found = repair(state.snapshot, whole, survivors, missing, self.config.queue().place)
+        if found is None:
+            message = f"no room for {len(waiting)} new members near the {len(bound)} placed"
+            self.tell(members, "Normal", "Waiting", message)
+            return
+        state.snapshot.apply(whole, found)
+        self._bind(members, found, dict(zip(missing, waiting, strict=True)))
+
+    def start(self, waiting: Waiting, placement: Placement, state: ClusterState) -> bool:
+        state.snapshot.apply(waiting.gang, placement)
+        ok = self._bind(waiting.members, placement, dict(enumerate(waiting.pods)))
+        if ok:
+            self.queue.succeeded(waiting.members.key)
+        else:
+            self.queue.backoff(waiting.members.key, self.clock())
+        return ok
+
+    def _bind(self, members: Members, placement: Placement, pods: dict[int, Obj]) -> bool:
+        pairs = [
+            (members.namespace, pods[a.rank]["metadata"]["name"], a.host)
+            for a in placement.pods
+            if a.rank in pods
+        ]
+        results = self.bind_all(pairs)
+        if all(results):
+            spans = ", ".join(f"{n} {lv}" for lv, n in placement.domains.items() if n > 1)
+            message = f"bound {len(pairs)} pods" + (f" spanning {spans}" if spans else "")
+            self.tell(members, "Normal", "Scheduled", message)
+            return True
+        failed = len(results) - sum(results)
+        message = f"{failed} of {len(pairs)} bindings failed; the rest will be placed near"
+        self.tell(members, "Warning", "BindFailed", message)
+        return False
+
+    def wait(self, waiting: Waiting, reason: str, message: str) -> None:
+        self.tell(waiting.members, "Normal", reason, message)
+
+    def tell(self, members: Members, kind: str, reason: str, message: str) -> None:
+        """An event when the group's reason changes (the recorder aggregates repeats)."""
+        if self.reasons.get(members.key) == reason:
+            return
+        self.reasons[members.key] = reason
+        self.recorder.record(members.ref(), kind, reason, message)

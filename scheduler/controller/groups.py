@@ -1,0 +1,215 @@
+"""Pod groups: the pods of any workload, placed by rackwise as one gang.
+
+A pod with `schedulerName` set to the operator's and the label `scheduling.x-k8s.io/pod-group:
+NAME` belongs to group NAME of its namespace (the scheduler-plugins coscheduling convention;
+whatever controller created it: a batch/v1 Job, a StatefulSet, a JobSet). The group's PodGroup
+object (scheduling.x-k8s.io/v1alpha1) says how many members must have arrived (`minMember`) and
+how long to wait for them (`scheduleTimeoutSeconds`). rackwise only binds such pods: it never
+creates, changes or deletes them.
+
+Topology requests come from the pods' annotations (set on the workload's pod template), in
+rackwise's words or Kueue's: `rackwise.io/required-level`, `rackwise.io/preferred-level`,
+`rackwise.io/slice-level` + `rackwise.io/slice-size`, or `kueue.x-k8s.io/podset-required-
+topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-size`, which name
+a node label (mapped to the operator's level read from that label). The pool is the pod label
+`rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
+
+Members must be alike (the same requests and node constraints): a gang is one pod set here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.jobs import constraints
+from scheduler.controller.resources import Charge, charge
+from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
+from scheduler.model import GangRequest, Slice
+
+Obj = dict[str, Any]
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+POOL_LABEL = "rackwise.io/pool"
+INDEX = "batch.kubernetes.io/job-completion-index"
+OURS = "rackwise.io/"
+KUEUE = "kueue.x-k8s.io/podset-"
+
+
+@dataclass(frozen=True)
+class Members:
+    """The live pods of one group and its PodGroup object, if there is one."""
+
+    namespace: str
+    name: str
+    pods: list[Obj]
+    podgroup: Obj | None
+
+    @property
+    def key(self) -> str:
+        return f"podgroup:{self.namespace}/{self.name}"
+
+    @property
+    def waiting(self) -> list[Obj]:
+        """Members not bound yet, in rank order (a Job's completion index, else name)."""
+        return sorted((p for p in self.pods if not p["spec"].get("nodeName")), key=_rank_key)
+
+    @property
+    def bound(self) -> list[Obj]:
+        return sorted((p for p in self.pods if p["spec"].get("nodeName")), key=_rank_key)
+
+    @property
+    def min_member(self) -> int | None:
+        spec = (self.podgroup or {}).get("spec") or {}
+        value = spec.get("minMember")
+        return value if isinstance(value, int) and value >= 1 else None
+
+    @property
+    def timeout_s(self) -> float | None:
+        spec = (self.podgroup or {}).get("spec") or {}
+        value = spec.get("scheduleTimeoutSeconds")
+        return float(value) if isinstance(value, int) and value > 0 else None
+
+    def ref(self) -> Obj:
+        """The object events are about: the PodGroup, else the first member."""
+        obj = self.podgroup or self.pods[0]
+        meta = obj["metadata"]
+        kind = "PodGroup" if self.podgroup else "Pod"
+        api = "scheduling.x-k8s.io/v1alpha1" if self.podgroup else "v1"
+        return {
+            "apiVersion": api,
+            "kind": kind,
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid", self.key),
+        }
+
+
+def _rank_key(pod: Obj) -> tuple[int, str]:
+    index = (pod["metadata"].get("annotations") or {}).get(INDEX, "")
+    return (int(index) if index.isdigit() else 1 << 30, pod["metadata"]["name"])
+
+
+def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> list[Members]:
+    """Every group with a live member: pods of the operator's scheduler with the group label,
+    neither finished nor being deleted."""
+    by_name = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in podgroups}
+    found: dict[tuple[str, str], list[Obj]] = {}
+    for pod in pods:
+        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+        if not group or pod["spec"].get("schedulerName") != config.scheduler_name:
+            continue
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
+            continue
+        found.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
+    return [Members(ns, name, ps, by_name.get((ns, name))) for (ns, name), ps in found.items()]
+
+
+def gang(members: Members, pods: list[Obj], config: OperatorConfig) -> GangRequest:
+    """The gang of `pods` (members of one group); InvalidSpecError says what is wrong."""
+    first = pods[0]
+    per_pod = _alike(pods, config)
+    labels = first["metadata"].get("labels") or {}
+    pool = labels.get(POOL_LABEL, "training")
+    if pool not in config.pool_names:
+        raise InvalidSpecError(
+            f"label {POOL_LABEL}: unknown pool {pool!r}; pools are {', '.join(config.pool_names)}"
+        )
+    wanted = _topology(first["metadata"].get("annotations") or {}, config)
+    try:
+        return GangRequest(
+            name=f"{members.namespace}/{members.name}",
+            pods=len(pods),
+            gpus_per_pod=per_pod.gpus,
+            cpu_milli_per_pod=per_pod.cpu_milli,
+            memory_mib_per_pod=per_pod.memory_mib,
+            extended_per_pod=per_pod.extended,
+            pool=pool,
+            objective=next(p.objective for p in config.pool_list if p.name == pool),
+            priority=int(first["spec"].get("priority") or 0),
+            constraints=constraints(_pod_spec(first), pool, config),
+            **wanted,
+        )
+    except ValidationError as exc:
+        raise InvalidSpecError(describe(exc, "annotations")) from exc
+
+
+def _alike(pods: list[Obj], config: OperatorConfig) -> Charge:
+    charges = [charge(p["spec"], config.gpu_resource) for p in pods]
+    shape = [_placement_fields(p) for p in pods]
+    for pod, c, s in zip(pods, charges, shape, strict=True):
+        if c != charges[0] or s != shape[0]:
+            raise InvalidSpecError(
+                f"pod {pod['metadata']['name']} differs from {pods[0]['metadata']['name']} in "
+                "its requests or node constraints; a pod group is one set of alike pods"
+            )
+    return charges[0]
+
+
+def _placement_fields(pod: Obj) -> tuple[object, ...]:
+    spec = pod["spec"]
+    labels = pod["metadata"].get("labels") or {}
+    notes = {
+        k: v
+        for k, v in (pod["metadata"].get("annotations") or {}).items()
+        if k.startswith((OURS, KUEUE))
+    }
+    return (
+        repr(spec.get("nodeSelector")),
+        repr(spec.get("affinity")),
+        repr(spec.get("tolerations")),
+        labels.get(POOL_LABEL),
+        spec.get("priority"),
+        repr(sorted(notes.items())),
+    )
+
+
+def _pod_spec(pod: Obj) -> PodSpec:
+    try:
+        return PodSpec.model_validate(pod["spec"])
+    except ValidationError as exc:
+        raise InvalidSpecError(describe(exc, "spec")) from exc
+
+
+def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
+    """required_level, preferred_levels and slices from the annotations."""
+    by_label = {level.label: level.name for level in config.levels}
+    by_label.setdefault("kubernetes.io/hostname", "host")
+
+    def level(ours: str, kueue: str) -> str | None:
+        if OURS + ours in notes:
+            return _named(notes[OURS + ours], OURS + ours, config)
+        if KUEUE + kueue in notes:
+            label = notes[KUEUE + kueue]
+            if label not in by_label:
+                raise InvalidSpecError(
+                    f"annotation {KUEUE + kueue}: no level is read from node label {label!r}"
+                )
+            return by_label[label]
+        return None
+
+    required = level("required-level", "required-topology")
+    preferred = level("preferred-level", "preferred-topology")
+    sliced = level("slice-level", "slice-required-topology")
+    size = notes.get(OURS + "slice-size", notes.get(KUEUE + "slice-size"))
+    out: dict[str, Any] = {"required_level": required}
+    if preferred:
+        out["preferred_levels"] = {preferred: 1.0}
+    if sliced:
+        if size is None or not size.isdigit() or int(size) < 1:
+            raise InvalidSpecError(
+                f"annotation slice-size: a positive integer is needed, not {size!r}"
+            )
+        out["slices"] = (Slice(level=sliced, size=int(size)),)
+    return out
+
+
+def _named(name: str, where: str, config: OperatorConfig) -> str:
+    if name not in config.level_names:
+        names = ", ".join(config.level_names)
+        raise InvalidSpecError(f"annotation {where}: unknown level {name!r}; levels are {names}")
+    return name

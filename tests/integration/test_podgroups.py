@@ -1,0 +1,182 @@
+"""Pod groups of any workload, on the real API server with the real Job and StatefulSet
+controllers and the default scheduler beside rackwise: rackwise binds the members of a group
+once minMember have arrived, all together, never before; the default scheduler's pods are
+charged; a malformed group is reported on its own while the others are placed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.integration.conftest import Env
+
+Obj = dict[str, Any]
+GROUP = "scheduling.x-k8s.io/pod-group"
+POOL_TOLERATION = {"key": "rackwise.io/pool", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def podgroup(name: str, min_member: int, timeout_s: int | None = None) -> Obj:
+    spec: Obj = {"minMember": min_member}
+    if timeout_s is not None:
+        spec["scheduleTimeoutSeconds"] = timeout_s
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def template(group: str, gpus: int = 8, annotations: Obj | None = None) -> Obj:
+    return {
+        "metadata": {"labels": {GROUP: group}, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "rackwise",
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def batch_job(name: str, pods: int, **kwargs: Any) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"parallelism": pods, "completions": pods, "template": template(name, **kwargs)},
+    }
+
+
+def group_pods(env: Env, group: str) -> list[Obj]:
+    return [
+        p
+        for p in env.admin.pods()
+        if (p["metadata"].get("labels") or {}).get(GROUP) == group
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def bound(env: Env, group: str, count: int) -> bool:
+    pods = group_pods(env, group)
+    return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
+
+
+def reasons(env: Env, name: str) -> set[str]:
+    return {e["reason"] for e in env.events(name)}
+
+
+def test_a_batch_job_created_by_the_job_controller_is_gang_placed_in_one_rack(env, fabric):
+    fabric(blocks=1, racks=2, hosts=4, gpus=8)
+    env.apply(podgroup("train", 4))
+    env.apply(batch_job("train", 4))
+    env.wait("the Job's 4 pods bound", lambda: bound(env, "train", 4), timeout=60)
+    pods = group_pods(env, "train")
+    assert all(p["metadata"]["ownerReferences"][0]["kind"] == "Job" for p in pods)
+    racks = {env.node_rack()[p["spec"]["nodeName"]] for p in pods}
+    assert len(racks) == 1  # 4 x 8 GPUs fit one rack of 4 hosts: rackwise keeps them there
+    env.wait("a Scheduled event on the PodGroup", lambda: "Scheduled" in reasons(env, "train"))
+
+
+def test_a_group_is_not_placed_before_min_member_pods_exist(env, fabric):
+    fabric(blocks=1, racks=1, hosts=4, gpus=8)
+    env.apply(podgroup("short", 3, timeout_s=1))
+    env.apply(batch_job("short", 2))
+    env.wait("2 pods created", lambda: len(group_pods(env, "short")) == 2, timeout=60)
+    env.wait("GroupIncomplete", lambda: "GroupIncomplete" in reasons(env, "short"), timeout=30)
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "short"))
+    # the third member arrives (a second Job in the same group): all three are placed together
+    more = batch_job("short-more", 1)
+    more["spec"]["template"]["metadata"]["labels"][GROUP] = "short"
+    env.apply(more)
+    env.wait("all 3 bound", lambda: bound(env, "short", 3), timeout=60)
+
+
+def test_statefulset_pods_are_a_group_too(env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(podgroup("db", 2))
+    env.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {
+                "replicas": 2,
+                "podManagementPolicy": "Parallel",  # OrderedReady would wait for pod 0 alone
+                "serviceName": "db",
+                "selector": {"matchLabels": {GROUP: "db"}},
+                "template": template("db")
+                | {"spec": template("db")["spec"] | {"restartPolicy": "Always"}},
+            },
+        }
+    )
+    env.wait("both StatefulSet pods bound", lambda: bound(env, "db", 2), timeout=60)
+    hosts = {p["spec"]["nodeName"] for p in group_pods(env, "db")}
+    assert len({env.node_rack()[h] for h in hosts}) == 1
+
+
+def test_default_scheduler_pods_are_charged_and_rackwise_places_around_them(env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain", "namespace": "default"},
+        "spec": {
+            "tolerations": [POOL_TOLERATION],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                }
+            ],
+        },
+    }
+    env.apply(plain)
+    env.wait(
+        "kube-scheduler binds the plain pod",
+        lambda: any(
+            p["metadata"]["name"] == "plain" and p["spec"].get("nodeName") for p in env.admin.pods()
+        ),
+        timeout=60,
+    )
+    taken = next(p for p in env.admin.pods() if p["metadata"]["name"] == "plain")["spec"][
+        "nodeName"
+    ]
+    env.apply(podgroup("two", 2))
+    env.apply(batch_job("two", 2))
+    env.apply(podgroup("one", 1))
+    env.apply(batch_job("one", 1))
+    env.wait("the 1-pod group placed on the free host", lambda: bound(env, "one", 1), timeout=60)
+    [one] = group_pods(env, "one")
+    assert one["spec"]["nodeName"] != taken
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "two"))  # no room: waits
+
+
+def test_a_malformed_group_is_reported_and_the_others_are_placed(env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(podgroup("bad", 1))
+    env.apply(batch_job("bad", 1, annotations={"rackwise.io/required-level": "galaxy"}))
+    env.apply(podgroup("good", 2))
+    env.apply(batch_job("good", 2))
+    env.wait("the good group bound", lambda: bound(env, "good", 2), timeout=60)
+    env.wait("InvalidSpec on the bad group", lambda: "InvalidSpec" in reasons(env, "bad"))
+    message = next(e["message"] for e in env.events("bad") if e["reason"] == "InvalidSpec")
+    assert "unknown level 'galaxy'" in message
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "bad"))
+
+
+def test_kueue_topology_annotations_name_a_node_label(env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    rack_label = json.loads(env.kubectl("get", "nodes", "-o", "json").stdout)["items"][0]
+    assert "rackwise.io/rack" in rack_label["metadata"]["labels"]
+    notes = {"kueue.x-k8s.io/podset-required-topology": "rackwise.io/rack"}
+    env.apply(podgroup("wide", 3))
+    env.apply(batch_job("wide", 3, annotations=notes))  # 3 x 8 GPUs; a rack holds 2
+    env.wait("Unplaceable", lambda: "Unplaceable" in reasons(env, "wide"), timeout=60)
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "wide"))
