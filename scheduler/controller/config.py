@@ -67,6 +67,9 @@ class OperatorConfig(BaseModel):
     # knows no run times, so later gangs start only outside them); preemption scope
     backfill: Backfill = Backfill.EASY
     preemption: PreemptionScope = PreemptionScope.NAMESPACE
+    # a job's priority -> the PriorityClass its pods get (unless the template names one), so
+    # the kubelet and other schedulers see the same order rackwise does
+    priority_classes: dict[int, str] = Field(default_factory=dict, alias="priorityClasses")
     # a pod group whose PodGroup sets no scheduleTimeoutSeconds is reported incomplete after this
     group_timeout_s: float = Field(default=300.0, gt=0, alias="groupTimeoutSeconds")
     # the largest gang accepted; larger jobs are InvalidSpec

@@ -148,6 +148,22 @@ class Gateway:
             if exc.status != 404:
                 raise
 
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a TrainingJob (its TTL after finishing has passed); its pods go by owner."""
+        try:
+            self._call(
+                self.custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                propagation_policy="Background",
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
     def ensure_service(self, namespace: str, body: Obj) -> None:
         try:
             self._call(self.core.create_namespaced_service, namespace, body)

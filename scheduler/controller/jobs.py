@@ -193,6 +193,11 @@ def render(template_spec: Obj, spec: TrainingJobSpec, config: OperatorConfig) ->
             )
         requests[name] = str(value)
     pod["schedulerName"] = config.scheduler_name
+    # the gang restarts as a whole (backoffLimit): a pod must not restart on its own
+    pod.setdefault("restartPolicy", "Never")
+    named = config.priority_classes.get(spec.priority)
+    if named and not pod.get("priorityClassName"):
+        pod["priorityClassName"] = named
     return pod
 
 

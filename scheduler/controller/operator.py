@@ -63,6 +63,10 @@ class Fenced:
         self._check()
         self.gw.delete_pod(namespace, pod)
 
+    def delete_job(self, namespace: str, name: str) -> None:
+        self._check()
+        self.gw.delete_job(namespace, name)
+
     def ensure_service(self, namespace: str, body: Obj) -> None:
         self._check()
         self.gw.ensure_service(namespace, body)

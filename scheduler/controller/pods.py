@@ -9,7 +9,7 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.jobs import JobView
 from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION
 from scheduler.model import Placement
-from scheduler.model.gang import WORKERS
+from scheduler.model.gang import WORKERS, Objective, objective_of
 
 Obj = dict[str, Any]
 RANK_LABEL = "rackwise.io/rank"  # the global rank: workers first, then each role's pods
@@ -31,7 +31,10 @@ def owner(job: JobView) -> Obj:
 
 
 def service(job: JobView) -> Obj:
-    """Headless Service so that MASTER_ADDR (rank 0's hostname) resolves."""
+    """Training: a headless Service so that MASTER_ADDR (rank 0's hostname) resolves.
+    Inference pools: a normal Service over the pods' declared ports, for clients."""
+    if objective_of(job.gang) is not Objective.PACK:
+        return _serving(job)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -45,6 +48,30 @@ def service(job: JobView) -> Obj:
             "clusterIP": "None",
             "selector": {JOB_LABEL: job.name},
             "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
+        },
+    }
+
+
+def _serving(job: JobView) -> Obj:
+    declared = {
+        p["containerPort"]: p.get("name") or f"port-{p['containerPort']}"
+        for c in job.pod_spec["containers"]
+        for p in c.get("ports") or []
+        if isinstance(p.get("containerPort"), int)
+    }
+    ports = [{"name": name, "port": port} for port, name in sorted(declared.items())]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": {JOB_LABEL: job.name},
+            "ownerReferences": [owner(job)],
+        },
+        "spec": {
+            "selector": {JOB_LABEL: job.name},
+            "ports": ports or [{"name": "http", "port": 80}],
         },
     }
 
@@ -72,14 +99,7 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
     policy = config.pools
     pool = job.gang.pool
     name = pod_name(job, rank)
-    env = [
-        {"name": "RANK", "value": str(index)},
-        {"name": "WORLD_SIZE", "value": str(job.gang.pods)},
-        {"name": "MASTER_ADDR", "value": f"{job.name}-0.{job.name}.{job.namespace}.svc"},
-        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
-    ]
-    if role:  # a role's pods know their role; RANK is their rank within it
-        env.append({"name": "ROLE", "value": role})
+    env = _env(job, index, role)
     for container in spec["containers"]:
         container["env"] = [*(container.get("env") or []), *env]
     spec["hostname"] = name
@@ -109,6 +129,34 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
         },
         "spec": spec,
     }
+
+
+def _env(job: JobView, index: int, role: str) -> list[Obj]:
+    """What torchrun and Kubeflow Trainer read: a pod is one node of `gpus` processes; RANK and
+    WORLD_SIZE count pods (as a PyTorchJob sets them), the PET_ names are torchrun's flags."""
+    master = f"{job.name}-0.{job.name}.{job.namespace}.svc"
+    restarts = int((job.obj.get("status") or {}).get("restarts") or 0)
+    values = {
+        "RANK": index,
+        "WORLD_SIZE": job.gang.pods,
+        "MASTER_ADDR": master,
+        "MASTER_PORT": MASTER_PORT,
+        "RACKWISE_RESTARTS": restarts,  # whole-gang restarts so far: resume from a checkpoint
+    }
+    if role:  # a role's pods know their role; RANK is their rank within it
+        values["ROLE"] = role
+    else:
+        nproc = max(job.gang.gpus_per_pod, 1)
+        values |= {
+            "NODE_RANK": index,
+            "LOCAL_WORLD_SIZE": nproc,
+            "PET_NNODES": job.gang.pods,
+            "PET_NPROC_PER_NODE": nproc,
+            "PET_NODE_RANK": index,
+            "PET_MASTER_ADDR": master,
+            "PET_MASTER_PORT": MASTER_PORT,
+        }
+    return [{"name": k, "value": str(v)} for k, v in values.items()]
 
 
 def _role_index(job: JobView, role: str) -> int:

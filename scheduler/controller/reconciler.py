@@ -43,7 +43,6 @@ from scheduler.queue import Decisions, Eviction, Running, SchedulingQueue
 Obj = dict[str, Any]
 T = TypeVar("T")
 log = structlog.get_logger("rackwise")
-TERMINAL = ("Succeeded", "Failed")
 WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
 WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
 
@@ -58,6 +57,7 @@ class Api(Protocol):
     def create_pod(self, namespace: str, body: Obj) -> None: ...
     def bind(self, namespace: str, pod: str, node: str) -> None: ...
     def delete_pod(self, namespace: str, pod: str) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
     def ensure_service(self, namespace: str, body: Obj) -> None: ...
     def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
     def create_event(self, namespace: str, body: Obj) -> str: ...
@@ -237,11 +237,16 @@ class Reconciler:
         running: dict[str, tuple[JobView, list[Obj]]],
     ) -> None:
         uid = str(job["metadata"]["uid"])
-        if (job.get("status") or {}).get("phase") in TERMINAL or uid in self.launches:
+        if (job.get("status") or {}).get("phase") in st.TERMINAL:
+            self._finished(job, owned.get(uid, []))
+            return
+        if uid in self.launches:
             return
         view = translate(job, self.config)
         pods = owned.get(uid, [])
-        if not pods:
+        if view.spec.suspend:
+            self._suspend(view, pods)
+        elif not pods:
             pending.append(view)
         elif self._existing(view, pods, state):
             running[uid] = (view, pods)
@@ -249,8 +254,10 @@ class Reconciler:
     def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> bool:
         """Bring a gang with pods to its next step; True when it holds all its hosts."""
         phases = [p.get("status", {}).get("phase") for p in pods]
-        done = len(pods) == view.total_pods and all(p == "Succeeded" for p in phases)
-        if "Failed" in phases or done:
+        if "Failed" in phases:
+            self._pod_failed(view, pods)
+            return False
+        if len(pods) == view.total_pods and all(p == "Succeeded" for p in phases):
             self._running_status(view, pods)
             return False
         lost = [p for p in pods if self._lost(host_of(p))]
@@ -271,6 +278,46 @@ class Reconciler:
             return False
         self._running_status(view, pods)
         return True
+
+    def _pod_failed(self, view: JobView, pods: list[Obj]) -> None:
+        """The whole gang restarts (its pods deleted, queued again in its place) until the
+        backoff limit; then the job is Failed and no pod of it is left."""
+        failed = next(p for p in pods if (p.get("status") or {}).get("phase") == "Failed")
+        name, limit = failed["metadata"]["name"], view.spec.backoff_limit
+        restarts = int((view.obj.get("status") or {}).get("restarts") or 0)
+        self._delete(pods)
+        self.started.pop(view.uid, None)
+        if restarts < limit:
+            self.queue.backoff(view.uid, self.clock())
+            message = (
+                f"pod {name} failed; the gang restarts from its latest checkpoint "
+                f"(restart {restarts + 1} of {limit})"
+            )
+            cond = self._cond(view, "Placed", False, "Restarting", message)
+            self._set(view, "Pending", [cond], restarts=restarts + 1)
+            return
+        message = f"pod {name} failed after {restarts} restarts (backoffLimit {limit})"
+        placed = self._cond(view, "Placed", False, "BackoffLimitExceeded", message)
+        running = self._cond(view, "Running", False, "BackoffLimitExceeded", message)
+        self._set(view, "Failed", [placed, running])
+
+    def _suspend(self, view: JobView, pods: list[Obj]) -> None:
+        if pods:
+            self._delete(pods)
+        self.started.pop(view.uid, None)
+        message = "spec.suspend is true: no pods; it is queued again when set to false"
+        self._set(view, "Suspended", [self._cond(view, "Placed", False, "Suspended", message)])
+
+    def _finished(self, job: Obj, pods: list[Obj]) -> None:
+        """A failed job keeps no pod; a finished one goes when its TTL has passed."""
+        status = job.get("status") or {}
+        if status.get("phase") == "Failed" and pods:
+            self._delete(pods)
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        done = st.seconds(status.get("completionTime"))
+        if isinstance(ttl, int) and done and time.time() - done >= ttl:
+            meta = job["metadata"]
+            self._try(self.api.delete_job, meta["namespace"], meta["name"])
 
     def _was_placed(self, view: JobView) -> bool:
         phase = (view.obj.get("status") or {}).get("phase")
@@ -559,13 +606,17 @@ class Reconciler:
         return st.condition(kind, ok, reason, message, conditions)
 
     def _set(
-        self, view: JobView, phase: str, conditions: list[Obj], placement: Obj | None = None
+        self,
+        view: JobView,
+        phase: str,
+        conditions: list[Obj],
+        placement: Obj | None = None,
+        restarts: int | None = None,
     ) -> None:
         if phase == "Pending":
             conditions = [*conditions, *self._still_preempted(view, conditions)]
-        self._write(
-            view.obj, st.build(view.obj, phase, conditions, total_gpus(view.spec), placement)
-        )
+        gpus = total_gpus(view.spec)
+        self._write(view.obj, st.build(view.obj, phase, conditions, gpus, placement, restarts))
 
     def _still_preempted(self, view: JobView, conditions: list[Obj]) -> list[Obj]:
         """A preempted job keeps saying so until it is placed again."""

@@ -276,6 +276,12 @@ class TrainingJobSpec(Closed):
     roles: list[RoleSpec] = Field(default_factory=list, max_length=8)
     parallelism: Shape | None = None
     repair: RepairPolicy = RepairPolicy.LOST_PODS
+    # a failed pod restarts the whole gang (from the job's latest checkpoint) this many times,
+    # then the job is Failed and every pod is removed
+    backoff_limit: StrictInt = Field(default=3, ge=0, le=1000)
+    suspend: StrictBool = False  # true: no pods (deleted if running); false again: queued
+    # a finished job (and, by owner references, its pods) is deleted this long after it ends
+    ttl_seconds_after_finished: StrictInt | None = Field(default=None, ge=0)
     template: Template
 
 

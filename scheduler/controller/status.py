@@ -16,7 +16,12 @@ def now() -> str:
 
 def created(obj: Obj) -> float:
     """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
-    text = str(obj["metadata"].get("creationTimestamp") or "")
+    return seconds(obj["metadata"].get("creationTimestamp"))
+
+
+def seconds(stamp: object) -> float:
+    """An RFC 3339 time as seconds since the epoch (0 when absent or unreadable)."""
+    text = str(stamp or "")
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -57,17 +62,30 @@ def summary(placement: Placement) -> Obj:
     return out
 
 
+TERMINAL = ("Succeeded", "Failed")
+
+
 def build(
-    job: Obj, phase: str, conditions: list[Obj], gpus: int, placement: Obj | None = None
+    job: Obj,
+    phase: str,
+    conditions: list[Obj],
+    gpus: int,
+    placement: Obj | None = None,
+    restarts: int | None = None,
 ) -> Obj:
     """A whole status. `placement` None is sent as null, so a merge patch removes a placement
-    left from an earlier attempt instead of keeping it forever."""
+    left from an earlier attempt instead of keeping it forever. The restart count is kept
+    unless given; a finished job keeps the time it finished."""
+    old = job.get("status") or {}
+    finished = (old.get("completionTime") or now()) if phase in TERMINAL else None
     return {
         "phase": phase,
         "gpus": gpus,
         "observedGeneration": job["metadata"].get("generation", 0),
         "conditions": conditions,
         "placement": placement,
+        "restarts": old.get("restarts") if restarts is None else restarts,
+        "completionTime": finished,
     }
 
 

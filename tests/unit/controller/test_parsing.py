@@ -156,3 +156,13 @@ def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
     }
     with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0\.template\.spec\.nodeName"):
         translate(job(roles=[bad]), OperatorConfig())
+
+
+def test_priority_maps_to_the_configured_priority_class_unless_the_template_names_one():
+    config = OperatorConfig(priorityClasses={100: "high"})
+    assert translate(job(priority=100), config).pod_spec["priorityClassName"] == "high"
+    assert "priorityClassName" not in translate(job(priority=5), config).pod_spec
+    own = {"spec": {"priorityClassName": "mine", "containers": [{"name": "m", "image": "x"}]}}
+    pod_spec = translate(job(priority=100, template=own), config).pod_spec
+    assert pod_spec["priorityClassName"] == "mine"
+    assert pod_spec["restartPolicy"] == "Never"
