@@ -19,6 +19,7 @@ import structlog
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder
 from scheduler.controller.groups import Members, gang
+from scheduler.controller.observability import Metrics
 from scheduler.controller.state import ClusterState, host_of
 from scheduler.controller.status import created
 from scheduler.model import GangRequest, Placement
@@ -48,6 +49,7 @@ class GroupRunner:
     bind_all: Callable[[list[tuple[str, str, str]]], list[bool]]
     clock: Callable[[], float]
     wall: Callable[[], float]
+    metrics: Metrics
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
 
     queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
@@ -112,6 +114,7 @@ class GroupRunner:
         ok = self._bind(waiting.members, placement, dict(enumerate(waiting.pods)))
         if ok:
             self.queue.succeeded(waiting.members.key)
+            self.metrics.placed(waiting.gang, self.wall() - waiting.arrival)
         else:
             self.queue.backoff(waiting.members.key, self.clock())
         return ok

@@ -8,22 +8,71 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
-from scheduler.model import Placement
+from scheduler.model import GangRequest, Placement
+
+# an API call's verb and resource, by the Api method that failed
+CALLS = {
+    "create_pod": ("create", "pods"),
+    "bind": ("create", "pods/binding"),
+    "delete_pod": ("delete", "pods"),
+    "delete_job": ("delete", "trainingjobs"),
+    "ensure_service": ("create", "services"),
+    "patch_status": ("patch", "trainingjobs/status"),
+    "record": ("create", "events"),
+    "create_event": ("create", "events"),
+    "patch_event": ("patch", "events"),
+}
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # CPU, resident memory, open files
+        PlatformCollector(registry=self.registry)
         self.attempts = Counter(
-            "rackwise_placement_attempts", "Placement decisions", ["result"], registry=self.registry
+            "rackwise_placement_attempts",
+            "Placement decisions",
+            ["pool", "namespace", "result"],
+            registry=self.registry,
         )
         self.solve = Histogram(
             "rackwise_solve_seconds",
             "Time to decide one gang",
+            ["pool"],
             registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+        )
+        self.time_to_place = Histogram(
+            "rackwise_time_to_place_seconds",
+            "From a gang's creation to all its pods bound (first placement)",
+            ["pool", "namespace"],
+            registry=self.registry,
+            buckets=(1, 5, 15, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600),
+        )
+        self.queue_depth = Gauge(
+            "rackwise_queue_depth", "Gangs waiting, by pool", ["pool"], registry=self.registry
+        )
+        self.preemptions = Counter(
+            "rackwise_preemptions",
+            "Gangs preempted (their pods deleted for a higher priority)",
+            ["pool", "namespace"],
+            registry=self.registry,
+        )
+        self.cycle_seconds = Histogram(
+            "rackwise_cycle_seconds",
+            "One reconcile cycle",
+            registry=self.registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
         self.pending = Gauge("rackwise_pending_gangs", "Gangs waiting", registry=self.registry)
         self.gap = Gauge(
@@ -47,22 +96,47 @@ class Metrics:
             "rackwise_cycle_errors", "Cycles that did not complete", registry=self.registry
         )
         self.api_errors = Counter(
-            "rackwise_api_errors", "Failed API calls", ["call"], registry=self.registry
+            "rackwise_api_errors",
+            "Failed API calls",
+            ["verb", "resource"],
+            registry=self.registry,
         )
         self.leader = Gauge(
             "rackwise_leader", "1 while this replica holds the lease", registry=self.registry
         )
 
-    def cycle(self, pending: int, invalid: int, launching: int) -> None:
+    def cycle(self, pending: int, invalid: int, launching: int, seconds: float) -> None:
         self.pending.set(pending)
         self.invalid.set(invalid)
         self.launching.set(launching)
+        self.cycle_seconds.observe(seconds)
 
-    def observe(self, placement: Placement) -> None:
-        self.attempts.labels("placed" if placement.placed else "unplaceable").inc()
-        self.solve.observe(placement.solve_seconds)
+    def depth(self, waiting: dict[str, int]) -> None:
+        """Every pool's queue depth, 0 for a pool with nothing waiting (no stale series)."""
+        for pool, count in waiting.items():
+            self.queue_depth.labels(pool).set(count)
+
+    def observe(self, placement: Placement, gang: GangRequest) -> None:
+        result = "placed" if placement.placed else "unplaceable"
+        self.attempts.labels(gang.pool, namespace_of(gang), result).inc()
+        self.solve.labels(gang.pool).observe(placement.solve_seconds)
         if placement.gap is not None:
             self.gap.set(placement.gap)
+
+    def placed(self, gang: GangRequest, seconds: float) -> None:
+        self.time_to_place.labels(gang.pool, namespace_of(gang)).observe(max(seconds, 0.0))
+
+    def preempted(self, gang: GangRequest) -> None:
+        self.preemptions.labels(gang.pool, namespace_of(gang)).inc()
+
+    def api_error(self, call: str) -> None:
+        verb, resource = CALLS.get(call, ("other", call))
+        self.api_errors.labels(verb, resource).inc()
+
+
+def namespace_of(gang: GangRequest) -> str:
+    """Gangs the operator makes are named `<namespace>/<name>`."""
+    return gang.name.split("/", 1)[0] if "/" in gang.name else ""
 
 
 class Health:

@@ -81,6 +81,13 @@ def _assignment(view: JobView, pod: Obj, host: str) -> PodAssignment:
     return PodAssignment(rank=rank, host=host, role=role, role_rank=index if role else None)
 
 
+def _first_placement(view: JobView) -> bool:
+    """Neither restarted nor preempted before: its wait since creation is time to place."""
+    status = view.obj.get("status") or {}
+    preempted = any(c.get("type") == "Preempted" for c in status.get("conditions") or [])
+    return not status.get("restarts") and not preempted
+
+
 def _seconds(value: int | None) -> float | None:
     return None if value is None else float(value)
 
@@ -121,7 +128,7 @@ class Reconciler:
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
         self.groups = GroupRunner(
-            config, self.queue, self.recorder, self._bind_pairs, self.clock, time.time
+            config, self.queue, self.recorder, self._bind_pairs, self.clock, time.time, metrics
         )
 
     def close(self) -> None:
@@ -157,7 +164,7 @@ class Reconciler:
         refs = {str(g.ref()["uid"]) for g in groups}
         self.recorder.forget(set(live) | refs | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
-        self.metrics.cycle(report.pending, report.invalid, len(self.launches))
+        self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report
 
     def _forget(self, live: set[str]) -> None:
@@ -381,6 +388,10 @@ class Reconciler:
         groups: dict[str, Waiting],
     ) -> None:
         report.pending += len(pending) + len(groups)
+        depth = dict.fromkeys(self.config.pool_names, 0)
+        for gang in [*(v.gang for v in pending), *(g.gang for g in groups.values())]:
+            depth[gang.pool] = depth.get(gang.pool, 0) + 1
+        self.metrics.depth(depth)
         views = {v.uid: v for v in pending}
         for uid in self.queue.keys() - set(views) - set(groups):
             self.queue.remove(uid)
@@ -436,9 +447,11 @@ class Reconciler:
         groups: dict[str, Waiting],
     ) -> None:
         gangs = {**{u: g.gang for u, g in groups.items()}, **{u: v.gang for u, v in views.items()}}
+        by_name = {g.name: g for g in gangs.values()}
         for placement in decisions.tried:
             report.solve_seconds += placement.solve_seconds
-            self.metrics.observe(placement)
+            if placement.gang in by_name:
+                self.metrics.observe(placement, by_name[placement.gang])
         for uid, exc in decisions.failed.items():
             report.errors += 1
             self.metrics.job_errors.inc()
@@ -478,6 +491,7 @@ class Reconciler:
             "queued again"
         )
         self._delete(pods)
+        self.metrics.preempted(view.gang)
         placed = self._cond(view, "Placed", False, "Preempted", message)
         preempted = self._cond(view, "Preempted", True, "Preempted", message)
         self._set(view, "Pending", [placed, preempted])
@@ -536,7 +550,7 @@ class Reconciler:
         try:
             fn(*args)
         except ApiError as exc:
-            self.metrics.api_errors.labels(getattr(fn, "__name__", "call")).inc()
+            self.metrics.api_error(getattr(fn, "__name__", "call"))
             log.warning("api call failed", call=getattr(fn, "__name__", "call"), error=str(exc))
             return False
         return True
@@ -585,6 +599,8 @@ class Reconciler:
         )
         placed = self._cond(view, "Placed", True, "Placed", message)
         running = self._cond(view, "Running", False, "Starting", "waiting for pods to start")
+        if _first_placement(view) and not launch.repair:
+            self.metrics.placed(view.gang, time.time() - st.created(view.obj))
         self._set(view, "Placed", [placed, running], st.summary(whole))
         log.info(
             "placed",

@@ -123,3 +123,20 @@ def test_operator_rbac_is_namespaced_for_writes():
         for d in docs
     )
     assert any("pods" in r["resources"] and "create" in r["verbs"] for r in writes["rules"])
+
+
+def undescribed(node: dict, path: str = "") -> list[str]:
+    out = [] if node.get("description") or not path else [path]
+    for key, child in (node.get("properties") or {}).items():
+        out += undescribed(child, f"{path}.{key}")
+    if isinstance(node.get("items"), dict):
+        out += undescribed(node["items"], f"{path}[]")
+    return out
+
+
+@pytest.mark.parametrize("crd", ["trainingjob.yaml", "podgroup.yaml"])
+def test_every_schema_field_says_what_it_means(crd):
+    """`kubectl explain` prints sentences for every field, not just a type."""
+    doc = yaml.safe_load((MANIFESTS / "base/crds" / crd).read_text())
+    schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert undescribed(schema) == []

@@ -6,9 +6,11 @@ carry what torchrun and Kubeflow Trainer read; inference pools get a normal Serv
 from __future__ import annotations
 
 import json
+import re
+import urllib.request
 from typing import Any
 
-from tests.integration.conftest import Env, training_job
+from tests.integration.conftest import OPERATOR_PORT, Env, training_job
 
 Obj = dict[str, Any]
 
@@ -103,3 +105,30 @@ def test_inference_gets_a_normal_service_over_its_ports(env, fabric):
     service = json.loads(env.kubectl("get", "svc", "serve", "-o", "json").stdout)
     assert service["spec"]["clusterIP"] != "None"
     assert service["spec"]["ports"][0]["port"] == 8000
+
+
+def scrape() -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{OPERATOR_PORT}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def test_metrics_carry_pool_and_namespace_and_the_process(env, fabric):
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    env.apply(training_job("measured", 1))
+    env.wait_placed("measured")
+    env.apply(training_job("too-big", 3))  # 3 hosts on a 2-host fabric: it waits
+    env.wait("too-big waits", lambda: env.condition("too-big").get("reason") == "Unplaceable")
+    text = scrape()
+    labels = 'namespace="default",pool="training"'
+    assert f"rackwise_time_to_place_seconds_count{{{labels}}}" in text
+    assert re.search(rf"rackwise_placement_attempts_total\{{{labels},result=\"placed\"\}}", text)
+    assert re.search(r'rackwise_queue_depth\{pool="training"\} [1-9]', text)
+    assert 'rackwise_queue_depth{pool="online-inference"} 0.0' in text
+    assert "rackwise_cycle_seconds_count" in text
+    assert "process_resident_memory_bytes" in text
+
+
+def test_kubectl_explain_prints_sentences(env):
+    out = env.kubectl("explain", "tj.spec.topology").stdout
+    assert "Where the pods may go in the fabric" in out
+    assert "Every pod inside one domain of this level" in out
