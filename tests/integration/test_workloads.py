@@ -129,6 +129,6 @@ def test_metrics_carry_pool_and_namespace_and_the_process(env, fabric):
 
 
 def test_kubectl_explain_prints_sentences(env):
-    out = env.kubectl("explain", "tj.spec.topology").stdout
+    out = env.kubectl("explain", "trainingjobs.spec.topology").stdout
     assert "Where the pods may go in the fabric" in out
     assert "Every pod inside one domain of this level" in out
