@@ -94,9 +94,15 @@ class LocalCluster:
         return self.workdir / "operator.kubeconfig"
 
     @classmethod
-    def start(cls, workdir: Path, timeout: float = 90.0, controllers: bool = False) -> LocalCluster:
+    def start(
+        cls,
+        workdir: Path,
+        timeout: float = 90.0,
+        controllers: bool = False,
+        scheduler_args: tuple[str, ...] = (),
+    ) -> LocalCluster:
         """etcd and kube-apiserver; with `controllers`, also kube-controller-manager and the
-        default kube-scheduler, as a real control plane runs them."""
+        default kube-scheduler (with `scheduler_args`), as a real control plane runs them."""
         workdir.mkdir(parents=True, exist_ok=True)
         # every binary first: a missing one must not leave an etcd behind
         apiserver = str(apiserver_binary())
@@ -186,10 +192,12 @@ class LocalCluster:
             cluster.stop()
             raise
         if controllers:
-            cluster._start_controllers(*binaries)
+            cluster._start_controllers(binaries[0], binaries[1], scheduler_args)
         return cluster
 
-    def _start_controllers(self, manager_binary: Path, scheduler_binary: Path) -> None:
+    def _start_controllers(
+        self, manager_binary: Path, scheduler_binary: Path, scheduler_args: tuple[str, ...]
+    ) -> None:
         logs, config = self.workdir / "logs", str(self.admin_kubeconfig)
         common = ["--kubeconfig", config, "--leader-elect=false", "--port=0", "--logtostderr"]
         manager = [
@@ -201,7 +209,7 @@ class LocalCluster:
             "--kube-api-qps=500",
             "--kube-api-burst=1000",
         ]
-        scheduler = [str(scheduler_binary), *common, "--secure-port=0"]
+        scheduler = [str(scheduler_binary), *common, "--secure-port=0", *scheduler_args]
         self.pids.append(_spawn(manager, logs / "kube-controller-manager.log"))
         self.pids.append(_spawn(scheduler, logs / "kube-scheduler.log"))
         state = json.loads((self.workdir / "cluster.json").read_text())

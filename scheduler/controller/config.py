@@ -67,6 +67,9 @@ class OperatorConfig(BaseModel):
     # knows no run times, so later gangs start only outside them); preemption scope
     backfill: Backfill = Backfill.EASY
     preemption: PreemptionScope = PreemptionScope.NAMESPACE
+    # read nodes, pods, jobs and pod groups from watches (listed once) instead of listing every
+    # cycle (cache.py); false: list every cycle, watches only wake the loop
+    informer_cache: bool = Field(default=True, alias="informerCache")
     # a job's priority -> the PriorityClass its pods get (unless the template names one), so
     # the kubelet and other schedulers see the same order rackwise does
     priority_classes: dict[int, str] = Field(default_factory=dict, alias="priorityClasses")

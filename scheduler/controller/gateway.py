@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +61,34 @@ def _call(timeout: Timeout, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
     return json.loads(response.data) if response.data else {}
 
 
+def _lines(response: Any) -> Iterator[bytes]:
+    """A watch stream's newline-separated JSON events."""
+    rest = b""
+    for chunk in response.stream(64 * 1024, decode_content=True):
+        rest += chunk
+        *whole, rest = rest.split(b"\n")
+        yield from (line for line in whole if line.strip())
+    if rest.strip():
+        yield rest
+
+
+def _verb(method: str) -> str:
+    """The HTTP-level verb of a generated client method (list_node -> list)."""
+    head = method.split("_", 1)[0]
+    return {"read": "get", "replace": "update"}.get(head, head)
+
+
 class Gateway:
     def __init__(
-        self, kubeconfig: Path | None = None, pool_size: int = 32, timeout_s: float = 30.0
+        self,
+        kubeconfig: Path | None = None,
+        pool_size: int = 32,
+        timeout_s: float = 30.0,
+        on_request: Callable[[str], None] | None = None,
     ) -> None:
         self.timeout: Timeout = (min(5.0, timeout_s), timeout_s)
+        # told the verb of every request this gateway makes (the operator counts them)
+        self.on_request = on_request or (lambda _verb: None)
         configuration = client.Configuration()
         if kubeconfig is not None:
             config.load_kube_config(str(kubeconfig), client_configuration=configuration)
@@ -80,6 +103,7 @@ class Gateway:
         self.coordination = client.CoordinationV1Api(self.api)
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self.on_request(_verb(fn.__name__))
         return _call(self.timeout, fn, *args, **kwargs)
 
     # reads
@@ -120,26 +144,61 @@ class Gateway:
         """The two calls made once per pod go straight to the client's connection pool: the
         generated API methods spend more CPU per request than the API server does, and a gang
         launch makes thousands of them."""
+        self.on_request("create")
+        response = self._raw("POST", path, json.dumps(body).encode(), self.timeout[1])
+        if response.status >= 300:
+            raise ApiError(response.status, _message(response.status, response.data))
+
+    def _raw(
+        self, method: str, path: str, body: bytes | None, read_s: float, stream: bool = False
+    ) -> Any:
         configuration = self.api.configuration
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         for setting in configuration.auth_settings().values():  # token auth, as the client does
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
-        connect, read = self.timeout
         try:
-            response = self.api.rest_client.pool_manager.request(
-                "POST",
+            return self.api.rest_client.pool_manager.request(
+                method,
                 configuration.host + path,
-                body=json.dumps(body).encode(),
+                body=body,
                 headers=headers,
-                preload_content=True,
-                timeout=urllib3.Timeout(connect=connect, read=read),
+                preload_content=not stream,
+                timeout=urllib3.Timeout(connect=self.timeout[0], read=read_s),
                 retries=False,
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
+
+    # the informer cache's reads (cache.py): raw JSON, no model objects
+    def list_raw(self, path: str) -> tuple[list[Obj], str]:
+        """Every object at `path` and the list's resourceVersion."""
+        self.on_request("list")
+        response = self._raw("GET", path, None, self.timeout[1])
         if response.status >= 300:
             raise ApiError(response.status, _message(response.status, response.data))
+        listed = json.loads(response.data)
+        return list(listed.get("items") or []), str(listed["metadata"].get("resourceVersion", ""))
+
+    def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Obj]]:
+        """(type, object) from `version` on, bookmarks included, for at most `seconds`; a 410
+        (the version is too old) is an ApiError with status 410."""
+        self.on_request("watch")
+        query = f"?watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}"
+        response = self._raw(
+            "GET", f"{path}{query}&resourceVersion={version}", None, seconds + 30, True
+        )
+        try:
+            if response.status >= 300:
+                raise ApiError(response.status, _message(response.status, response.read()))
+            for line in _lines(response):
+                event = json.loads(line)
+                kind, obj = str(event.get("type")), event.get("object") or {}
+                if kind == "ERROR":
+                    raise ApiError(int(obj.get("code") or 0), str(obj.get("message")))
+                yield kind, obj
+        finally:
+            response.release_conn()
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         try:
@@ -233,7 +292,9 @@ class Gateway:
         threads = []
         for fn, args in sources:
             thread = threading.Thread(
-                target=_watch, args=(fn, args, wake, stop, self.timeout[0]), daemon=True
+                target=_watch,
+                args=(fn, args, wake, stop, self.timeout[0], self.on_request),
+                daemon=True,
             )
             thread.start()
             threads.append(thread)
@@ -246,8 +307,10 @@ def _watch(
     wake: Callable[[], None],
     stop: threading.Event,
     connect_s: float,
+    on_request: Callable[[str], None],
 ) -> None:
     while not stop.is_set():
+        on_request("watch")
         try:
             stream = watch.Watch().stream(
                 fn, *args, timeout_seconds=30, _request_timeout=(connect_s, 60)

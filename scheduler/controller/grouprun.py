@@ -18,6 +18,7 @@ import structlog
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder
+from scheduler.controller.expect import Expectations
 from scheduler.controller.groups import Members, gang
 from scheduler.controller.observability import Metrics
 from scheduler.controller.state import ClusterState, host_of
@@ -50,6 +51,7 @@ class GroupRunner:
     clock: Callable[[], float]
     wall: Callable[[], float]
     metrics: Metrics
+    expect: Expectations
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
 
     queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
@@ -107,11 +109,11 @@ class GroupRunner:
             self.tell(members, "Normal", "Waiting", message)
             return
         state.snapshot.apply(whole, found)
-        self._bind(members, found, dict(zip(missing, waiting, strict=True)))
+        self._bind(members, whole, found, dict(zip(missing, waiting, strict=True)))
 
     def start(self, waiting: Waiting, placement: Placement, state: ClusterState) -> bool:
         state.snapshot.apply(waiting.gang, placement)
-        ok = self._bind(waiting.members, placement, dict(enumerate(waiting.pods)))
+        ok = self._bind(waiting.members, waiting.gang, placement, dict(enumerate(waiting.pods)))
         if ok:
             self.queue.succeeded(waiting.members.key)
             self.metrics.placed(waiting.gang, self.wall() - waiting.arrival)
@@ -119,13 +121,18 @@ class GroupRunner:
             self.queue.backoff(waiting.members.key, self.clock())
         return ok
 
-    def _bind(self, members: Members, placement: Placement, pods: dict[int, Obj]) -> bool:
-        pairs = [
-            (members.namespace, pods[a.rank]["metadata"]["name"], a.host)
-            for a in placement.pods
-            if a.rank in pods
-        ]
+    def _bind(
+        self, members: Members, whole: GangRequest, placement: Placement, pods: dict[int, Obj]
+    ) -> bool:
+        """Bind pods[rank] where `placement` puts that rank; the cache is expected to show
+        every binding that succeeded before the group is judged again."""
+        todo = [a for a in placement.pods if a.rank in pods]
+        pairs = [(members.namespace, pods[a.rank]["metadata"]["name"], a.host) for a in todo]
         results = self.bind_all(pairs)
+        done = [a for a, ok in zip(todo, results, strict=True) if ok]
+        names = [pods[a.rank]["metadata"]["name"] for a in done]
+        only = placement.model_copy(update={"pods": tuple(done)})
+        self.expect.bound(members.key, whole, only, names)
         if all(results):
             spans = ", ".join(f"{n} {lv}" for lv, n in placement.domains.items() if n > 1)
             message = f"bound {len(pairs)} pods" + (f" spanning {spans}" if spans else "")

@@ -43,11 +43,14 @@ class Launch:
     def pod_name(self, rank: int) -> str:
         return pod_name(self.view, rank)
 
-    def reserve(self, snapshot: Snapshot) -> None:
-        """Charge the ranks not created yet: created ones are charged from their pods."""
+    def reserve(self, snapshot: Snapshot, present: set[tuple[str, str]]) -> None:
+        """Charge the ranks whose pods are not `present` (namespace, name) in what the cycle
+        read: those are charged from their pods (their intended node)."""
         gang = self.view.gang
+        namespace = self.view.namespace
         for p in self.todo.pods:
-            if p.rank not in self.created and p.host in snapshot.fabric.host_index:
+            shown = (namespace, self.pod_name(p.rank)) in present
+            if not shown and p.host in snapshot.fabric.host_index:
                 need = gang.request(p.role)
                 snapshot.use(p.host, need.gpus, need.cpu_milli, need.memory_mib, 1, need.extended)
 

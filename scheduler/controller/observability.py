@@ -95,6 +95,12 @@ class Metrics:
         self.cycle_errors = Counter(
             "rackwise_cycle_errors", "Cycles that did not complete", registry=self.registry
         )
+        self.api_requests = Counter(
+            "rackwise_api_requests",
+            "API requests made (watches count once per stream opened)",
+            ["verb"],
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             "rackwise_api_errors",
             "Failed API calls",

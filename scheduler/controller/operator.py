@@ -8,11 +8,13 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from scheduler.controller.cache import Cache, Informer
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.gateway import ApiError, Gateway
 from scheduler.controller.leader import AlwaysLeader, Elector
@@ -84,6 +86,31 @@ class Fenced:
         self.gw.patch_event(namespace, name, patch)
 
 
+class Cached(Fenced):
+    """Reads from the informer cache once each kind is synced (listing until then); writes
+    are fenced as they are."""
+
+    def __init__(self, gateway: Gateway, leading: Any, cache: Cache) -> None:
+        super().__init__(gateway, leading)
+        self.cache = cache
+
+    def nodes(self) -> list[Obj]:
+        return self._read(self.cache.nodes, super().nodes)
+
+    def pods(self) -> list[Obj]:
+        return self._read(self.cache.pods, super().pods)
+
+    def jobs(self) -> list[Obj]:
+        return self._read(self.cache.jobs, super().jobs)
+
+    def podgroups(self) -> list[Obj]:
+        return self._read(self.cache.podgroups, super().podgroups)
+
+    @staticmethod
+    def _read(informer: Informer, listing: Callable[[], list[Obj]]) -> list[Obj]:
+        return informer.items() if informer.synced else listing()
+
+
 def identity() -> str:
     """The pod's name in a cluster (downward API), else host and process."""
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
@@ -101,8 +128,13 @@ def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         if threading.current_thread() is threading.main_thread():
             signal.signal(sig, lambda *_: stop.set())
-    gateway = Gateway(kubeconfig, config.api_workers * 2, config.api_timeout_s)
     metrics = Metrics()
+    gateway = Gateway(
+        kubeconfig,
+        config.api_workers * 2,
+        config.api_timeout_s,
+        lambda verb: metrics.api_requests.labels(verb).inc(),
+    )
     health = Health(stale_after=max(30.0, config.resync_s * 6))
     if port is not None:
         server = serve(host, port, metrics, health)
@@ -115,15 +147,20 @@ def run(
     )
     threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
     wake = threading.Event()
-    gateway.watch_all(wake.set, stop)
+    cache = Cache(gateway, wake.set) if config.informer_cache else None
+    if cache is not None:
+        cache.start(stop)
+    else:
+        gateway.watch_all(wake.set, stop)
     log.info("operator started", scheduler=config.scheduler_name, identity=me)
-    _loop(config, gateway, elector, metrics, health, wake, stop, me)
+    _loop(config, gateway, cache, elector, metrics, health, wake, stop, me)
     log.info("operator stopped")
 
 
 def _loop(
     config: OperatorConfig,
     gateway: Gateway,
+    cache: Cache | None,
     elector: Elector | AlwaysLeader,
     metrics: Metrics,
     health: Health,
@@ -143,7 +180,13 @@ def _loop(
             health.beat()  # a standby replica is healthy
             stop.wait(min(1.0, config.resync_s))
             continue
-        reconciler = reconciler or Reconciler(Fenced(gateway, elector.leading), config, metrics, me)
+        if reconciler is None:
+            api = (
+                Fenced(gateway, elector.leading)
+                if cache is None
+                else Cached(gateway, elector.leading, cache)
+            )
+            reconciler = Reconciler(api, config, metrics, me)
         if _cycle(reconciler, metrics):
             health.beat()
             metrics.last_cycle.set_to_current_time()

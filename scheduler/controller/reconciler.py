@@ -26,6 +26,7 @@ import structlog
 from scheduler.controller import status as st
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder, job_ref, node_ref
+from scheduler.controller.expect import Expectations
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.grouprun import GroupRunner, Waiting
 from scheduler.controller.groups import Members, collect
@@ -127,8 +128,16 @@ class Reconciler:
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
+        self.expect = Expectations(self.clock)  # own writes the cache may not show yet
         self.groups = GroupRunner(
-            config, self.queue, self.recorder, self._bind_pairs, self.clock, time.time, metrics
+            config,
+            self.queue,
+            self.recorder,
+            self._bind_pairs,
+            self.clock,
+            time.time,
+            metrics,
+            self.expect,
         )
 
     def close(self) -> None:
@@ -140,6 +149,7 @@ class Reconciler:
         report = CycleReport()
         nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
         groups = collect(pods, self.api.podgroups(), self.config)
+        self.expect.settle(pods)
         state = self.builder.build(nodes, pods)
         self._watch_nodes(nodes, state)
         owned: dict[str, list[Obj]] = {}
@@ -151,8 +161,10 @@ class Reconciler:
         self._forget(set(live) | {g.key for g in groups})
         self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
+            present = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
             for launch in self.launches.values():
-                launch.reserve(state.snapshot)
+                launch.reserve(state.snapshot, present)
+            self.expect.reserve(state.snapshot, pods)
         pending: list[JobView] = []
         running: dict[str, tuple[JobView, list[Obj]]] = {}
         for job in jobs:
@@ -180,6 +192,8 @@ class Reconciler:
         self.groups.forget({g.key for g in groups})
         out: dict[str, Waiting] = {}
         for members in groups:
+            if self.expect.waiting(members.key):
+                continue  # the cache does not show its last bindings yet
             try:
                 found = self.groups.one(members, state)
             except InvalidSpecError as exc:
@@ -247,8 +261,8 @@ class Reconciler:
         if (job.get("status") or {}).get("phase") in st.TERMINAL:
             self._finished(job, owned.get(uid, []))
             return
-        if uid in self.launches:
-            return
+        if uid in self.launches or self.expect.waiting(uid):
+            return  # being launched, or the cache does not show what was just done to it
         view = translate(job, self.config)
         pods = owned.get(uid, [])
         if view.spec.suspend:
@@ -513,6 +527,8 @@ class Reconciler:
         for uid, launch in list(self.launches.items()):
             if launch.finished:
                 del self.launches[uid]
+                names = [launch.pod_name(p.rank) for p in launch.todo.pods]
+                self.expect.bound(uid, launch.view.gang, launch.todo, names)
                 self.queue.succeeded(uid)
                 self.started[uid] = self.clock()
                 report.placed += 1
@@ -544,7 +560,10 @@ class Reconciler:
 
     def _bind_all(self, pods: list[Obj]) -> bool:
         pairs = [(p["metadata"]["namespace"], p["metadata"]["name"], str(host_of(p))) for p in pods]
-        return all(self._map(lambda t: self._try(self.api.bind, *t), pairs))
+        done = all(self._map(lambda t: self._try(self.api.bind, *t), pairs))
+        for uid in {owned_by(p) for p in pods} - {None}:  # judged again once the cache shows them
+            self.expect.shown(str(uid), {(ns, name): host for ns, name, host in pairs})
+        return done
 
     def _try(self, fn: Callable[..., None], *args: Any) -> bool:
         try:
@@ -560,8 +579,11 @@ class Reconciler:
         return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
 
     def _delete(self, pods: Iterable[Obj]) -> None:
+        pods = list(pods)
         pairs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
         self._map(lambda t: self._try(self.api.delete_pod, *t), pairs)
+        for uid in {owned_by(p) for p in pods} - {None}:
+            self.expect.gone(str(uid), [p for p in pods if owned_by(p) == uid])
 
     # status
     def _rollback(self, view: JobView, pods: list[Obj], reason: str, message: str) -> None:

@@ -1,0 +1,117 @@
+"""The operator's informer cache: each kind listed once, then kept by a watch.
+
+Contract. An Informer lists its kind, remembers the list's resourceVersion and watches from
+there (with bookmarks, so a quiet kind's version stays fresh); every event updates the stored
+objects and wakes the reconcile loop. A watch that ends (its timeout, a dropped connection)
+resumes from the last version seen; a 410 Gone (the version is too old) or an unreadable stream
+means a fresh list. Until its first list has succeeded an informer is not synced and the reader
+lists instead (`Cached`), so the cache is never worse than listing. The cache is eventually
+consistent: it may not yet show the operator's own latest writes; the reconciler waits for
+those (expect.py) instead of acting on a stale picture.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import structlog
+
+Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
+
+NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
+JOBS = "/apis/rackwise.io/v1alpha1/trainingjobs"
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+WATCH_SECONDS = 300
+
+
+class Source(Protocol):
+    def list_raw(self, path: str) -> tuple[list[Obj], str]: ...
+    def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Obj]]: ...
+
+
+class Informer:
+    def __init__(self, source: Source, path: str, wake: Callable[[], None]) -> None:
+        self.source, self.path, self.wake = source, path, wake
+        self.objects: dict[str, Obj] = {}
+        self.version = ""
+        self.synced = False
+        self.missing = False  # the kind is not served (a CRD not installed): nothing to keep
+        self.lists = 0  # how many times it listed (the first, then after each 410)
+        self.lock = threading.Lock()
+
+    def items(self) -> list[Obj]:
+        with self.lock:
+            return list(self.objects.values())
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                if not self.version:
+                    self._list()
+                self._watch(stop)
+            except Exception as exc:  # the watch or list failed: list again (after a pause)
+                self.version = ""
+                status = getattr(exc, "status", None)
+                if status == 410:  # Gone: the version is too old, nothing is wrong
+                    continue
+                if status == 404:
+                    self._absent()
+                else:
+                    log.warning("informer failed; listing again", path=self.path, exc_info=True)
+                stop.wait(30.0 if status == 404 else 1.0)
+
+    def _list(self) -> None:
+        items, version = self.source.list_raw(self.path)
+        with self.lock:
+            self.objects = {_key(o): o for o in items}
+            self.version, self.synced, self.missing = version, True, False
+            self.lists += 1
+        self.wake()
+
+    def _absent(self) -> None:
+        with self.lock:
+            self.objects, self.synced, self.missing = {}, True, True
+
+    def _watch(self, stop: threading.Event) -> None:
+        for kind, obj in self.source.watch_raw(self.path, self.version, WATCH_SECONDS):
+            if stop.is_set():
+                return
+            self._apply(kind, obj)
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self.lock:
+            if kind == "DELETED":
+                self.objects.pop(_key(obj), None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.objects[_key(obj)] = obj
+            if version:
+                self.version = version
+        if kind != "BOOKMARK":
+            self.wake()
+
+
+def _key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+class Cache:
+    """The four kinds the reconciler reads, each its own informer thread."""
+
+    def __init__(self, source: Source, wake: Callable[[], None]) -> None:
+        self.nodes = Informer(source, NODES, wake)
+        self.pods = Informer(source, PODS, wake)
+        self.jobs = Informer(source, JOBS, wake)
+        self.podgroups = Informer(source, PODGROUPS, wake)
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.nodes, self.pods, self.jobs, self.podgroups)
+
+    def start(self, stop: threading.Event) -> None:
+        for informer in self.informers:
+            threading.Thread(target=informer.run, args=(stop,), daemon=True).start()

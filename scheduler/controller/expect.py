@@ -1,0 +1,100 @@
+"""Read-your-writes over an eventually consistent cache (cache.py): what the operator has just
+done and the cache does not show yet.
+
+Contract. After binding a gang's pods (its own, or a pod group's members) the operator expects
+each pod to show on its node; after deleting pods it expects them gone. Until the cache shows
+that, the owner (a job's uid, a group's key) is not judged again (a judgment on the stale
+picture would bind twice, roll back a complete gang, or count one failure twice), and the hosts
+of expected pods the cache does not show at all are charged, so no other gang is placed on
+them. An expectation the cache has not met after `patience` seconds is dropped (the next
+decision is then taken on what the cache shows, as a relisting operator would). With a
+consistent read (listing every cycle) every expectation is met at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
+from scheduler.placement import Snapshot
+
+Obj = dict[str, Any]
+PodKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class Expected:
+    bound: dict[PodKey, str] = field(default_factory=dict)  # pod -> the node it must show
+    gone: set[str] = field(default_factory=set)  # uids of pods that must disappear
+    # the bound pods' charges, for as long as the cache does not show them
+    charge: list[tuple[GangRequest, list[tuple[PodAssignment, PodKey]]]] = field(
+        default_factory=list
+    )
+    deadline: float = 0.0
+
+
+@dataclass
+class Expectations:
+    clock: Callable[[], float]
+    patience: float = 30.0
+    owners: dict[str, Expected] = field(default_factory=dict)
+
+    def bound(self, owner: str, gang: GangRequest, placement: Placement, names: list[str]) -> None:
+        """`placement`'s pods were bound, pod i of it named names[i], in the gang's namespace."""
+        namespace = gang.name.split("/", 1)[0]
+        keys = [(namespace, name) for name in names]
+        entry = self._entry(owner)
+        for pod, key in zip(placement.pods, keys, strict=True):
+            entry.bound[key] = pod.host
+        entry.charge.append((gang, list(zip(placement.pods, keys, strict=True))))
+
+    def shown(self, owner: str, bound: dict[PodKey, str]) -> None:
+        """Pods (already charged where the cache shows them) must show on these nodes."""
+        self._entry(owner).bound.update(bound)
+
+    def gone(self, owner: str, pods: list[Obj]) -> None:
+        self._entry(owner).gone.update(str(p["metadata"].get("uid")) for p in pods)
+
+    def _entry(self, owner: str) -> Expected:
+        entry = self.owners.setdefault(owner, Expected())
+        entry.deadline = self.clock() + self.patience
+        return entry
+
+    def settle(self, pods: list[Obj]) -> None:
+        """Drop what the cache now shows, and what waited too long."""
+        seen = {_key(p): p for p in pods}
+        uids = {str(p["metadata"].get("uid")) for p in pods}
+        now = self.clock()
+        for owner, entry in list(self.owners.items()):
+            entry.bound = {k: h for k, h in entry.bound.items() if _node(seen.get(k)) != h}
+            entry.gone &= uids
+            if (not entry.bound and not entry.gone) or now > entry.deadline:
+                del self.owners[owner]
+
+    def waiting(self, owner: str) -> bool:
+        return owner in self.owners
+
+    def reserve(self, snapshot: Snapshot, pods: list[Obj]) -> None:
+        """Charge expected pods the cache does not show at all (shown ones are charged)."""
+        present = {_key(p) for p in pods}
+        index = snapshot.fabric.host_index
+        for entry in self.owners.values():
+            for gang, pairs in entry.charge:
+                missing = tuple(a for a, k in pairs if k not in present and a.host in index)
+                if missing:
+                    snapshot.apply(gang, _placement(gang, missing))
+
+
+def _placement(gang: GangRequest, pods: tuple[PodAssignment, ...]) -> Placement:
+    return Placement(gang=gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=pods)
+
+
+def _key(pod: Obj) -> PodKey:
+    meta = pod["metadata"]
+    return (str(meta.get("namespace")), str(meta.get("name")))
+
+
+def _node(pod: Obj | None) -> str | None:
+    return None if pod is None else pod["spec"].get("nodeName")

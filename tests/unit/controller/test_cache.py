@@ -1,0 +1,121 @@
+"""The informer cache and the expectations that give the reconciler read-your-writes, with a
+scripted source (the real API server runs them in tests/integration)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from scheduler.controller.cache import Informer
+from scheduler.controller.expect import Expectations
+from scheduler.controller.gateway import ApiError
+from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
+from scheduler.placement.snapshot import Snapshot
+from scheduler.topology import Fabric, generate
+
+
+def obj(uid: str, version: str, name: str = "", node: str = "") -> dict:
+    return {
+        "metadata": {
+            "uid": uid,
+            "name": name or uid,
+            "namespace": "ns",
+            "resourceVersion": version,
+        },
+        "spec": {"nodeName": node} if node else {},
+    }
+
+
+class Script:
+    """list() answers in turn; each watch() plays its events, then ends or fails."""
+
+    def __init__(self, lists, watches, stop: threading.Event) -> None:
+        self.lists, self.watches, self.stop = list(lists), list(watches), stop
+        self.asked: list[tuple[str, str]] = []
+
+    def list_raw(self, path: str) -> tuple[list[dict], str]:
+        self.asked.append(("list", ""))
+        return self.lists.pop(0)
+
+    def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, dict]]:
+        self.asked.append(("watch", version))
+        if not self.watches:
+            self.stop.set()
+            return
+        events, failure = self.watches.pop(0)
+        yield from events
+        if failure is not None:
+            raise failure
+
+
+def run(lists, watches) -> tuple[Informer, Script]:
+    stop = threading.Event()
+    script = Script(lists, watches, stop)
+    informer = Informer(script, "/api/v1/pods", lambda: None)
+    informer.run(stop)
+    return informer, script
+
+
+def test_listed_once_then_kept_by_events_resuming_from_the_last_version():
+    informer, script = run(
+        [([obj("a", "1"), obj("b", "2")], "5")],
+        [
+            ([("ADDED", obj("c", "6")), ("DELETED", obj("a", "7"))], None),  # the watch times out
+            ([("MODIFIED", obj("b", "8", node="n1")), ("BOOKMARK", obj("", "9"))], None),
+        ],
+    )
+    assert {o["metadata"]["uid"] for o in informer.items()} == {"b", "c"}
+    assert informer.objects["b"]["spec"]["nodeName"] == "n1"
+    assert script.asked == [("list", ""), ("watch", "5"), ("watch", "7"), ("watch", "9")]
+    assert informer.lists == 1
+
+
+def test_gone_lists_again_and_drops_what_vanished_meanwhile():
+    informer, script = run(
+        [([obj("a", "1")], "5"), ([obj("z", "20")], "21")],
+        [([("ADDED", obj("b", "6"))], ApiError(410, "too old")), ([], None)],
+    )
+    assert {o["metadata"]["uid"] for o in informer.items()} == {"z"}
+    assert informer.lists == 2
+    assert script.asked[-1] == ("watch", "21")
+
+
+FABRIC = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+GANG = GangRequest(name="ns/g", pods=2, gpus_per_pod=8)
+PLACED = Placement(
+    gang="ns/g",
+    policy="rackwise",
+    status=PlacementStatus.PLACED,
+    pods=(
+        PodAssignment(rank=0, host=FABRIC.spec.hosts[0].name),
+        PodAssignment(rank=1, host=FABRIC.spec.hosts[1].name),
+    ),
+)
+
+
+def test_an_owner_waits_until_the_cache_shows_its_pods_bound_and_their_hosts_stay_charged():
+    now = [0.0]
+    expect = Expectations(lambda: now[0], patience=30)
+    expect.bound("u", GANG, PLACED, ["g-0", "g-1"])
+    h0, h1 = FABRIC.spec.hosts[0].name, FABRIC.spec.hosts[1].name
+    seen = [obj("p0", "1", "g-0", node=h0)]
+    expect.settle(seen)
+    assert expect.waiting("u")
+    snapshot = Snapshot(FABRIC)
+    expect.reserve(snapshot, seen)  # g-1 is not shown: its host is charged, g-0's is not
+    free = dict(zip([h.name for h in FABRIC.spec.hosts], snapshot.free_gpus.tolist(), strict=True))
+    assert free == {h0: 8, h1: 0}
+    expect.settle([*seen, obj("p1", "2", "g-1", node=h1)])
+    assert not expect.waiting("u")
+
+
+def test_deleted_pods_must_vanish_and_an_unmet_expectation_expires():
+    now = [0.0]
+    expect = Expectations(lambda: now[0], patience=30)
+    stale = [obj("p0", "1", "g-0")]
+    expect.gone("u", stale)
+    expect.settle(stale)
+    assert expect.waiting("u")
+    now[0] = 31.0
+    expect.settle(stale)
+    assert not expect.waiting("u")
