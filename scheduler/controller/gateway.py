@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 import urllib3
@@ -171,14 +172,26 @@ class Gateway:
             raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
 
     # the informer cache's reads (cache.py): raw JSON, no model objects
-    def list_raw(self, path: str) -> tuple[list[Obj], str]:
-        """Every object at `path` and the list's resourceVersion."""
-        self.on_request("list")
-        response = self._raw("GET", path, None, self.timeout[1])
-        if response.status >= 300:
-            raise ApiError(response.status, _message(response.status, response.data))
-        listed = json.loads(response.data)
-        return list(listed.get("items") or []), str(listed["metadata"].get("resourceVersion", ""))
+    def list_raw(
+        self, path: str, keep: Callable[[Obj], Obj] = lambda o: o, page: int = 500
+    ) -> tuple[list[Obj], str]:
+        """Every object at `path` (each passed through `keep`) and the list's resourceVersion,
+        read `page` objects at a time (pages of one list share one snapshot), so a 100,000-pod
+        list is never one body in memory."""
+        items: list[Obj] = []
+        token = ""
+        while True:
+            self.on_request("list")
+            query = f"?limit={page}" + (f"&continue={quote(token)}" if token else "")
+            response = self._raw("GET", path + query, None, self.timeout[1])
+            if response.status >= 300:
+                raise ApiError(response.status, _message(response.status, response.data))
+            listed = json.loads(response.data)
+            items.extend(keep(o) for o in listed.get("items") or [])
+            meta = listed.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
 
     def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Obj]]:
         """(type, object) from `version` on, bookmarks included, for at most `seconds`; a 410

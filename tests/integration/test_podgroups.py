@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.conftest import Env
+from tests.integration.conftest import Env, training_job
 
 Obj = dict[str, Any]
 GROUP = "scheduling.x-k8s.io/pod-group"
@@ -180,3 +180,38 @@ def test_kueue_topology_annotations_name_a_node_label(env, fabric):
     env.apply(batch_job("wide", 3, annotations=notes))  # 3 x 8 GPUs; a rack holds 2
     env.wait("Unplaceable", lambda: "Unplaceable" in reasons(env, "wide"), timeout=60)
     assert not any(p["spec"].get("nodeName") for p in group_pods(env, "wide"))
+
+
+def test_a_trainingjob_a_batch_job_and_default_scheduler_pods_side_by_side(env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain-2", "namespace": "default"},
+        "spec": {
+            "tolerations": [POOL_TOLERATION],
+            "containers": [
+                {"name": "m", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+            ],
+        },
+    }
+    env.apply(plain)
+    env.wait(  # two schedulers on one node race; rackwise counts what is bound when it decides
+        "the plain pod bound by kube-scheduler",
+        lambda: any(
+            p["metadata"]["name"] == "plain-2" and p["spec"].get("nodeName")
+            for p in env.admin.pods()
+        ),
+        timeout=60,
+    )
+    env.apply(training_job("tj-side", 1))
+    env.apply(podgroup("job-side", 2))
+    env.apply(batch_job("job-side", 2))
+    env.wait_placed("tj-side")
+    env.wait("the Job's group bound", lambda: bound(env, "job-side", 2), timeout=60)
+    pods = env.admin.pods()
+    hosts = [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
+    assert len(hosts) == 4
+    assert len(set(hosts)) == 4  # 8 GPUs each on 4 hosts of 8: nothing shares a host
+    job_hosts = {p["spec"]["nodeName"] for p in group_pods(env, "job-side")}
+    assert len({env.node_rack()[h] for h in job_hosts}) == 1

@@ -33,9 +33,10 @@ class Script:
         self.lists, self.watches, self.stop = list(lists), list(watches), stop
         self.asked: list[tuple[str, str]] = []
 
-    def list_raw(self, path: str) -> tuple[list[dict], str]:
+    def list_raw(self, path: str, keep) -> tuple[list[dict], str]:
         self.asked.append(("list", ""))
-        return self.lists.pop(0)
+        items, version = self.lists.pop(0)
+        return [keep(o) for o in items], version
 
     def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, dict]]:
         self.asked.append(("watch", version))
@@ -119,3 +120,16 @@ def test_deleted_pods_must_vanish_and_an_unmet_expectation_expires():
     now[0] = 31.0
     expect.settle(stale)
     assert not expect.waiting("u")
+
+
+def test_what_the_operator_never_reads_is_not_kept():
+    fat = obj("a", "1")
+    fat["metadata"]["managedFields"] = [{"manager": "kubectl"}] * 50
+    fat["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+        "rackwise.io/node": "h1",
+    }
+    informer, _ = run([([fat], "5")], [([("MODIFIED", fat)], None)])
+    [kept] = informer.items()
+    assert "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["annotations"] == {"rackwise.io/node": "h1"}
