@@ -33,8 +33,15 @@ class Source(Protocol):
 
 
 class Informer:
-    def __init__(self, source: Source, path: str, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        source: Source,
+        path: str,
+        wake: Callable[[], None],
+        keep: Callable[[Obj], Obj] | None = None,
+    ) -> None:
         self.source, self.path, self.wake = source, path, wake
+        self.keep = keep or slim  # what of each object is stored
         self.objects: dict[str, Obj] = {}
         self.version = ""
         self.synced = False
@@ -64,7 +71,7 @@ class Informer:
                 stop.wait(30.0 if status == 404 else 1.0)
 
     def _list(self) -> None:
-        items, version = self.source.list_raw(self.path, slim)
+        items, version = self.source.list_raw(self.path, self.keep)
         with self.lock:
             self.objects = {_key(o): o for o in items}
             self.version, self.synced, self.missing = version, True, False
@@ -87,7 +94,7 @@ class Informer:
             if kind == "DELETED":
                 self.objects.pop(_key(obj), None)
             elif kind in ("ADDED", "MODIFIED"):
-                self.objects[_key(obj)] = slim(obj)
+                self.objects[_key(obj)] = self.keep(obj)
             if version:
                 self.version = version
         if kind != "BOOKMARK":
@@ -108,6 +115,38 @@ def slim(obj: Obj) -> Obj:
     return obj
 
 
+POD_META: tuple[str, ...] = ("name", "namespace", "uid", "labels", "annotations")
+POD_META += ("ownerReferences", "creationTimestamp", "deletionTimestamp", "resourceVersion")
+POD_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "priority", "nodeSelector")
+POD_SPEC += ("affinity", "tolerations", "overhead", "restartPolicy")
+CONTAINER = ("name", "image", "resources", "restartPolicy")
+
+
+def pod_view(pod: Obj) -> Obj:
+    """A pod as the operator reads it: identity, ownership, what it requests and tolerates,
+    where it runs, its phase. 100,000 pods are kept, not their images' env and mounts."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    kept_spec = {k: spec[k] for k in POD_SPEC if k in spec}
+    for part in ("containers", "initContainers"):
+        if part in spec:
+            kept_spec[part] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[part]]
+    out = {
+        "metadata": {k: meta[k] for k in POD_META if k in meta},
+        "spec": kept_spec,
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+    return slim(out)
+
+
+def node_view(node: Obj) -> Obj:
+    """A node without its image list and heartbeat history (large on real kubelets)."""
+    status = node.get("status") or {}
+    kept = {k: status[k] for k in ("allocatable", "capacity", "conditions") if k in status}
+    return slim(
+        {"metadata": node.get("metadata") or {}, "spec": node.get("spec") or {}, "status": kept}
+    )
+
+
 def _key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
@@ -117,8 +156,8 @@ class Cache:
     """The four kinds the reconciler reads, each its own informer thread."""
 
     def __init__(self, source: Source, wake: Callable[[], None]) -> None:
-        self.nodes = Informer(source, NODES, wake)
-        self.pods = Informer(source, PODS, wake)
+        self.nodes = Informer(source, NODES, wake, node_view)
+        self.pods = Informer(source, PODS, wake, pod_view)
         self.jobs = Informer(source, JOBS, wake)
         self.podgroups = Informer(source, PODGROUPS, wake)
 
