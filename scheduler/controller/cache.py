@@ -13,6 +13,7 @@ those (expect.py) instead of acting on a stale picture.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -168,3 +169,12 @@ class Cache:
     def start(self, stop: threading.Event) -> None:
         for informer in self.informers:
             threading.Thread(target=informer.run, args=(stop,), daemon=True).start()
+
+    def wait_synced(self, stop: threading.Event, timeout: float) -> bool:
+        """Until every kind has been listed once (or `timeout`: readers then list themselves)."""
+        deadline = time.monotonic() + timeout
+        while not all(i.synced for i in self.informers):
+            if stop.is_set() or time.monotonic() > deadline:
+                return False
+            stop.wait(0.1)
+        return True

@@ -150,6 +150,8 @@ def run(
     cache = Cache(gateway, wake.set) if config.informer_cache else None
     if cache is not None:
         cache.start(stop)
+        # the first cycle reads the cache, not a second full list beside the informers' own
+        cache.wait_synced(stop, config.api_timeout_s * 2)
     else:
         gateway.watch_all(wake.set, stop)
     log.info("operator started", scheduler=config.scheduler_name, identity=me)
