@@ -19,6 +19,7 @@ import structlog
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder
 from scheduler.controller.expect import Expectations
+from scheduler.controller.gateway import ApiError
 from scheduler.controller.groups import Members, gang
 from scheduler.controller.observability import Metrics
 from scheduler.controller.state import ClusterState, host_of
@@ -28,7 +29,6 @@ from scheduler.placement.repair import repair
 from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]
-Bind = Callable[[str, str, str], bool]  # namespace, pod, node -> bound
 log = structlog.get_logger("rackwise")
 
 
@@ -144,11 +144,17 @@ class GroupRunner:
         return False
 
     def wait(self, waiting: Waiting, reason: str, message: str) -> None:
-        self.tell(waiting.members, "Normal", reason, message)
+        kind = "Warning" if reason == "Unplaceable" else "Normal"
+        self.tell(waiting.members, kind, reason, message)
 
     def tell(self, members: Members, kind: str, reason: str, message: str) -> None:
         """An event when the group's reason changes (the recorder aggregates repeats)."""
         if self.reasons.get(members.key) == reason:
             return
+        try:
+            self.recorder.record(members.ref(), kind, reason, message)
+        except ApiError as exc:  # told again next cycle: the reason is not remembered
+            self.metrics.api_error("record")
+            log.warning("event not written", group=members.key, error=str(exc))
+            return
         self.reasons[members.key] = reason
-        self.recorder.record(members.ref(), kind, reason, message)

@@ -33,8 +33,11 @@ def owner(job: JobView) -> Obj:
 def service(job: JobView) -> Obj:
     """Training: a headless Service so that MASTER_ADDR (rank 0's hostname) resolves.
     Inference pools: a normal Service over the pods' declared ports, for clients."""
-    if objective_of(job.gang) is not Objective.PACK:
-        return _serving(job)
+    spec: Obj = {"selector": {JOB_LABEL: job.name}}
+    if objective_of(job.gang) is Objective.PACK:
+        spec |= {"clusterIP": "None", "ports": [{"name": "rendezvous", "port": MASTER_PORT}]}
+    else:
+        spec["ports"] = _declared_ports(job) or [{"name": "http", "port": 80}]
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -44,36 +47,18 @@ def service(job: JobView) -> Obj:
             "labels": {JOB_LABEL: job.name},
             "ownerReferences": [owner(job)],
         },
-        "spec": {
-            "clusterIP": "None",
-            "selector": {JOB_LABEL: job.name},
-            "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
-        },
+        "spec": spec,
     }
 
 
-def _serving(job: JobView) -> Obj:
+def _declared_ports(job: JobView) -> list[Obj]:
     declared = {
         p["containerPort"]: p.get("name") or f"port-{p['containerPort']}"
         for c in job.pod_spec["containers"]
         for p in c.get("ports") or []
         if isinstance(p.get("containerPort"), int)
     }
-    ports = [{"name": name, "port": port} for port, name in sorted(declared.items())]
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            "labels": {JOB_LABEL: job.name},
-            "ownerReferences": [owner(job)],
-        },
-        "spec": {
-            "selector": {JOB_LABEL: job.name},
-            "ports": ports or [{"name": "http", "port": 80}],
-        },
-    }
+    return [{"name": name, "port": port} for port, name in sorted(declared.items())]
 
 
 def gang_pods(job: JobView, placement: Placement, config: OperatorConfig) -> list[Obj]:

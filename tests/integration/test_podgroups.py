@@ -67,6 +67,35 @@ def bound(env: Env, group: str, count: int) -> bool:
     return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
 
 
+def default_scheduled(env: Env, name: str) -> str:
+    """A pod for the default scheduler (8 GPUs, tolerating the pools); the node it gets."""
+    env.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "tolerations": [POOL_TOLERATION],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                    }
+                ],
+            },
+        }
+    )
+
+    def node() -> str:
+        pod = next((p for p in env.admin.pods() if p["metadata"]["name"] == name), None)
+        return str((pod or {}).get("spec", {}).get("nodeName") or "")
+
+    # two schedulers on one node race; rackwise counts what is bound when it decides
+    env.wait(f"kube-scheduler binds {name}", lambda: bool(node()), timeout=60)
+    return node()
+
+
 def reasons(env: Env, name: str) -> set[str]:
     return {e["reason"] for e in env.events(name)}
 
@@ -122,32 +151,7 @@ def test_statefulset_pods_are_a_group_too(env, fabric):
 
 def test_default_scheduler_pods_are_charged_and_rackwise_places_around_them(env, fabric):
     fabric(blocks=1, racks=1, hosts=2, gpus=8)
-    plain = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "plain", "namespace": "default"},
-        "spec": {
-            "tolerations": [POOL_TOLERATION],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
-                }
-            ],
-        },
-    }
-    env.apply(plain)
-    env.wait(
-        "kube-scheduler binds the plain pod",
-        lambda: any(
-            p["metadata"]["name"] == "plain" and p["spec"].get("nodeName") for p in env.admin.pods()
-        ),
-        timeout=60,
-    )
-    taken = next(p for p in env.admin.pods() if p["metadata"]["name"] == "plain")["spec"][
-        "nodeName"
-    ]
+    taken = default_scheduled(env, "plain")
     env.apply(podgroup("two", 2))
     env.apply(batch_job("two", 2))
     env.apply(podgroup("one", 1))
@@ -184,26 +188,7 @@ def test_kueue_topology_annotations_name_a_node_label(env, fabric):
 
 def test_a_trainingjob_a_batch_job_and_default_scheduler_pods_side_by_side(env, fabric):
     fabric(blocks=1, racks=2, hosts=2, gpus=8)
-    plain = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "plain-2", "namespace": "default"},
-        "spec": {
-            "tolerations": [POOL_TOLERATION],
-            "containers": [
-                {"name": "m", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
-            ],
-        },
-    }
-    env.apply(plain)
-    env.wait(  # two schedulers on one node race; rackwise counts what is bound when it decides
-        "the plain pod bound by kube-scheduler",
-        lambda: any(
-            p["metadata"]["name"] == "plain-2" and p["spec"].get("nodeName")
-            for p in env.admin.pods()
-        ),
-        timeout=60,
-    )
+    default_scheduled(env, "plain-2")
     env.apply(training_job("tj-side", 1))
     env.apply(podgroup("job-side", 2))
     env.apply(batch_job("job-side", 2))
