@@ -4,13 +4,15 @@
 seeded, 6,542 pods that all fit) submitted at once, on the same control plane (etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler 1.20 from Debian's source), cleaned
 between phases:
-  null            this process creates each pod and binds it to a precomputed node, 16 threads,
-                  no decision at all: what the API server allows on this machine;
+  null            this process creates the pods rackwise makes for these gangs (the same
+                  bodies: env, labels, owner references) and binds each to a precomputed node,
+                  16 threads, no decision at all: what the API server allows on this machine;
   TrainingJob     rackwise (its own process, exactly its RBAC) creates and binds every gang;
   batch/v1 Job    the real Job controller creates the pods (schedulerName rackwise, a
                   PodGroup each), rackwise binds them;
-  kube-scheduler  this process creates the same pods for the default scheduler, started with
-                  --kube-api-qps=2000 --kube-api-burst=4000 so its client limiter does not bind.
+  kube-scheduler  this process creates those same pods for the default scheduler, started
+                  with --kube-api-qps=2000 --kube-api-burst=4000 so its client limiter does not
+                  bind.
 Per phase: seconds from the first create to the last pod bound (a watch counts bindings), pods
 bound per second, and for rackwise its API requests per placed pod (rackwise_api_requests_total
 from its /metrics) and peak RSS (sampled every 50 ms). Then the operator idles for a minute:
@@ -42,6 +44,9 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.devcluster import install, operator_command
 from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
+from scheduler.controller.jobs import translate
+from scheduler.controller.pods import pod
+from scheduler.controller.state import NODE_ANNOTATION as NODE
 from scheduler.topology import generate
 
 Obj = dict[str, Any]
@@ -229,7 +234,7 @@ def main() -> None:
         spec = generate(blocks=5, racks=25, hosts=8, gpus=8)
         create_nodes(admin, spec, OperatorConfig())
         nodes = [h.name for h in spec.hosts for _ in range(8)][:total]
-        rows.append(show(phase_null(admin, total, nodes)))
+        rows.append(show(phase_null(admin, the_same_pods(admin, sizes, nodes))))
         clean(admin)
         operator = Operator(cluster, workdir)
         rows.append(show(phase_training(admin, operator, sizes)))
@@ -242,7 +247,7 @@ def main() -> None:
         peak = operator.peak
         operator.close()
         clean(admin)
-        rows.append(show(phase_kube_scheduler(admin, total)))
+        rows.append(show(phase_kube_scheduler(admin, the_same_pods(admin, sizes, nodes))))
     finally:
         cluster.stop()
     report(rows, total, idle, peak)
@@ -253,12 +258,34 @@ def show(row: list[str]) -> list[str]:
     return row
 
 
-def phase_null(admin: Gateway, total: int, nodes: list[str]) -> list[str]:
-    def one(i: int) -> None:
-        admin.create_pod("default", plain_pod(f"null-{i}", scheduler="null"))
-        admin.bind("default", f"null-{i}", nodes[i])
+def the_same_pods(admin: Gateway, sizes: list[int], nodes: list[str]) -> list[Obj]:
+    """The pods rackwise makes for the 200 TrainingJobs (env, labels, owner references, pool
+    selector and toleration), each meant for a precomputed node: what the null scheduler and
+    kube-scheduler get, so that every path handles the same objects. The jobs exist (created
+    here with no operator running), so the garbage collector keeps their pods."""
+    pool_map(
+        lambda i: admin.custom.create_namespaced_custom_object(
+            GROUP, VERSION, "default", PLURAL, training_job(i, sizes[i])
+        ),
+        list(range(len(sizes))),
+    )
+    config = OperatorConfig()
+    jobs = sorted(admin.jobs(), key=lambda j: int(j["metadata"]["name"].split("-")[1]))
+    bodies, at = [], 0
+    for job in jobs:
+        view = translate(job, config)
+        for rank in range(view.gang.pods):
+            bodies.append(pod(view, rank, nodes[at], config))
+            at += 1
+    return bodies
 
-    seconds, bound = timed(admin, total, lambda: pool_map(one, list(range(total))))
+
+def phase_null(admin: Gateway, bodies: list[Obj]) -> list[str]:
+    def one(body: Obj) -> None:
+        admin.create_pod("default", body | {"spec": body["spec"] | {"schedulerName": "null"}})
+        admin.bind("default", body["metadata"]["name"], body["metadata"]["annotations"][NODE])
+
+    seconds, bound = timed(admin, len(bodies), lambda: pool_map(one, bodies))
     return ["null scheduler (create + bind)", f"{seconds:.1f}", str(bound), "", ""]
 
 
@@ -293,11 +320,12 @@ def phase_batch(admin: Gateway, operator: Operator, sizes: list[int]) -> list[st
     return ["rackwise, batch/v1 Job + PodGroup", f"{seconds:.1f}", str(bound), f"{per_pod:.2f}", ""]
 
 
-def phase_kube_scheduler(admin: Gateway, total: int) -> list[str]:
-    def submit() -> None:
-        pool_map(lambda i: admin.create_pod("default", plain_pod(f"ks-{i}")), list(range(total)))
+def phase_kube_scheduler(admin: Gateway, bodies: list[Obj]) -> list[str]:
+    def one(body: Obj) -> None:
+        spec = body["spec"] | {"schedulerName": "default-scheduler"}
+        admin.create_pod("default", body | {"spec": spec})
 
-    seconds, bound = timed(admin, total, submit)
+    seconds, bound = timed(admin, len(bodies), lambda: pool_map(one, bodies))
     return ["kube-scheduler 1.20 (qps 2000)", f"{seconds:.1f}", str(bound), "", ""]
 
 
