@@ -85,7 +85,8 @@ class GroupRunner:
             self._incomplete(members, len(waiting), need)
             return None
         arrival = min(created(p) for p in waiting)
-        return Waiting(members, gang(members, waiting, self.config), waiting, arrival)
+        request, ordered = gang(members, waiting, self.config)
+        return Waiting(members, request, ordered, arrival)
 
     def _incomplete(self, members: Members, arrived: int, need: int) -> None:
         first = min(created(p) for p in members.pods)
@@ -100,7 +101,11 @@ class GroupRunner:
         """New members of a group already placed go near the others, all or none of them."""
         if state is None:
             return
-        whole = gang(members, [*bound, *waiting], self.config)
+        whole, _ = gang(members, [*bound, *waiting], self.config)
+        if whole.roles:
+            message = "new members of a group with several pod sets are not placed near the rest"
+            self.tell(members, "Warning", "Unplaceable", message)
+            return
         survivors = {i: str(host_of(p)) for i, p in enumerate(bound)}
         missing = list(range(len(bound), len(bound) + len(waiting)))
         found = repair(state.snapshot, whole, survivors, missing, self.config.queue().place)

@@ -14,7 +14,9 @@ topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-
 a node label (mapped to the operator's level read from that label). The pool is the pod label
 `rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
 
-Members must be alike (the same requests and node constraints): a gang is one pod set here.
+Members may differ: the largest set of alike pods (same requests and node constraints) are the
+workers, the others roles placed near them (a LeaderWorkerSet's leader, a Ray head, a driver).
+Pool, priority and topology annotations are the group's and must agree.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from scheduler.controller.jobs import constraints
 from scheduler.controller.resources import Charge, charge
 from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
 from scheduler.model import GangRequest, Slice
+from scheduler.model.gang import Role
 
 Obj = dict[str, Any]
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POOL_LABEL = "rackwise.io/pool"
+ROLE_LABEL = "rackwise.io/role"  # names a pod set other than the workers (else set-<i>)
 INDEX = "batch.kubernetes.io/job-completion-index"
 OURS = "rackwise.io/"
 KUEUE = "kueue.x-k8s.io/podset-"
@@ -109,21 +113,29 @@ def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> li
     return [Members(ns, name, ps, by_name.get((ns, name))) for (ns, name), ps in found.items()]
 
 
-def gang(members: Members, pods: list[Obj], config: OperatorConfig) -> GangRequest:
-    """The gang of `pods` (members of one group); InvalidSpecError says what is wrong."""
-    first = pods[0]
-    per_pod = _alike(pods, config)
+def gang(
+    members: Members, pods: list[Obj], config: OperatorConfig
+) -> tuple[GangRequest, list[Obj]]:
+    """The gang of `pods` (members of one group) and the pods in rank order; InvalidSpecError
+    says what is wrong. The largest set of alike pods (same requests and node constraints) are
+    the workers, whose traffic the placement minimises; any other set (a leader, a driver, a
+    head) is a role placed near them (placement/roles.py), all or nothing."""
+    first = _agreed(pods)
     labels = first["metadata"].get("labels") or {}
     pool = labels.get(POOL_LABEL, "training")
     if pool not in config.pool_names:
         raise InvalidSpecError(
             f"label {POOL_LABEL}: unknown pool {pool!r}; pools are {', '.join(config.pool_names)}"
         )
+    sets = _pod_sets(pods, config)
+    main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
+    per_pod, workers = sets[main]
+    others = [s for i, s in enumerate(sets) if i != main]
     wanted = _topology(first["metadata"].get("annotations") or {}, config)
     try:
-        return GangRequest(
+        request = GangRequest(
             name=f"{members.namespace}/{members.name}",
-            pods=len(pods),
+            pods=len(workers),
             gpus_per_pod=per_pod.gpus,
             cpu_milli_per_pod=per_pod.cpu_milli,
             memory_mib_per_pod=per_pod.memory_mib,
@@ -131,41 +143,64 @@ def gang(members: Members, pods: list[Obj], config: OperatorConfig) -> GangReque
             pool=pool,
             objective=next(p.objective for p in config.pool_list if p.name == pool),
             priority=int(first["spec"].get("priority") or 0),
-            constraints=constraints(_pod_spec(first), pool, config),
+            constraints=constraints(_pod_spec(workers[0]), pool, config),
+            roles=tuple(_role(i, c, ps, pool, config) for i, (c, ps) in enumerate(others)),
             **wanted,
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "annotations")) from exc
+    return request, [*workers, *(p for _, ps in others for p in ps)]
 
 
-def _alike(pods: list[Obj], config: OperatorConfig) -> Charge:
-    charges = [charge(p["spec"], config.gpu_resource) for p in pods]
-    shape = [_placement_fields(p) for p in pods]
-    for pod, c, s in zip(pods, charges, shape, strict=True):
-        if c != charges[0] or s != shape[0]:
+def _agreed(pods: list[Obj]) -> Obj:
+    """The first pod, once every member agrees on what is the group's, not a pod set's: pool,
+    priority and topology annotations."""
+    shared = [_group_fields(p) for p in pods]
+    for pod, fields in zip(pods, shared, strict=True):
+        if fields != shared[0]:
             raise InvalidSpecError(
                 f"pod {pod['metadata']['name']} differs from {pods[0]['metadata']['name']} in "
-                "its requests or node constraints; a pod group is one set of alike pods"
+                "its pool, priority or topology annotations; a group has one of each"
             )
-    return charges[0]
+    return pods[0]
 
 
-def _placement_fields(pod: Obj) -> tuple[object, ...]:
-    spec = pod["spec"]
+def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, list[Obj]]]:
+    """Alike pods together (same charge and node constraints), in order of first appearance."""
+    sets: dict[tuple[object, ...], tuple[Charge, list[Obj]]] = {}
+    for pod in pods:
+        cost = charge(pod["spec"], config.gpu_resource)
+        spec = pod["spec"]
+        key = (
+            repr(cost),
+            *(repr(spec.get(k)) for k in ("nodeSelector", "affinity", "tolerations")),
+        )
+        sets.setdefault(key, (cost, []))[1].append(pod)
+    return list(sets.values())
+
+
+def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig) -> Role:
+    named = {(p["metadata"].get("labels") or {}).get(ROLE_LABEL) for p in pods}
+    name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
+    return Role(
+        name=str(name),
+        pods=len(pods),
+        gpus_per_pod=cost.gpus,
+        cpu_milli_per_pod=cost.cpu_milli,
+        memory_mib_per_pod=cost.memory_mib,
+        extended_per_pod=cost.extended,
+        constraints=constraints(_pod_spec(pods[0]), pool, config),
+    )
+
+
+def _group_fields(pod: Obj) -> tuple[object, ...]:
     labels = pod["metadata"].get("labels") or {}
     notes = {
         k: v
         for k, v in (pod["metadata"].get("annotations") or {}).items()
         if k.startswith((OURS, KUEUE))
     }
-    return (
-        repr(spec.get("nodeSelector")),
-        repr(spec.get("affinity")),
-        repr(spec.get("tolerations")),
-        labels.get(POOL_LABEL),
-        spec.get("priority"),
-        repr(sorted(notes.items())),
-    )
+    return (labels.get(POOL_LABEL), pod["spec"].get("priority"), repr(sorted(notes.items())))
 
 
 def _pod_spec(pod: Obj) -> PodSpec:

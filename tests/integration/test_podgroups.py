@@ -200,3 +200,28 @@ def test_a_trainingjob_a_batch_job_and_default_scheduler_pods_side_by_side(env, 
     assert len(set(hosts)) == 4  # 8 GPUs each on 4 hosts of 8: nothing shares a host
     job_hosts = {p["spec"]["nodeName"] for p in group_pods(env, "job-side")}
     assert len({env.node_rack()[h] for h in job_hosts}) == 1
+
+
+def test_a_leader_and_its_workers_are_one_gang_the_leader_placed_near_them(env, fabric):
+    """A LeaderWorkerSet-like group: 1 CPU-only leader and 2 8-GPU workers. The workers are
+    the gang that is packed; the leader is a role placed nearest them, all or nothing."""
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(podgroup("lws", 3))
+    for i, gpus in enumerate([0, 8, 8]):
+        spec = template("lws", gpus=gpus)
+        if not gpus:
+            spec["metadata"]["labels"]["rackwise.io/role"] = "leader"
+            spec["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        env.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"lws-{i}", "namespace": "default", **spec["metadata"]},
+                "spec": spec["spec"],
+            }
+        )
+    env.wait("all three bound", lambda: bound(env, "lws", 3), timeout=60)
+    where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in group_pods(env, "lws")}
+    racks = env.node_rack()
+    assert racks[where["lws-1"]] == racks[where["lws-2"]]  # the workers packed in one rack
+    assert where["lws-0"] in {where["lws-1"], where["lws-2"]}  # the leader on a worker's host
