@@ -129,6 +129,9 @@ class Reconciler:
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
         self.node_names: set[str] = set()  # every Node object seen in the last cycle
         self.expect = Expectations(self.clock)  # own writes the cache may not show yet
+        # job uid -> the status last written: a cache that lags (or an older watch event that
+        # lands after the patch) must not make it written again, with its event, every cycle
+        self.written: dict[str, Obj] = {}
         self.groups = GroupRunner(
             config,
             self.queue,
@@ -183,6 +186,7 @@ class Reconciler:
         """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""
         self.launches = {u: v for u, v in self.launches.items() if u in live}
         self.started = {u: v for u, v in self.started.items() if u in live}
+        self.written = {u: v for u, v in self.written.items() if u in live}
         self.queue.forget(live)
 
     def _groups(
@@ -666,14 +670,15 @@ class Reconciler:
     def _write(self, job: Obj, new: Obj) -> None:
         """Patch the status if it changed; an event when the Placed reason changes (compared
         with the stored status, so a restarted operator does not repeat itself)."""
-        old = job.get("status") or {}
+        meta = job["metadata"]
+        old = self.written.get(str(meta.get("uid"))) or job.get("status") or {}
         if st.same(old, new):
             return
-        meta = job["metadata"]
         if not self._try(self.api.patch_status, meta["namespace"], meta["name"], new):
             return
-        before, after = st.reason_of(job), st.reason_of({"status": new})
+        before, after = st.reason_of({"status": old}), st.reason_of({"status": new})
         job["status"] = new
+        self.written[str(meta.get("uid"))] = new
         if after and after != before:
             placed = next(c for c in new["conditions"] if c["type"] == "Placed")
             kind = "Warning" if after in WARNINGS else "Normal"
