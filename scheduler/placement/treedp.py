@@ -6,8 +6,13 @@ level below d as (weight x domains used). Hosts in a leaf are taken largest firs
 they differ only in capacity); a parent is a 0/1 knapsack over its children, each child offered
 as its Pareto frontier of (capacity, cost). Ring crossings are k for k >= 2 but 0 for k == 1,
 so the optimum is min over every domain d of F_d[n]: a placement whose lowest single domain is
-d pays exactly F_d for the levels below d and nothing above. Vectors have n + 1 entries, so a
-100k-GPU fabric solves in a few hundred milliseconds of numpy.
+d pays exactly F_d for the levels below d and nothing above. A vector ends where its domain's
+capacity does (at most n + 1 entries), so low levels work on short vectors.
+
+Promises: the optimum of that objective, exactly, with `bound == value`; except where a parent's
+knapsack is wider than `work` cells (the top levels, gangs of thousands of pods), whose merge is
+solved in units of several pods (knapsack.py): then `value` is a feasible placement's and
+`bound` a valid lower bound within TOLERANCE of it, or the whole tree is solved again exactly.
 """
 
 from __future__ import annotations
