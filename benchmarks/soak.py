@@ -30,7 +30,6 @@ from scheduler.topology import generate
 Obj = dict[str, Any]
 CONFIG = {
     "resyncSeconds": 2.0,
-    "informerCache": False,
     "nodeNotReadyGraceSeconds": 40,
     "leaderElection": {
         "leaseDurationSeconds": 6,
