@@ -76,13 +76,19 @@ class Expectations:
     def waiting(self, owner: str) -> bool:
         return owner in self.owners
 
+    def forget(self, live: set[str]) -> None:
+        """Owners that are gone (a deleted job or group) expect nothing any more."""
+        self.owners = {o: e for o, e in self.owners.items() if o in live}
+
     def reserve(self, snapshot: Snapshot, pods: list[Obj]) -> None:
-        """Charge expected pods the cache does not show at all (shown ones are charged)."""
+        """Charge expected pods the cache has not shown yet and does not show at all (shown
+        ones are charged from what the cache shows; one seen and gone since is gone)."""
         present = {_key(p) for p in pods}
         index = snapshot.fabric.host_index
         for entry in self.owners.values():
             for gang, pairs in entry.charge:
-                missing = tuple(a for a, k in pairs if k not in present and a.host in index)
+                unseen = (a for a, k in pairs if k in entry.bound and k not in present)
+                missing = tuple(a for a in unseen if a.host in index)
                 if missing:
                     snapshot.apply(gang, _placement(gang, missing))
 

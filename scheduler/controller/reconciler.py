@@ -187,6 +187,7 @@ class Reconciler:
         self.launches = {u: v for u, v in self.launches.items() if u in live}
         self.started = {u: v for u, v in self.started.items() if u in live}
         self.written = {u: v for u, v in self.written.items() if u in live}
+        self.expect.forget(live)
         self.queue.forget(live)
 
     def _groups(

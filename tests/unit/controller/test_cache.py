@@ -133,3 +133,15 @@ def test_what_the_operator_never_reads_is_not_kept():
     [kept] = informer.items()
     assert "managedFields" not in kept["metadata"]
     assert kept["metadata"]["annotations"] == {"rackwise.io/node": "h1"}
+
+
+def test_a_pod_seen_bound_and_deleted_since_is_not_charged_and_gone_owners_expect_nothing():
+    expect = Expectations(lambda: 0.0, patience=30)
+    expect.bound("u", GANG, PLACED, ["g-0", "g-1"])
+    h0 = FABRIC.spec.hosts[0].name
+    expect.settle([obj("p0", "1", "g-0", node=h0)])  # g-0 shown, g-1 not yet
+    snapshot = Snapshot(FABRIC)
+    expect.reserve(snapshot, [])  # g-0 deleted since (its job was): only g-1 is charged
+    assert sorted(snapshot.free_gpus.tolist()) == [0, 8]
+    expect.forget(set())
+    assert not expect.waiting("u")
