@@ -55,7 +55,11 @@ class Expectations:
         self._entry(owner).bound.update(bound)
 
     def gone(self, owner: str, pods: list[Obj]) -> None:
-        self._entry(owner).gone.update(str(p["metadata"].get("uid")) for p in pods)
+        """`pods` were deleted: expected gone, and no longer expected bound (nor charged)."""
+        entry = self._entry(owner)
+        entry.gone.update(str(p["metadata"].get("uid")) for p in pods)
+        for pod in pods:
+            entry.bound.pop(_key(pod), None)
 
     def _entry(self, owner: str) -> Expected:
         entry = self.owners.setdefault(owner, Expected())
