@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.controller.podpolicy import PodSecurity
 from scheduler.model import PlaceConfig
+from scheduler.model.gang import Objective
 from scheduler.model.topology import complete
 from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
 from scheduler.queue import Backfill, Preemption, QueueConfig
@@ -102,6 +103,10 @@ class OperatorConfig(BaseModel):
     @property
     def levels(self) -> tuple[LevelLabel, ...]:
         return self.topology_levels or self.labels.levels()
+
+    def objective(self, pool: str) -> Objective:
+        """The objective of one of the operator's pools (checked to exist by the caller)."""
+        return next(p.objective for p in self.pool_list if p.name == pool)
 
     @property
     def pool_names(self) -> tuple[str, ...]:

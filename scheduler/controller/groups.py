@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.jobs import constraints
+from scheduler.controller.jobs import constraints, known_pool
 from scheduler.controller.resources import Charge, charge
 from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
 from scheduler.model import GangRequest, Slice
@@ -123,10 +123,7 @@ def gang(
     first = _agreed(pods)
     labels = first["metadata"].get("labels") or {}
     pool = labels.get(POOL_LABEL, "training")
-    if pool not in config.pool_names:
-        raise InvalidSpecError(
-            f"label {POOL_LABEL}: unknown pool {pool!r}; pools are {', '.join(config.pool_names)}"
-        )
+    known_pool(pool, f"label {POOL_LABEL}", config)
     sets = _pod_sets(pods, config)
     main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
     per_pod, workers = sets[main]
@@ -136,12 +133,9 @@ def gang(
         request = GangRequest(
             name=f"{members.namespace}/{members.name}",
             pods=len(workers),
-            gpus_per_pod=per_pod.gpus,
-            cpu_milli_per_pod=per_pod.cpu_milli,
-            memory_mib_per_pod=per_pod.memory_mib,
-            extended_per_pod=per_pod.extended,
+            **per_pod.per_pod(),
             pool=pool,
-            objective=next(p.objective for p in config.pool_list if p.name == pool),
+            objective=config.objective(pool),
             priority=int(first["spec"].get("priority") or 0),
             constraints=constraints(_pod_spec(workers[0]), pool, config),
             roles=tuple(_role(i, c, ps, pool, config) for i, (c, ps) in enumerate(others)),
@@ -185,10 +179,7 @@ def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConf
     return Role(
         name=str(name),
         pods=len(pods),
-        gpus_per_pod=cost.gpus,
-        cpu_milli_per_pod=cost.cpu_milli,
-        memory_mib_per_pod=cost.memory_mib,
-        extended_per_pod=cost.extended,
+        **cost.per_pod(),
         constraints=constraints(_pod_spec(pods[0]), pool, config),
     )
 

@@ -130,20 +130,21 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
     built = Role(
         name=role.name,
         pods=role.replicas,
-        gpus_per_pod=per_pod.gpus,
-        cpu_milli_per_pod=per_pod.cpu_milli,
-        memory_mib_per_pod=per_pod.memory_mib,
-        extended_per_pod=per_pod.extended,
+        **per_pod.per_pod(),
         constraints=constraints(role.template.spec, spec.pool, config),
     )
     return built, pod_spec
 
 
 def _pool(spec: TrainingJobSpec, config: OperatorConfig) -> None:
-    if spec.pool not in config.pool_names:
-        raise InvalidSpecError(
-            f"spec.pool: unknown pool {spec.pool!r}; pools are {', '.join(config.pool_names)}"
-        )
+    known_pool(spec.pool, "spec.pool", config)
+
+
+def known_pool(pool: str, where: str, config: OperatorConfig) -> None:
+    """InvalidSpecError, naming `where`, unless `pool` is one of the operator's pools."""
+    if pool not in config.pool_names:
+        names = ", ".join(config.pool_names)
+        raise InvalidSpecError(f"{where}: unknown pool {pool!r}; pools are {names}")
 
 
 def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
@@ -243,12 +244,9 @@ def _gang(
         return GangRequest(
             name=key(job),
             pods=spec.replicas,
-            gpus_per_pod=per_pod.gpus,
-            cpu_milli_per_pod=per_pod.cpu_milli,
-            memory_mib_per_pod=per_pod.memory_mib,
-            extended_per_pod=per_pod.extended,
+            **per_pod.per_pod(),
             pool=spec.pool,
-            objective=next(p.objective for p in config.pool_list if p.name == spec.pool),
+            objective=config.objective(spec.pool),
             required_level=topology.required_level,
             preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
             slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),

@@ -38,6 +38,15 @@ class Charge:
     memory_mib: int
     extended: dict[str, int] = field(default_factory=dict)
 
+    def per_pod(self) -> dict[str, Any]:
+        """The per-pod request fields of a GangRequest or a Role."""
+        return {
+            "gpus_per_pod": self.gpus,
+            "cpu_milli_per_pod": self.cpu_milli,
+            "memory_mib_per_pod": self.memory_mib,
+            "extended_per_pod": self.extended,
+        }
+
 
 def container_requests(container: Obj) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
