@@ -47,6 +47,10 @@ class Placement(BaseModel):
     # what decided: "tree-dp", "cp-sat", "warm-start" or the baseline's name
     engine: str = ""
     reason: str = ""
+    # level -> wholly free domains this placement breaks (placement/fragments.py)
+    broken: dict[str, int] = Field(default_factory=dict)
+    # J paid over the J-optimal placement to break less, as a share of it (0: none paid)
+    premium: float = 0.0
 
     @property
     def placed(self) -> bool:
@@ -76,6 +80,9 @@ class PlaceConfig(BaseModel):
     deterministic_time: float | None = Field(default=None, gt=0)
     # weight of breaking a fully free rack, as a share of one host crossing
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
+    # the most J a training gang pays over its optimum to break less of the fabric
+    # (placement/fragments.py), as a share of that optimum; 0 switches it off
+    fragmentation_share: float = Field(default=0.05, ge=0, le=1)
     # compute the lower bound for decisions not already proven optimal (costs time at scale)
     report_bound: bool = True
     # patience: a gang that would fit inside one spine of its empty pool waits up to this long

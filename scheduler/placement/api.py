@@ -15,6 +15,7 @@ from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
+from scheduler.placement.fragments import Breakage
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.reasons import explain, unknown_levels
 from scheduler.placement.roles import place_roles
@@ -68,11 +69,13 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     prefs = preference_weights(fabric, gang, weights)
     j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
     proven: float | None = None
+    premium = 0.0
     if config.policy == RACKWISE:
         solution = cpsat.solve(capacity, ring, weights, config, j_bound)
         counts = solution.counts if solution else None
         proven = solution.bound if solution else None
         engine = solution.engine if solution else "cp-sat"
+        premium = solution.premium if solution else 0.0
     else:
         counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
     if counts is None:
@@ -85,6 +88,8 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     )
     bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
+    broken = Breakage.of(snapshot, gang.pool).broken(snapshot, counts)
+    placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(snapshot, gang, placement, counts, start)
 
 

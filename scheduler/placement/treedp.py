@@ -26,6 +26,7 @@ import numpy.typing as npt
 from scheduler.model.topology import Tier
 from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.fragments import Prices
 from scheduler.placement.knapsack import (
     INF,
     WORK,
@@ -66,7 +67,12 @@ class DPResult:
 
 class TreeDP:
     def __init__(
-        self, capacity: Capacity, weights: list[float], fresh_rack: float, work: float = WORK
+        self,
+        capacity: Capacity,
+        weights: list[float],
+        fresh_rack: float,
+        work: float = WORK,
+        breaks: Prices | None = None,
     ) -> None:
         self.work = work  # knapsack cells a parent solves exactly (knapsack.scale_for)
         self.capacity = capacity
@@ -74,6 +80,7 @@ class TreeDP:
         self.n = capacity.gang.pods
         self.weights = weights
         self.fresh_rack = fresh_rack
+        self.breaks = breaks or {}  # level -> price per domain touched (fragments.py)
         self.nodes: list[Node] = []
         # whole groups per domain at each level (slices, TP groups)
         self.size = slices.sizes(self.fabric, capacity.gang)
@@ -143,6 +150,7 @@ class TreeDP:
             for d, node in level_nodes.items():
                 up = fabric.parent[level][d] if level < fabric.top else 0
                 extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
+                extra += self._price(level, d)
                 groups.setdefault(up, []).append((node, extra))
             level_nodes = {
                 d: self.parent(level + 1, d, [k for k, _ in kids], [e for _, e in kids])
@@ -162,6 +170,24 @@ class TreeDP:
         starts = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
         for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(key)], strict=True):
             yield int(key[a]), hosts[a:b], slots[a:b]
+
+    def _price(self, level: int, domain: int) -> float:
+        prices = self.breaks.get(level)
+        return 0.0 if prices is None else float(prices[domain])
+
+    def chain(self, node: Node) -> float:
+        """What a placement whose lowest single domain is `node` pays for touching that domain
+        and its ancestors (children below it pay theirs as merge extras)."""
+        if not self.breaks or node.level > self.fabric.top:
+            return 0.0
+        level, domain, total = node.level, node.domain, 0.0
+        if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
+            level, domain = RACK, self.fabric.parent[NVLINK][domain]
+        while True:
+            total += self._price(level, domain)
+            if level >= self.fabric.top:
+                return total
+            level, domain = level + 1, self.fabric.parent[level][domain]
 
     def _fresh_racks(self) -> set[int]:
         return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()
@@ -192,23 +218,26 @@ def solve_tree(
     fresh_rack: float,
     penalty: list[float],
     work: float = WORK,
+    breaks: Prices | None = None,
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
     `penalty[level]` is the preferred-level weight: added per domain used at that level, less
     one domain's worth, which a placement inside a single domain of that level never pays.
     Parents wider than `work` knapsack cells are merged coarse (knapsack.py); when the result
-    is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly."""
+    is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly.
+    `breaks` adds each touched domain's price (fragments.py) to what is minimised; `value` and
+    `bound` then include it."""
     n = capacity.gang.pods
     fits = capacity.pods >= n
     if fits.any():
         host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
-    dp = TreeDP(capacity, weighted, fresh_rack, work)
+    dp = TreeDP(capacity, weighted, fresh_rack, work, breaks)
     found = _best(dp, allowed_top, penalty)
     if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
-        dp = TreeDP(capacity, weighted, fresh_rack, work=INF)
+        dp = TreeDP(capacity, weighted, fresh_rack, INF, breaks)
         found = _best(dp, allowed_top, penalty)
     if found is None:
         return None
@@ -231,7 +260,7 @@ def _best(dp: TreeDP, allowed_top: int, penalty: list[float]) -> tuple[float, fl
     for node in dp.nodes:
         if node.level > allowed_top and not (node is root and unrestricted):
             continue
-        relief = sum(penalty[: node.level])
+        relief = sum(penalty[: node.level]) - dp.chain(node)
         bound = min(bound, _at(node.low, n) - relief)
         value = _at(node.cost, n) - relief
         if best is None or value < best[0]:

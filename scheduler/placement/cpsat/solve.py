@@ -15,6 +15,7 @@ from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin, bins_of, fill, make_bins
 from scheduler.placement.cpsat.model import SCALE, GangModel, build
+from scheduler.placement.fragments import Breakage, Prices
 from scheduler.placement.scoring import (
     fresh_rack_weight,
     objective,
@@ -33,6 +34,8 @@ class Solution:
     # valid bound on J (placement.api).
     bound: float | None
     engine: str
+    # J paid over the J-optimal placement for breaking less (fragments.py), as a share of it
+    premium: float = 0.0
 
 
 def solve(
@@ -49,7 +52,7 @@ def solve(
     if config.engine == "auto" and objective_of(gang) == "pack" and gang.max_pods_per_rack is None:
         found = _tree(capacity, weights, fresh)
         if found is not None:
-            return Solution(found.counts, found.bound, "tree-dp")
+            return _less_broken(capacity, weights, fresh, found, config.fragmentation_share)
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = objective_of(gang) == "pack"
@@ -62,11 +65,39 @@ def solve(
     return model_solve(capacity, bound(), weights, config, hint)
 
 
-def _tree(capacity: Capacity, weights: list[float], fresh: float) -> DPResult | None:
+def _tree(
+    capacity: Capacity, weights: list[float], fresh: float, breaks: Prices | None = None
+) -> DPResult | None:
     gang = capacity.gang
     fabric = capacity.snapshot.fabric
     top = fabric.index(gang.required_level) if gang.required_level else fabric.top
-    return solve_tree(capacity, weights, top, fresh, preference_weights(fabric, gang, weights))
+    prefs = preference_weights(fabric, gang, weights)
+    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks)
+
+
+def _less_broken(
+    capacity: Capacity, weights: list[float], fresh: float, best: DPResult, share: float
+) -> Solution:
+    """The J-optimal placement, or one that breaks less (fragments.py) for at most `share`
+    more J. Minimising J + lam F with lam = share J0 / F0 gives J1 + lam F1 <= J0 + lam F0, so
+    J1 <= (1 + share) J0 whatever F1 is; J1 is still checked, exactly, before it is kept. The
+    bound stays the J-optimum's: a valid lower bound on J for either."""
+    kept = Solution(best.counts, best.bound, "tree-dp")
+    j0 = objective(capacity, best.counts, weights, fresh)
+    if share <= 0 or j0 <= 0 or len(best.counts) < 2:  # one host: best_fit_host chose already
+        return kept
+    breakage = Breakage.of(capacity.snapshot, capacity.gang.pool)
+    f0 = breakage.value(capacity.snapshot, best.counts)
+    if f0 <= 0:
+        return kept
+    other = _tree(capacity, weights, fresh, breakage.scaled(share * j0 / f0))
+    if other is None:
+        return kept
+    j1 = objective(capacity, other.counts, weights, fresh)
+    f1 = breakage.value(capacity.snapshot, other.counts)
+    if f1 >= f0 or j1 > j0 * (1 + share) * (1 + 1e-9):
+        return kept
+    return Solution(other.counts, best.bound, "tree-dp", premium=j1 / j0 - 1)
 
 
 def model_solve(

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.model import GangRequest, PlaceConfig, Placement
-from scheduler.placement import Snapshot, place, validate
+from scheduler.placement import InvalidPlacementError, Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import traffic
 from scheduler.placement.ranks import assign_ranks
+from scheduler.placement.scoring import fresh_rack_weight, level_weights, objective
 
 
 def spreads(slots: list[tuple[int, int]], n: int) -> Iterator[dict[int, int]]:
@@ -46,4 +47,30 @@ def optimum(snapshot: Snapshot, gang: GangRequest) -> float | None:
         pods = assign_ranks(snapshot.fabric, counts)
         cost = traffic(snapshot.fabric, gang, pods).cost
         best = cost if best is None else min(best, cost)
+    return best
+
+
+def j_of(snapshot: Snapshot, gang: GangRequest, counts: dict[int, int]) -> float:
+    capacity = Capacity.of(snapshot, gang)
+    weights = level_weights(snapshot.fabric, gang)
+    fresh = fresh_rack_weight(capacity, weights, PlaceConfig().fragmentation_weight)
+    return objective(capacity, counts, weights, fresh)
+
+
+def minimum(snapshot: Snapshot, gang: GangRequest) -> float | None:
+    capacity = Capacity.of(snapshot, gang)
+    best = None
+    for counts in spreads(sorted(capacity.slots.items()), gang.pods):
+        candidate = Placement(
+            gang=gang.name,
+            policy="brute-force",
+            status="placed",
+            pods=assign_ranks(snapshot.fabric, counts),
+        )
+        try:
+            validate(snapshot, gang, candidate)
+        except InvalidPlacementError:
+            continue
+        value = j_of(snapshot, gang, counts)
+        best = value if best is None else min(best, value)
     return best

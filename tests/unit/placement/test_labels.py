@@ -8,13 +8,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import GangRequest, ParallelShape, PlaceConfig, Placement
-from scheduler.placement import POLICIES, InvalidPlacementError, Snapshot, place, validate
-from scheduler.placement.capacity import Capacity
-from scheduler.placement.ranks import assign_ranks
-from scheduler.placement.scoring import fresh_rack_weight, level_weights, objective
+from scheduler.placement import POLICIES, Snapshot, place, validate
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
-from tests.unit.placement.bruteforce import spreads
+from tests.unit.placement.bruteforce import j_of, minimum
 
 TRAINING = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=4))
 NVLINK = Fabric(generate(blocks=1, racks=2, hosts=4, gpus=2, nvlink=2))
@@ -37,32 +34,6 @@ SHAPES = {
         {"pods": 3, "gpus_per_pod": 1, "pool": "online-inference", "max_pods_per_rack": 1},
     ),
 }
-
-
-def j_of(snapshot: Snapshot, gang: GangRequest, counts: dict[int, int]) -> float:
-    capacity = Capacity.of(snapshot, gang)
-    weights = level_weights(snapshot.fabric, gang)
-    fresh = fresh_rack_weight(capacity, weights, PlaceConfig().fragmentation_weight)
-    return objective(capacity, counts, weights, fresh)
-
-
-def minimum(snapshot: Snapshot, gang: GangRequest) -> float | None:
-    capacity = Capacity.of(snapshot, gang)
-    best = None
-    for counts in spreads(sorted(capacity.slots.items()), gang.pods):
-        candidate = Placement(
-            gang=gang.name,
-            policy="brute-force",
-            status="placed",
-            pods=assign_ranks(snapshot.fabric, counts),
-        )
-        try:
-            validate(snapshot, gang, candidate)
-        except InvalidPlacementError:
-            continue
-        value = j_of(snapshot, gang, counts)
-        best = value if best is None else min(best, value)
-    return best
 
 
 def counts_of(snapshot: Snapshot, placement: Placement) -> dict[int, int]:
@@ -101,15 +72,25 @@ def test_bound_optimum_and_objective_are_ordered(shape, seed):
             assert not placement.optimal, label
 
 
+J_ONLY = PlaceConfig(fragmentation_share=0)  # the J-optimum, nothing traded for breakage
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_exact_engine_proves_what_it_reports(seed):
     snapshot = fragmented(TRAINING, busy=0.35, seed=seed)
     for shape in ("dp", "prefs", "prefs-spine", "prefs-wide", "prefs-trade", "pp"):
         gang = GangRequest(name="g", **SHAPES[shape][1])
-        [placement] = place(snapshot, [gang])
+        [placement] = place(snapshot, [gang], J_ONLY)
         best = minimum(snapshot, gang)
         assert placement.optimal, shape
         assert placement.objective == pytest.approx(best, abs=1e-9), shape
+        # trading J for less breakage (the default) pays at most its share, and says so
+        [traded] = place(snapshot, [gang])
+        share = PlaceConfig().fragmentation_share
+        assert traded.objective <= best * (1 + share) + 1e-9, shape
+        paid = traded.objective / best - 1 if best else 0.0
+        assert traded.premium == pytest.approx(paid, abs=1e-9), shape
+        assert traded.optimal == (traded.objective <= best * (1 + 1e-9)), shape
 
 
 @pytest.mark.parametrize("engine", ["auto", "cp-sat"])

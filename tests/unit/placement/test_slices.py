@@ -166,7 +166,7 @@ def test_the_dp_and_the_cpsat_model_agree(shape, layer):
             capacity = Capacity.of(snapshot, gang)
             weights = level_weights(fabric, gang)
             model = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
-            [dp] = place(snapshot, [gang])
+            [dp] = place(snapshot, [gang], config.model_copy(update={"fragmentation_share": 0}))
             assert dp.placed == (model is not None), (seed, busy)
             if model is None:
                 continue

@@ -1,0 +1,81 @@
+"""What a placement breaks: the capacity later gangs lose, as one number the tree DP can add.
+
+Contract. `Breakage.of(snapshot, pool)` takes the free capacity before a gang is placed and
+prices every switch domain (rack and above) the gang could touch:
+
+    b(d) = size(d) x ( [d is wholly free] / (wholly free domains of its level + 1)
+                       + FIT x free share of d )
+
+size(d) is the domain's GPUs in racks (a spine of 12 racks weighs 12): breaking a whole spine
+costs a spine's worth. The first term is the scarcity of whole domains (breaking one of the
+last few free racks costs more than one of many); the second is best fit (touching a domain
+that is already mostly used costs less). A placement's breakage F is the sum of b over the
+domains it touches at each level. F decomposes along the tree: the DP adds b(child) per child
+used and, for its single lowest domain, b of that domain and its ancestors (treedp.py).
+
+It decides nothing: the rackwise policy (cpsat/solve.py) trades F against J within a share of
+J, and reports what it traded (Placement.broken, Placement.premium)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.model.topology import Tier
+from scheduler.placement.snapshot import Snapshot
+
+RACK = Tier.RACK
+FIT = 0.25  # best fit weighs a quarter of breaking a whole domain when few are left
+Prices = dict[int, npt.NDArray[np.float64]]
+
+
+@dataclass(frozen=True)
+class Breakage:
+    prices: Prices  # level (rack and above) -> b per domain of that level
+    whole: dict[int, npt.NDArray[np.bool_]]  # level -> domain is wholly free
+
+    @staticmethod
+    def of(snapshot: Snapshot, pool: str) -> Breakage:
+        fabric = snapshot.fabric
+        mask = fabric.pool_mask.get(pool, np.zeros(len(fabric.hosts), dtype=bool))
+        free = np.where(mask, snapshot.free_gpus * snapshot.up_mask(), 0)
+        total = np.where(mask, fabric.gpus, 0)
+        rack_gpus = max(1.0, float(np.bincount(fabric.columns[RACK], weights=total).max()))
+        prices: Prices = {}
+        whole: dict[int, npt.NDArray[np.bool_]] = {}
+        for level in range(RACK, fabric.depth):
+            column = fabric.columns[level]
+            n = len(fabric.names[level])
+            cap = np.bincount(column, weights=total, minlength=n)
+            left = np.bincount(column, weights=free, minlength=n)
+            intact = (cap > 0) & (left >= cap)
+            share = np.divide(left, cap, out=np.zeros(n), where=cap > 0)
+            size = cap / rack_gpus
+            prices[level] = size * (intact / (intact.sum() + 1) + FIT * share)
+            whole[level] = intact
+        return Breakage(prices, whole)
+
+    def scaled(self, factor: float) -> Prices:
+        return {level: p * factor for level, p in self.prices.items()}
+
+    def value(self, snapshot: Snapshot, counts: Mapping[int, int]) -> float:
+        return sum(float(self.prices[lv][list(ds)].sum()) for lv, ds in _touched(snapshot, counts))
+
+    def broken(self, snapshot: Snapshot, counts: Mapping[int, int]) -> dict[str, int]:
+        """Level name -> wholly free domains the placement breaks (only levels where any)."""
+        names = snapshot.fabric.levels
+        out = {
+            names[lv]: int(self.whole[lv][list(ds)].sum()) for lv, ds in _touched(snapshot, counts)
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def _touched(snapshot: Snapshot, counts: Mapping[int, int]) -> list[tuple[int, set[int]]]:
+    fabric = snapshot.fabric
+    hosts = [h for h, n in counts.items() if n > 0]
+    return [
+        (level, {fabric.domain[level][h] for h in hosts}) for level in range(RACK, fabric.depth)
+    ]

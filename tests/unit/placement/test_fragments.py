@@ -1,0 +1,112 @@
+"""The fragmentation-aware objective (placement/fragments.py, cpsat/solve.py _less_broken):
+hand-computed prices, cases where it changes the decision, the cap on what it may cost the
+gang, and its off switch."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import GangRequest, PlaceConfig
+from scheduler.placement import Snapshot, place, validate
+from scheduler.placement.fragments import Breakage
+from scheduler.topology import Fabric, generate
+from tests.conftest import fragmented
+from tests.unit.placement.bruteforce import minimum
+
+# 2 spines x 2 racks x 3 hosts x 8 GPUs: racks r0, r1 under s0; r2, r3 under s1
+FABRIC = Fabric(generate(blocks=2, racks=2, hosts=3, gpus=8))
+OFF = PlaceConfig(fragmentation_share=0)
+GANG = GangRequest(name="g", pods=2, gpus_per_pod=8)
+
+
+def busy(*hosts: str) -> Snapshot:
+    snapshot = Snapshot(FABRIC)
+    for host in hosts:
+        snapshot.use(host, 8)
+    return snapshot
+
+
+def racks(placement) -> set[str]:
+    return {host.split("-")[0] for host in placement.hosts()}
+
+
+def test_prices_by_hand():
+    """r1 has one of its three hosts busy; everything else is wholly free."""
+    snapshot = busy("h1-0")
+    prices = Breakage.of(snapshot, "training").prices
+    rack, spine, core = 2, 3, 4
+    # racks: three wholly free of four -> 1/(3+1) + FIT x 1; r1: FIT x 16/24
+    assert prices[rack].tolist() == pytest.approx([0.5, 0.25 * 16 / 24, 0.5, 0.5])
+    # spines weigh 2 racks: s0 is partly used (40 of 48 free), s1 is whole (1 of 2 spines)
+    assert prices[spine].tolist() == pytest.approx([2 * 0.25 * 40 / 48, 2 * (1 / 2 + 0.25)])
+    assert prices[core].tolist() == pytest.approx([4 * 0.25 * 88 / 96])
+
+
+def test_a_used_rack_is_preferred_at_the_same_traffic():
+    snapshot = busy("h1-0")
+    [old] = place(snapshot, [GANG], OFF)
+    [new] = place(snapshot, [GANG])
+    assert racks(old) != {"h1"}  # the J-optimum the DP finds first: a wholly free rack
+    assert old.broken["rack"] == 1
+    assert racks(new) == {"h1"}  # the same J inside the rack already in use
+    assert new.broken == {}
+    assert new.objective == pytest.approx(old.objective)
+    assert new.premium == 0.0
+    assert new.optimal
+    validate(snapshot, GANG, new)
+
+
+def test_a_whole_spine_is_kept_when_a_used_one_holds_the_gang():
+    """r1 is full, the other racks whole: the gang breaks a whole rack either way, but in r0
+    it leaves spine s1 whole."""
+    snapshot = busy("h1-0", "h1-1", "h1-2")
+    [new] = place(snapshot, [GANG])
+    assert racks(new) == {"h0"}
+    assert new.broken == {"rack": 1}
+    snapshot = busy("h0-0", "h0-1", "h0-2", "h1-0", "h1-1", "h1-2", "h3-0")
+    [new] = place(snapshot, [GANG])  # only s1 has room: r3's two free hosts, not whole r2
+    assert racks(new) == {"h3"}
+
+
+def test_a_dearer_trade_is_refused():
+    """Not breaking r0 means spanning spines (r1 + r2): far more than 5% of J."""
+    snapshot = busy("h1-0", "h1-1", "h2-0", "h2-1", "h3-0", "h3-1", "h3-2")
+    [new] = place(snapshot, [GANG])
+    assert racks(new) == {"h0"}
+    assert new.broken == {"rack": 1}
+    assert new.premium == 0.0
+    [generous] = place(snapshot, [GANG], PlaceConfig(fragmentation_share=1.0))
+    assert racks(generous) == {"h0"}  # spanning spines costs more than twice J
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_never_more_than_its_share_of_the_optimum(seed):
+    fabric = Fabric(generate(blocks=2, racks=2, hosts=3, gpus=4))
+    snapshot = fragmented(fabric, busy=0.3, seed=seed)
+    for pods in (3, 6):
+        gang = GangRequest(name="g", pods=pods, gpus_per_pod=1)
+        best = minimum(snapshot, gang)  # brute force over every placement
+        for share in (0.01, 0.05, 0.3):
+            [p] = place(snapshot, [gang], PlaceConfig(fragmentation_share=share))
+            if best is None:
+                assert not p.placed
+                continue
+            validate(snapshot, gang, p)
+            assert best - 1e-9 <= p.objective <= best * (1 + share) + 1e-9
+            assert p.bound is not None
+            assert p.bound <= best + 1e-9
+            assert p.optimal == (p.objective <= best * (1 + 1e-9))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_switched_off_it_is_the_j_optimum(seed):
+    snapshot = fragmented(FABRIC, busy=0.4, seed=seed)
+    for pods in (2, 4, 7):
+        gang = GangRequest(name="g", pods=pods, gpus_per_pod=4)
+        [p] = place(snapshot, [gang], OFF)
+        best = minimum(snapshot, gang)
+        assert p.placed == (best is not None)
+        if p.placed:
+            assert p.optimal
+            assert p.premium == 0.0
+            assert p.objective == pytest.approx(best)
