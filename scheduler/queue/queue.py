@@ -19,6 +19,9 @@ blocked gang, and when the queue wants to be called again. It promises:
 - bounded work: at most `max_attempts` placement tries per pool per cycle, and a gang that failed
   on a view (free capacity and held hosts of its pool) is not tried on the same view again
   unless its patience or backoff has ended;
+- joint placement (queue/joint.py, `joint_gangs`): the cycle's starts made on the whole free
+  capacity are placed again together with each pool's first unplaceable gang when that starts
+  more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
 - isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
   never the cycle.
 Drivers apply the decisions: the simulator at once, the operator through the API server."""
@@ -34,7 +37,8 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
-from scheduler.queue import preemption
+from scheduler.queue import joint, preemption
+from scheduler.queue.joint import Start
 from scheduler.queue.reservation import reserve
 from scheduler.queue.types import (
     Backfill,
@@ -89,6 +93,8 @@ class _Cycle:
     # views are shared by the gangs that see the same thing; `version` moves with `work`
     version: int = 0
     views: dict[tuple[str, frozenset[int], int], _View] = field(default_factory=dict)
+    # starts made on the whole free capacity (no hosts held from them): joint placement's
+    free_starts: list[Start] = field(default_factory=list)
     # (view, shape) -> fewest pods of that shape found unplaceable on that view this cycle
     failed: dict[tuple[int, tuple[object, ...]], tuple[int, WaitReason]] = field(
         default_factory=dict
@@ -177,9 +183,55 @@ class SchedulingQueue:
                 self._consider(c, entry)
             except Exception as exc:  # one gang's surprise must not stop the others
                 c.out.failed[entry.key] = exc
+        self._joint(c)
         for key, _ in c.out.starts:
             self._entries.pop(key, None)
         return c.out
+
+    def _joint(self, c: _Cycle) -> None:
+        """Place the cycle's starts again together, with each pool's first blocked gang, when
+        that starts more or costs less (queue/joint.py); hosts held for a reservation or a
+        preemptor stay off limits to everyone else."""
+        if self.config.joint_gangs < 2 or not c.free_starts:
+            return
+        blocked = self._blocked(c)
+        if len(c.free_starts) + len(blocked) < 2:
+            return
+        holds = {**self._held, **{r.key: r.hosts for r in c.out.reservations.values()}}
+        keys = [k for k, _, _ in c.free_starts] + [k for k, _ in blocked]
+        forbidden = {k: frozenset().union(*(h for o, h in holds.items() if o != k)) for k in keys}
+        place = self.config.place.model_copy(update={"compact_wait_s": 0.0})
+        found = joint.improve(
+            c.work, c.free_starts, blocked, forbidden, place, self.config.joint_gangs
+        )
+        if found is not None:
+            self._take_joint(c, found)
+
+    def _blocked(self, c: _Cycle) -> list[tuple[str, GangRequest]]:
+        """The first gang of each pool that could not be placed this cycle."""
+        out: dict[str, tuple[str, GangRequest]] = {}
+        for key, wait in c.out.waiting.items():
+            entry = self._entries.get(key)
+            if entry is None or wait.reason is not WaitReason.UNPLACEABLE:
+                continue
+            pool = entry.gang.pool
+            if pool not in out or entry.order < self._entries[out[pool][0]].order:
+                out[pool] = (key, entry.gang)
+        return list(out.values())
+
+    def _take_joint(self, c: _Cycle, found: joint.Joint) -> None:
+        before = dict(c.out.starts)
+        c.out.starts = [(k, found.placements.get(k, p)) for k, p in c.out.starts]
+        c.out.starts += [(k, found.placements[k]) for k in found.joined]
+        for key in found.joined:
+            c.out.waiting.pop(key, None)
+            c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
+        c.out.tried.extend(found.tried)
+        c.out.joint_gain += found.gain
+        c.out.joint_joined = list(found.joined)
+        c.out.joint_moved = sorted(
+            k for k, p in found.placements.items() if k in before and before[k] != p
+        )
 
     def _settle(self, running: list[Running]) -> None:
         """Preemptors whose victims are all gone hold nothing any more."""
@@ -236,6 +288,8 @@ class SchedulingQueue:
         placement = place_one(view, entry.gang, self._place_config(entry, c.now))
         c.out.tried.append(placement)
         if placement.placed:
+            if view is c.work:  # placed on the whole free capacity: joint placement may move it
+                c.free_starts.append((entry.key, entry.gang, placement))
             self._start(c, entry, placement)
             return
         seen = v.seen()

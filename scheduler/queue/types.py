@@ -43,6 +43,9 @@ class QueueConfig(BaseModel):
     max_attempts: int = Field(default=64, ge=1)
     # domains examined per level when choosing victims (the freest first)
     preemption_domains: int = Field(default=32, ge=1)
+    # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
+    # placed again together when that lowers their total J; below 2 switches it off
+    joint_gangs: int = Field(default=8, ge=0)
 
     @property
     def trial(self) -> PlaceConfig:
@@ -145,6 +148,11 @@ class Decisions:
     reservations: dict[str, Reservation] = field(default_factory=dict)
     # earliest time a waiting gang should be looked at again (patience or backoff ends)
     wake_at: float = math.inf
+    # joint placement: the J it saved over one-by-one on the same starts, the starts it placed
+    # differently, and the blocked gangs it started beside them
+    joint_gain: float = 0.0
+    joint_moved: list[str] = field(default_factory=list)
+    joint_joined: list[str] = field(default_factory=list)
 
     def wake(self, at: float) -> None:
         self.wake_at = min(self.wake_at, at)
