@@ -22,6 +22,9 @@ blocked gang, and when the queue wants to be called again. It promises:
 - joint placement (queue/joint.py, `joint_gangs`): the cycle's starts made on the whole free
   capacity are placed again together with each pool's first unplaceable gang when that starts
   more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
+- defragmentation (queue/defrag.py, `defrag_moves_per_hour`): a running training gang that
+  declares checkpoints is marked, then moved at its next checkpoint, when that lets a pool's
+  first unplaceable gang start (which starts in the same cycle) or cuts its own J; budgeted;
 - isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
   never the cycle.
 Drivers apply the decisions: the simulator at once, the operator through the API server."""
@@ -38,6 +41,7 @@ from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import joint, preemption
+from scheduler.queue.defrag import Defrag
 from scheduler.queue.joint import Start
 from scheduler.queue.reservation import reserve
 from scheduler.queue.types import (
@@ -124,6 +128,7 @@ class SchedulingQueue:
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
+        self._defrag = Defrag(self.config)
 
     # membership
     def add(
@@ -174,7 +179,7 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
-        if not self._entries:
+        if not self._entries and self.config.defrag_moves_per_hour <= 0:
             return Decisions()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
@@ -184,6 +189,7 @@ class SchedulingQueue:
             except Exception as exc:  # one gang's surprise must not stop the others
                 c.out.failed[entry.key] = exc
         self._joint(c)
+        self._defragment(c)
         for key, _ in c.out.starts:
             self._entries.pop(key, None)
         return c.out
@@ -206,6 +212,29 @@ class SchedulingQueue:
         )
         if found is not None:
             self._take_joint(c, found)
+
+    def _defragment(self, c: _Cycle) -> None:
+        """Move running gangs at their checkpoints to let a waiting gang start or to cut their
+        own J (queue/defrag.py); mark those whose checkpoint is still to come."""
+        if self.config.defrag_moves_per_hour <= 0:
+            return
+        blocked = self._blocked(c)
+        reserved = {r.key: r.hosts for r in c.out.reservations.values()}
+        forbidden = frozenset().union(*self._held.values(), *reserved.values())
+        leaving = c.evicted.union(*self._leaving.values())
+        running = [r for r in c.running if r.key not in leaving]
+        moves, starts, marked = self._defrag.cycle(
+            c.now, c.work, running, blocked, forbidden, reserved
+        )
+        c.out.moves += moves
+        c.out.marked.update(marked)
+        for at in marked.values():
+            if at < math.inf:
+                c.out.wake(at)
+        for key, placement in starts:
+            c.out.starts.append((key, placement))
+            c.out.waiting.pop(key, None)
+            c.out.reservations = {p: r for p, r in c.out.reservations.items() if r.key != key}
 
     def _blocked(self, c: _Cycle) -> list[tuple[str, GangRequest]]:
         """The first gang of each pool that could not be placed this cycle."""

@@ -43,6 +43,12 @@ class QueueConfig(BaseModel):
     max_attempts: int = Field(default=64, ge=1)
     # domains examined per level when choosing victims (the freest first)
     preemption_domains: int = Field(default=32, ge=1)
+    # defragmentation at checkpoints (queue/defrag.py): moves carried out per hour at most
+    # (0: off), the share of its own J a move for a gang's own sake must save, and the running
+    # gangs tried per waiting gang
+    defrag_moves_per_hour: float = Field(default=0.0, ge=0)
+    defrag_min_gain: float = Field(default=0.3, gt=0, le=1)
+    defrag_candidates: int = Field(default=8, ge=1)
     # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
     # placed again together when that lowers their total J; below 2 switches it off
     joint_gangs: int = Field(default=8, ge=0)
@@ -116,6 +122,26 @@ class Running:
     tenant: str = ""
     checkpoint_s: float | None = None  # checkpoint interval; None: nothing kept on eviction
     end_s: float | None = None  # estimated end; None: unknown
+    # when the gang last said it checkpointed (the operator reads the job's signal); None:
+    # every checkpoint_s from started_s (the simulator)
+    checkpointed_s: float | None = None
+
+    def last_checkpoint(self, now: float) -> float | None:
+        if self.checkpointed_s is not None:
+            return self.checkpointed_s
+        if not self.checkpoint_s or now < self.started_s + self.checkpoint_s * (1 - 1e-12):
+            return None
+        # a wake set at a checkpoint must count it despite float rounding
+        done = math.floor((now - self.started_s) / self.checkpoint_s + 1e-9)
+        return self.started_s + done * self.checkpoint_s
+
+    def next_checkpoint(self, now: float) -> float:
+        """When the next periodic checkpoint falls (inf when none is declared or the gang
+        signals its own: its signal wakes the operator)."""
+        if not self.checkpoint_s or self.checkpointed_s is not None:
+            return math.inf
+        done = math.floor(max(0.0, now - self.started_s) / self.checkpoint_s + 1e-9)
+        return self.started_s + (done + 1) * self.checkpoint_s
 
     def lost_gpu_s(self, now: float) -> float:
         """GPU-seconds of work an eviction now throws away (back to the last checkpoint)."""
@@ -130,6 +156,18 @@ class Eviction:
     victim: str
     preemptor: str
     lost_gpu_s: float
+
+
+@dataclass(frozen=True)
+class Move:
+    """A running gang moved at its checkpoint: its new placement, the waiting gang it made
+    room for (None: for its own J), and the seconds since that checkpoint (work the driver
+    loses; 0 when the move falls on the checkpoint)."""
+
+    key: str
+    placement: Placement
+    waiting: str | None
+    since_checkpoint_s: float
 
 
 @dataclass
@@ -153,6 +191,11 @@ class Decisions:
     joint_gain: float = 0.0
     joint_moved: list[str] = field(default_factory=list)
     joint_joined: list[str] = field(default_factory=list)
+    # defragmentation: gangs moved now (before the starts: a start may use the room a move
+    # made), and gangs marked to move at their next checkpoint (key -> when it falls; inf:
+    # when the gang signals one)
+    moves: list[Move] = field(default_factory=list)
+    marked: dict[str, float] = field(default_factory=dict)
 
     def wake(self, at: float) -> None:
         self.wake_at = min(self.wake_at, at)

@@ -1,0 +1,138 @@
+"""Defragmentation at checkpoints (queue/defrag.py): hand-built cases where a move changes the
+decision, each of its rules, and its off switch giving the old decisions back."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import GangRequest
+from scheduler.placement import Snapshot, place_one, validate
+from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue, WaitReason
+from scheduler.queue.defrag import Defrag
+from tests.unit.queue.helpers import fabric, running
+
+ON = QueueConfig(preemption=Preemption.OFF, defrag_moves_per_hour=4)
+OFF = ON.model_copy(update={"defrag_moves_per_hour": 0})
+CKPT = 1800.0
+
+
+def one_rack_gang(name: str = "b") -> GangRequest:
+    return GangRequest(name=name, pods=2, gpus_per_pod=8, required_level="rack")
+
+
+def checkpointing(r: Running) -> Running:
+    return Running(r.key, r.gang, r.placement, r.started_s, checkpoint_s=CKPT)
+
+
+def split_racks() -> tuple[Snapshot, list[Running]]:
+    """One spine, racks r0 and r1 of two hosts: "g" (checkpoints every 30 min) on h0-0, "x"
+    (no checkpoints) on h1-0. A 2-host gang that must stay in one rack cannot start, though
+    two hosts are free."""
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    g = checkpointing(running(snap, "g", ["h0-0"]))
+    x = running(snap, "x", ["h1-0"])
+    return snap, [g, x]
+
+
+def test_marked_then_moved_at_its_checkpoint():
+    snap, run = split_racks()
+    queue = SchedulingQueue(ON)
+    queue.add("b", one_rack_gang(), arrival=0)
+    first = queue.cycle(100, snap, run)
+    assert first.waiting["b"].reason is WaitReason.UNPLACEABLE
+    assert first.marked == {"g": CKPT}
+    assert first.wake_at == CKPT
+    assert not first.moves
+    assert not queue.cycle(1000, snap, run).moves  # no checkpoint since the mark yet
+    at = queue.cycle(CKPT, snap, run)
+    [move] = at.moves
+    assert move.key == "g"
+    assert move.waiting == "b"
+    assert move.since_checkpoint_s == 0
+    assert set(move.placement.hosts()) == {"h1-1"}
+    [(key, placement)] = at.starts
+    assert key == "b"
+    assert set(placement.hosts()) == {"h0-0", "h0-1"}
+    after = snap.copy()  # the move, then the start, are valid in that order
+    after.release(run[0].gang, run[0].placement)
+    validate(after, run[0].gang, move.placement)
+    after.apply(run[0].gang, move.placement)
+    validate(after, one_rack_gang(), placement)
+
+
+def test_switched_off_the_gang_waits():
+    snap, run = split_racks()
+    queue = SchedulingQueue(OFF)
+    queue.add("b", one_rack_gang(), arrival=0)
+    for now in (100, CKPT):
+        d = queue.cycle(now, snap, run)
+        assert not d.starts
+        assert not d.moves
+        assert not d.marked
+        assert d.waiting["b"].reason is WaitReason.UNPLACEABLE
+
+
+def test_gangs_without_checkpoints_are_never_moved():
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    run = [running(snap, "g", ["h0-0"]), running(snap, "x", ["h1-0"])]
+    queue = SchedulingQueue(ON)
+    queue.add("b", one_rack_gang(), arrival=0)
+    assert not queue.cycle(100, snap, run).marked
+
+
+def test_a_mark_whose_reason_is_gone_is_dropped():
+    snap, run = split_racks()
+    queue = SchedulingQueue(ON)
+    queue.add("b", one_rack_gang(), arrival=0)
+    assert queue.cycle(100, snap, run).marked
+    queue.remove("b")
+    queue.add("other", GangRequest(name="other", pods=1, gpus_per_pod=8), arrival=1)
+    at = queue.cycle(CKPT, snap, run)
+    assert not at.moves
+
+
+def test_moving_cannot_help_when_room_is_short():
+    """Two free hosts in all, a 3-host gang: fragmentation is not what stops it."""
+    snap, run = split_racks()
+    queue = SchedulingQueue(ON)
+    queue.add("b", GangRequest(name="b", pods=3, gpus_per_pod=8), arrival=0)
+    assert not queue.cycle(100, snap, run).marked
+
+
+@pytest.mark.parametrize(("budget", "marks"), [(1, 1), (2, 2)])
+def test_the_hourly_budget_counts_marks(budget, marks):
+    snap = Snapshot(fabric(blocks=1, racks=3, hosts=2))
+    run = [
+        checkpointing(running(snap, "g1", ["h0-0"])),
+        checkpointing(running(snap, "g2", ["h1-0"])),
+        running(snap, "x", ["h2-0"]),
+    ]
+    defrag = Defrag(ON.model_copy(update={"defrag_moves_per_hour": budget}))
+    blocked = [("b1", one_rack_gang("b1")), ("b2", one_rack_gang("b2"))]
+    _, _, marked = defrag.cycle(100, snap, run, blocked, frozenset(), {})
+    assert len(marked) == marks
+
+
+def test_a_move_for_its_own_traffic():
+    """ "g" was placed when only h0-0 and h1-0 were free, so it spans racks r0 and r1; now rack
+    r2 is free: moved there at its checkpoint, its J drops to the inside of one rack (with
+    nothing queued). Asked to save all of its J, it is not marked."""
+    f = fabric(blocks=1, racks=3, hosts=2)
+    gang = GangRequest(name="g", pods=2, gpus_per_pod=8)
+    then = Snapshot(f)
+    for host in ("h0-1", "h1-1", "h2-0", "h2-1"):
+        then.use(host, 8)
+    spread = place_one(then, gang, ON.place)
+    assert spread.domains["rack"] == 2
+    snap = Snapshot(f)
+    snap.apply(gang, spread)
+    g = Running("g", gang, spread, 0.0, checkpoint_s=CKPT)
+    queue = SchedulingQueue(ON)
+    first = queue.cycle(100, snap, [g])
+    assert first.marked == {"g": CKPT}
+    [move] = queue.cycle(CKPT, snap, [g]).moves
+    assert move.waiting is None
+    assert move.placement.domains["rack"] == 1
+    assert move.placement.objective <= 0.7 * spread.objective
+    strict = SchedulingQueue(ON.model_copy(update={"defrag_min_gain": 1.0}))
+    assert not strict.cycle(100, snap, [g]).marked
