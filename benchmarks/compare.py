@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,21 +89,47 @@ def report(per_seed: dict[str, list[dict[str, Any]]], title: str) -> None:
         print("  " + ratio.text())
 
 
+# rackwise with each of its own mechanisms switched off (SimConfig): rows of their own, never
+# taken as the baseline
+VARIANTS: dict[str, dict[str, Any]] = {
+    "rackwise -frag": {"fragmentation_share": 0.0},
+    "rackwise -joint": {"joint_gangs": 0},
+    "rackwise -defrag": {"defrag_moves_per_hour": 0.0},
+    "rackwise (none)": {"fragmentation_share": 0.0, "joint_gangs": 0, "defrag_moves_per_hour": 0.0},
+}
+MECHANISMS = (
+    ("defrag_moves", "moves"),
+    ("joint_joined", "joined"),
+    ("joint_gain", "joint J saved"),
+    ("fragmentation_trades", "frag trades"),
+    ("fragmentation_premium_mean", "premium"),
+    ("cycle_p99_ms", "cycle p99 ms"),
+    ("decision_latency_p99_ms", "decision p99 ms"),
+)
+
+
+def rows(policies: Sequence[str], variants: Sequence[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(row label, policy, SimConfig changes) for each policy, then each rackwise variant."""
+    out: list[tuple[str, str, dict[str, Any]]] = [(p, p, {}) for p in policies]
+    return out + [(v, "rackwise", VARIANTS[v]) for v in variants]
+
+
 def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace) -> None:
     patience, workers = args.patience, args.workers
     days, max_hours = args.llm_days, args.llm_max_hours
     tasks, keys = [], []
+    plan = rows(policies, args.variants)
     for seed in range(seeds):
         spec, jobs, config = philly(seed) if name == "philly" else llm(seed, days, max_hours)
         config = config.model_copy(update={"compact_wait_s": patience})
-        for policy in policies:
-            tasks.append(Task(spec, jobs, policy, config))
-            keys.append((policy, seed))
+        for label, policy, changes in plan:
+            tasks.append(Task(spec, jobs, policy, config.model_copy(update=changes)))
+            keys.append((label, seed))
     started = time.perf_counter()
     outcomes = run_all(tasks, workers)
-    results: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
-    for (policy, _), result in zip(keys, outcomes, strict=True):
-        results[policy].append(policy_metrics(result))
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in plan}
+    for (label, _), result in zip(keys, outcomes, strict=True):
+        results[label].append(policy_metrics(result))
     jobs_n = len(tasks[0].jobs)
     rules = (
         f"backfill {config.backfill}, preemption {config.preemption}, patience {patience:.0f} s "
@@ -111,6 +138,18 @@ def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace
     took = time.perf_counter() - started
     print(f"\n{name}: {jobs_n} jobs per seed; queue rules: {rules}; {took:.0f} s")
     report(results, name)
+    mechanisms(results)
+
+
+def mechanisms(results: dict[str, list[dict[str, Any]]]) -> None:
+    """What rackwise's own mechanisms did, per row (means over seeds)."""
+    print("\nrackwise's mechanisms (mean per seed):")
+    body = [
+        [label, *(f"{statistics.fmean(m[key] for m in runs):.4g}" for key, _ in MECHANISMS)]
+        for label, runs in results.items()
+        if label.startswith("rackwise")
+    ]
+    print(table(["row", *(h for _, h in MECHANISMS)], body))
 
 
 def main() -> None:
@@ -120,6 +159,9 @@ def main() -> None:
     parser.add_argument("--workload", choices=["philly", "llm", "both"], default="both")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
+    parser.add_argument(
+        "--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS), metavar="ROW"
+    )
     parser.add_argument("--patience", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=2)
     # arrivals must last several mean run times for the fabric to reach a steady load: 0.5 day

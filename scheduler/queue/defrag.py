@@ -59,7 +59,8 @@ class Defrag:
         forbidden: frozenset[int],
         own: Mapping[str, frozenset[int]],
     ) -> tuple[list[Move], list[tuple[str, Placement]], dict[str, float]]:
-        """(moves carried out, waiting gangs started, marks made: key -> next checkpoint).
+        """(moves carried out, waiting gangs started, marks outstanding: key -> its next
+        checkpoint, inf when the gang signals its own).
         `forbidden`: hosts held for anyone; `own`: those of them held for a waiting gang
         itself (its EASY reservation), which a plan for that gang may use."""
         if self.config.defrag_moves_per_hour <= 0:
@@ -69,7 +70,8 @@ class Defrag:
         self._forget(now, live, waiting)
         self.own = own
         moves, starts = self._carry_out(now, work, live, waiting, forbidden)
-        marked = self._mark(now, work, live, blocked, forbidden)
+        self._mark(now, work, live, blocked, forbidden)
+        marked = {k: live[k].next_checkpoint(now) for k in self.marks}
         return moves, starts, marked
 
     @property
@@ -131,26 +133,22 @@ class Defrag:
         live: dict[str, Running],
         blocked: Sequence[tuple[str, GangRequest]],
         forbidden: frozenset[int],
-    ) -> dict[str, float]:
-        marked: dict[str, float] = {}
+    ) -> None:
         served = {m.waiting for m in self.marks.values()}
         for key, gang in blocked:
             if self._budget() <= 0:
-                return marked
+                return
             if key in served:
                 continue
             found = self._room_for(work, gang, live, forbidden - self.own.get(key, frozenset()))
             if found is not None:
                 self.marks[found.key] = Mark(now, key)
-                marked[found.key] = found.next_checkpoint(now)
         for r in self._own_candidates(now, live):
             if self._budget() <= 0:
-                break
+                return
             self.looked[r.key] = now
             if own_plan(work, r, forbidden, self.place, self.config.defrag_min_gain) is not None:
                 self.marks[r.key] = Mark(now, None)
-                marked[r.key] = r.next_checkpoint(now)
-        return marked
 
     def _room_for(
         self,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import Snapshot, place_one
+from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import joint, preemption
 from scheduler.queue.defrag import Defrag
@@ -49,6 +49,7 @@ from scheduler.queue.types import (
     Decisions,
     Entry,
     Eviction,
+    Move,
     Preemption,
     QueueConfig,
     Reservation,
@@ -57,6 +58,7 @@ from scheduler.queue.types import (
     WaitReason,
 )
 
+PIN_PATIENCE_S = 60.0  # how long a moved gang's new hosts wait for its old pods to go
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
 BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
 CHOOSERS = {
@@ -129,6 +131,9 @@ class SchedulingQueue:
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
         self._defrag = Defrag(self.config)
+        # gang -> the placement a move gave it (the moved gang, or the gang it made room for)
+        self._pinned: dict[str, Placement] = {}
+        self._pinned_at: dict[str, float] = {}  # first cycle its pinned hosts were not free
 
     # membership
     def add(
@@ -146,7 +151,7 @@ class SchedulingQueue:
     def remove(self, key: str) -> None:
         self._entries.pop(key, None)
         self._leaving.pop(key, None)
-        self._held.pop(key, None)
+        self.remove_pin(key)
 
     def keys(self) -> set[str]:
         return set(self._entries)
@@ -221,20 +226,41 @@ class SchedulingQueue:
         blocked = self._blocked(c)
         reserved = {r.key: r.hosts for r in c.out.reservations.values()}
         forbidden = frozenset().union(*self._held.values(), *reserved.values())
-        leaving = c.evicted.union(*self._leaving.values())
+        leaving = c.evicted.union(*self._leaving.values(), self._pinned)
         running = [r for r in c.running if r.key not in leaving]
         moves, starts, marked = self._defrag.cycle(
             c.now, c.work, running, blocked, forbidden, reserved
         )
-        c.out.moves += moves
         c.out.marked.update(marked)
         for at in marked.values():
             if at < math.inf:
                 c.out.wake(at)
+        for move in moves:
+            self._moved(c, move)
         for key, placement in starts:
-            c.out.starts.append((key, placement))
-            c.out.waiting.pop(key, None)
-            c.out.reservations = {p: r for p, r in c.out.reservations.items() if r.key != key}
+            self._nominate_room(c, key, placement, moves)
+
+    def _moved(self, c: _Cycle, move: Move) -> None:
+        """The driver stops the gang and queues it again; it restarts on its new hosts, which
+        are held for it (`_pinned`) so that no one else takes them meanwhile."""
+        c.out.moves.append(move)
+        c.evicted.add(move.key)
+        index = c.work.fabric.host_index
+        self._held[move.key] = frozenset(index[h] for h in move.placement.hosts())
+        self._pinned[move.key] = move.placement
+
+    def _nominate_room(self, c: _Cycle, key: str, placement: Placement, moves: list[Move]) -> None:
+        """The waiting gang a move made room for gets that room, as a preemptor gets its
+        victims' hosts: held until the moved gang is gone, then started there."""
+        moved = frozenset(m.key for m in moves if m.waiting == key)
+        index = c.work.fabric.host_index
+        c.out.nominated[key] = placement
+        self._leaving[key] = moved
+        self._held[key] = frozenset(index[h] for h in placement.hosts())
+        self._pinned[key] = placement
+        names = ", ".join(sorted(moved))
+        self._wait(c, self._entries[key], Wait(WaitReason.PREEMPTING, f"{names} moving"))
+        c.out.reservations = {p: r for p, r in c.out.reservations.items() if r.key != key}
 
     def _blocked(self, c: _Cycle) -> list[tuple[str, GangRequest]]:
         """The first gang of each pool that could not be placed this cycle."""
@@ -273,9 +299,12 @@ class SchedulingQueue:
                 self._leaving[key] = left
             else:
                 self._leaving.pop(key)
-                self._held.pop(key, None)
+                if key not in self._pinned:  # a pinned gang keeps its hosts until it starts
+                    self._held.pop(key, None)
 
     def _consider(self, c: _Cycle, entry: Entry) -> None:
+        if entry.key in self._pinned and self._pinned_start(c, entry):
+            return
         p = c.pool(entry.gang.pool)
         if p.blocker is not None:
             c.out.waiting[entry.key] = Wait(WaitReason.BEHIND, f"waiting behind {p.blocker}")
@@ -300,6 +329,34 @@ class SchedulingQueue:
             return
         p.attempts += 1
         self._attempt(c, entry, p, v)
+
+    def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
+        """A gang given hosts by a move starts there once they are free; until then (the
+        moved gang's pods still going, `PIN_PATIENCE_S` at most) it waits."""
+        if self._leaving.get(entry.key):
+            n = len(self._leaving[entry.key])
+            self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"waiting for {n} gangs to move"))
+            return True
+        pinned = self._pinned[entry.key]
+        view = self._view(c, entry).snapshot
+        try:
+            validate(view, entry.gang, pinned)
+        except InvalidPlacementError:
+            since = self._pinned_at.setdefault(entry.key, c.now)
+            if c.now - since < PIN_PATIENCE_S:
+                c.out.wake(since + PIN_PATIENCE_S)
+                self._wait(c, entry, Wait(WaitReason.PREEMPTING, "waiting for its hosts"))
+                return True
+            self.remove_pin(entry.key)
+            return False
+        self.remove_pin(entry.key)
+        self._start(c, entry, pinned)
+        return True
+
+    def remove_pin(self, key: str) -> None:
+        self._pinned.pop(key, None)
+        self._pinned_at.pop(key, None)
+        self._held.pop(key, None)
 
     def _dominated(
         self, c: _Cycle, entry: Entry, p: _Pool, v: _View, smaller: int, why: WaitReason

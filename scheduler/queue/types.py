@@ -192,7 +192,7 @@ class Decisions:
     joint_moved: list[str] = field(default_factory=list)
     joint_joined: list[str] = field(default_factory=list)
     # defragmentation: gangs moved now (before the starts: a start may use the room a move
-    # made), and gangs marked to move at their next checkpoint (key -> when it falls; inf:
+    # made), and every gang marked to move at its next checkpoint (key -> when it falls; inf:
     # when the gang signals one)
     moves: list[Move] = field(default_factory=list)
     marked: dict[str, float] = field(default_factory=dict)

@@ -49,6 +49,15 @@ class SimConfig(BaseModel):
     # what a preempted job keeps: its work up to its last checkpoint (failures has its own)
     checkpoint_minutes: float = Field(default=30.0, gt=0)
     profile: Profile = Profile()
+    # rackwise's own mechanisms: its policy, not queue rules, so baselines never get them (the
+    # fair protocol reports rackwise with each switched off as rows of their own)
+    # - J traded for breaking fewer whole domains (PlaceConfig.fragmentation_share)
+    fragmentation_share: float = Field(default=0.05, ge=0, le=1)
+    # - joint placement of a cycle's starts and blocked gangs (QueueConfig.joint_gangs)
+    joint_gangs: int = Field(default=8, ge=0)
+    # - moves at checkpoints per hour (QueueConfig.defrag_moves_per_hour); every job
+    #   checkpoints every checkpoint_s here
+    defrag_moves_per_hour: float = Field(default=4.0, ge=0)
     # rings crossing the same uplinks share it, max-min fair (simulation/network.py); off: each
     # job runs at its uncontended rate, as the earlier model did
     contention: bool = True

@@ -17,7 +17,7 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
-from scheduler.queue import Decisions, Eviction, QueueConfig, Running, SchedulingQueue
+from scheduler.queue import Decisions, Eviction, Move, QueueConfig, Running, SchedulingQueue
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.network import Network
 from scheduler.simulation.slowdown import Reference, highest_spanned, ring_gbps, stretch
@@ -42,6 +42,7 @@ class JobState:
     stretch: float = 1.0
     due: float = math.inf  # when the current run ends; a FINISH for another time is stale
     preemptions: int = 0
+    moves: int = 0  # moved at a checkpoint (defragmentation)
     rack_gb: float = 0.0
     spine_gb: float = 0.0
     last_domains: dict[str, int] = field(default_factory=dict)
@@ -71,6 +72,11 @@ class SimResult:
     evictions: list[tuple[float, Eviction]] = field(default_factory=list)
     # every start: (time, job, hosts with their pod counts), in the order they happened
     starts: list[tuple[float, str, dict[str, int]]] = field(default_factory=list)
+    cycle_seconds: list[float] = field(default_factory=list)  # wall time of each queue cycle
+    moves: list[tuple[float, Move]] = field(default_factory=list)  # defragmentation
+    joint_gain: float = 0.0  # J joint placement saved over one-by-one, summed over cycles
+    joint_joined: int = 0  # blocked gangs joint placement started
+    premiums: list[float] = field(default_factory=list)  # J traded for less breakage, per start
 
 
 @dataclass(order=True)
@@ -91,13 +97,15 @@ class Simulation:
         self.network = Network(fabric)
         # baselines' distance to the bound is not a simulator metric: skip computing it.
         # Queue rules (patience, backfill, preemption) are the same for every policy.
+        ours = policy == "rackwise"
         place = PlaceConfig(
             policy=policy,
             time_limit_s=config.time_limit_s,
             seed=config.seed,
             workers=1,
-            report_bound=policy == "rackwise",
+            report_bound=ours,
             compact_wait_s=config.compact_wait_s,
+            fragmentation_share=config.fragmentation_share if ours else 0.0,
         )
         self.queue = SchedulingQueue(
             QueueConfig(
@@ -106,6 +114,8 @@ class Simulation:
                 preemption=config.preemption,
                 max_attempts=config.max_attempts,
                 cross_tenant=True,
+                joint_gangs=config.joint_gangs if ours else 0,
+                defrag_moves_per_hour=config.defrag_moves_per_hour if ours else 0.0,
             )
         )
         self.running: dict[str, Running] = {}
@@ -194,18 +204,26 @@ class Simulation:
         self.queue.add(job.id, state.gang, float(state.order), estimate_s=state.work_left)
 
     def _cycle(self, now: float) -> None:
+        started = time.perf_counter()
         decisions = self.queue.cycle(now, self.snapshot, self.running.values())
+        self.result.cycle_seconds.append(time.perf_counter() - started)
         self._record(decisions)
         for eviction in decisions.evictions:
             self._preempt(self.by_key[eviction.victim], eviction, now)
+        for move in decisions.moves:  # before the starts: they may use the room moves made
+            self._move(self.by_key[move.key], move, now)
         for key, placement in [*decisions.nominated.items(), *decisions.starts]:
             self.queue.remove(key)
             self._start(self.by_key[key], placement, now)
+        if decisions.moves:  # the moved gangs are queued again: they restart at once
+            self._cycle(now)
         if decisions.wake_at < math.inf and decisions.wake_at not in self.woken:
             self.woken.add(decisions.wake_at)
             self.push(decisions.wake_at, WAKE, -1)
 
     def _record(self, decisions: Decisions) -> None:
+        self.result.joint_gain += decisions.joint_gain
+        self.result.joint_joined += len(decisions.joint_joined)
         for placement in decisions.tried:
             self.result.latencies.append(placement.solve_seconds)
             if placement.placed and placement.gap is not None:
@@ -221,13 +239,25 @@ class Simulation:
         self.result.evictions.append((now, eviction))
         self._enqueue(state)
 
+    def _move(self, state: JobState, move: Move, now: float) -> None:
+        """Stopped at a checkpoint and queued again (its new hosts are held for it): the work
+        since the checkpoint (none when the move falls on it) is lost, and the restart time is
+        paid again."""
+        worked = self._stop(state, now)
+        state.work_left -= max(0.0, worked - move.since_checkpoint_s)
+        state.moves += 1
+        self.result.moves.append((now, move))
+        self._enqueue(state)
+
     def _start(self, state: JobState, placement: Placement, now: float) -> None:
         self.snapshot.apply(state.gang, placement)
         self.result.starts.append((now, state.job.id, placement.hosts()))
+        if placement.premium > 0:
+            self.result.premiums.append(placement.premium)
         state.placement = placement
         state.last_domains = placement.domains
         state.started = now
-        state.overhead = self.config.restart_s if state.restarts else 0.0
+        state.overhead = self.config.restart_s if state.restarts or state.moves else 0.0
         state.run_work = state.work_left
         state.progress_at = now + state.overhead
         state.share = self.config.profile.share(state.gang, self.per_host)

@@ -7,6 +7,9 @@ from typing import Any
 
 from scheduler.simulation.engine import JobState, SimResult
 
+# measured on the wall clock: they differ between runs of the same seed
+WALL_CLOCK = ("wall_seconds", "decision_latency_p50_ms", "decision_latency_p99_ms", "cycle_p99_ms")
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile; 0 for no values."""
@@ -154,6 +157,13 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
             "decision_latency_p50_ms": percentile(result.latencies, 50) * 1000,
             "decision_latency_p99_ms": percentile(result.latencies, 99) * 1000,
             "decisions": len(result.latencies),
+            # a whole queue cycle (every gang tried, joint placement, defragmentation)
+            "cycle_p99_ms": percentile(result.cycle_seconds, 99) * 1000,
+            "defrag_moves": len(result.moves),
+            "joint_joined": result.joint_joined,
+            "joint_gain": result.joint_gain,
+            "fragmentation_trades": len(result.premiums),
+            "fragmentation_premium_mean": _mean(result.premiums) if result.premiums else 0.0,
             # None ("n/a") where no decision had a bound: never a 0.0 that reads as optimal
             "gap_to_bound_mean": _mean(result.gaps) if result.gaps else None,
             "simulated_seconds": result.end,

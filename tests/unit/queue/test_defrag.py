@@ -9,6 +9,7 @@ from scheduler.model import GangRequest
 from scheduler.placement import Snapshot, place_one, validate
 from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.defrag import Defrag
+from scheduler.queue.queue import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, running
 
 ON = QueueConfig(preemption=Preemption.OFF, defrag_moves_per_hour=4)
@@ -50,14 +51,46 @@ def test_marked_then_moved_at_its_checkpoint():
     assert move.waiting == "b"
     assert move.since_checkpoint_s == 0
     assert set(move.placement.hosts()) == {"h1-1"}
-    [(key, placement)] = at.starts
-    assert key == "b"
+    assert not at.starts  # "b" gets the room once "g" is gone, as a preemptor would
+    placement = at.nominated["b"]
     assert set(placement.hosts()) == {"h0-0", "h0-1"}
-    after = snap.copy()  # the move, then the start, are valid in that order
-    after.release(run[0].gang, run[0].placement)
-    validate(after, run[0].gang, move.placement)
-    after.apply(run[0].gang, move.placement)
-    validate(after, one_rack_gang(), placement)
+    assert at.waiting["b"].reason is WaitReason.PREEMPTING
+    # the driver stops "g" and queues it again; with its pods gone both start where planned
+    g, x = run
+    gone = snap.copy()
+    gone.release(g.gang, g.placement)
+    queue.add("g", g.gang, arrival=-1)  # it arrived first: it is considered first
+    after = queue.cycle(CKPT + 5, gone, [x])
+    starts = dict(after.starts)
+    assert starts == {"g": move.placement, "b": placement}
+    work = gone.copy()
+    for key, gang in (("g", g.gang), ("b", one_rack_gang())):
+        validate(work, gang, starts[key])
+        work.apply(gang, starts[key])
+
+
+def test_pinned_hosts_wait_for_the_moved_pods_then_lapse():
+    """While the moved gang's hosts are not free the gang waits for them (an operator's pods
+    take time to go); after PIN_PATIENCE_S it is placed like any other."""
+    snap, run = split_racks()
+    queue = SchedulingQueue(ON)
+    queue.add("b", one_rack_gang(), arrival=0)
+    queue.cycle(100, snap, run)
+    at = queue.cycle(CKPT, snap, run)
+    [move] = at.moves
+    g, x = run
+    blocked = snap.copy()
+    blocked.release(g.gang, g.placement)
+    blocked.use("h1-1", 8)  # someone else's pod sits on g's new host
+    queue.add("g", g.gang, arrival=-1)
+    waiting = queue.cycle(CKPT + 1, blocked, [x])
+    assert dict(waiting.starts).keys() == {"b"}  # "b" has its room; "g" waits for its hosts
+    blocked.apply(one_rack_gang(), dict(waiting.starts)["b"])
+    assert waiting.waiting["g"].reason is WaitReason.PREEMPTING
+    assert waiting.wake_at == CKPT + 1 + PIN_PATIENCE_S
+    lapsed = queue.cycle(CKPT + 1 + PIN_PATIENCE_S, blocked, [x])
+    assert lapsed.waiting["g"].reason is WaitReason.UNPLACEABLE  # placed like any other now
+    assert move.placement.hosts() == {"h1-1": 1}
 
 
 def test_switched_off_the_gang_waits():
