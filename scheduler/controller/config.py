@@ -68,6 +68,14 @@ class OperatorConfig(BaseModel):
     # knows no run times, so later gangs start only outside them); preemption scope
     backfill: Backfill = Backfill.EASY
     preemption: PreemptionScope = PreemptionScope.NAMESPACE
+    # rackwise's own mechanisms (docs/design.md): J a training gang may pay, as a share of its
+    # optimum, to break fewer whole racks and spines; gangs a cycle places together; moves at
+    # checkpoints per hour (0: off; a job is moved only after it signals a checkpoint with the
+    # annotation rackwise.io/checkpointed-at) and the share of its own J a move must save
+    fragmentation_share: float = Field(default=0.05, ge=0, le=1, alias="fragmentationShare")
+    joint_gangs: int = Field(default=8, ge=0, alias="jointGangs")
+    defrag_moves_per_hour: float = Field(default=0.0, ge=0, alias="defragMovesPerHour")
+    defrag_min_gain: float = Field(default=0.3, gt=0, le=1, alias="defragMinGain")
     # read nodes, pods, jobs and pod groups from watches (listed once) instead of listing every
     # cycle (cache.py); false: list every cycle, watches only wake the loop
     informer_cache: bool = Field(default=True, alias="informerCache")
@@ -90,7 +98,9 @@ class OperatorConfig(BaseModel):
 
     def queue(self) -> QueueConfig:
         place = PlaceConfig(
-            time_limit_s=self.solver_time_limit_s, compact_wait_s=self.compact_wait_s
+            time_limit_s=self.solver_time_limit_s,
+            compact_wait_s=self.compact_wait_s,
+            fragmentation_share=self.fragmentation_share,
         )
         on = self.preemption is not PreemptionScope.OFF
         return QueueConfig(
@@ -98,6 +108,9 @@ class OperatorConfig(BaseModel):
             backfill=self.backfill,
             preemption=Preemption.TOPOLOGY if on else Preemption.OFF,
             cross_tenant=self.preemption is PreemptionScope.CLUSTER,
+            joint_gangs=self.joint_gangs,
+            defrag_moves_per_hour=self.defrag_moves_per_hour,
+            defrag_min_gain=self.defrag_min_gain,
         )
 
     @property

@@ -68,6 +68,12 @@ class Metrics:
             ["pool", "namespace"],
             registry=self.registry,
         )
+        self.moves = Counter(
+            "rackwise_defrag_moves",
+            "Gangs moved at a checkpoint (defragmentation)",
+            ["pool", "namespace"],
+            registry=self.registry,
+        )
         self.cycle_seconds = Histogram(
             "rackwise_cycle_seconds",
             "One reconcile cycle",
@@ -134,6 +140,9 @@ class Metrics:
 
     def preempted(self, gang: GangRequest) -> None:
         self.preemptions.labels(gang.pool, namespace_of(gang)).inc()
+
+    def moved(self, gang: GangRequest) -> None:
+        self.moves.labels(gang.pool, namespace_of(gang)).inc()
 
     def api_error(self, call: str) -> None:
         verb, resource = CALLS.get(call, ("other", call))

@@ -15,6 +15,7 @@ drives; this module applies its decisions through the API server."""
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,11 +40,13 @@ from scheduler.controller.state import ClusterState, StateBuilder, host_of
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.repair import piecemeal, repair
-from scheduler.queue import Decisions, Eviction, Running, SchedulingQueue
+from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 log = structlog.get_logger("rackwise")
+# the annotation a job writes when it has checkpointed (RFC 3339): moves wait for it
+CHECKPOINTED = "rackwise.io/checkpointed-at"
 WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
 WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
 
@@ -132,6 +135,7 @@ class Reconciler:
         # job uid -> the status last written: a cache that lags (or an older watch event that
         # lands after the patch) must not make it written again, with its event, every cycle
         self.written: dict[str, Obj] = {}
+        self.marked: dict[str, str] = {}  # job uid -> marked to move at its next checkpoint
         self.groups = GroupRunner(
             config,
             self.queue,
@@ -425,6 +429,7 @@ class Reconciler:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
             return
         if not len(self.queue):
+            self.marked = {}  # no waiting gang: no move is wanted
             return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
@@ -454,7 +459,15 @@ class Reconciler:
             tenant=view.namespace,
             checkpoint_s=_seconds(spec.checkpoint_interval_seconds),
             end_s=None if expected is None else started + expected,
+            checkpointed_s=self._checkpointed(view),
         )
+
+    def _checkpointed(self, view: JobView) -> float:
+        """When the job last said it checkpointed (its annotation), on this operator's clock;
+        -inf when it never did: a job is moved only after a checkpoint it reported."""
+        notes = view.obj["metadata"].get("annotations") or {}
+        at = st.parse_time(notes.get(CHECKPOINTED))
+        return -math.inf if at is None else self.clock() - max(0.0, time.time() - at)
 
     def _apply(
         self,
@@ -480,6 +493,10 @@ class Reconciler:
             self._isolated(
                 victim[0].obj, report, functools.partial(self._evict, eviction, *victim, gangs)
             )
+        self.marked = dict.fromkeys(decisions.marked, "")
+        for move in decisions.moves:
+            view, pods = running[move.key]
+            self._isolated(view.obj, report, functools.partial(self._move, view, pods, move, gangs))
         for uid, wait in decisions.waiting.items():
             if uid in groups:
                 self.groups.wait(groups[uid], wait.reason.value, wait.message)
@@ -514,6 +531,20 @@ class Reconciler:
         placed = self._cond(view, "Placed", False, "Preempted", message)
         preempted = self._cond(view, "Preempted", True, "Preempted", message)
         self._set(view, "Pending", [placed, preempted])
+
+    def _move(
+        self, view: JobView, pods: list[Obj], move: Move, gangs: dict[str, GangRequest]
+    ) -> None:
+        """Moved at the checkpoint it reported: its pods go, and it restarts on the hosts the
+        queue holds for it as soon as they are free."""
+        why = (
+            f"to let {gangs[move.waiting].name} start"
+            if move.waiting in gangs
+            else "to cut its own cross-fabric traffic"
+        )
+        self._delete(pods)
+        self.metrics.moved(view.gang)
+        self._pending(view, "Moved", f"moved at its checkpoint {why}; restarting on new hosts")
 
     def _start(self, view: JobView, placement: Placement, state: ClusterState) -> None:
         if not self._try(self.api.ensure_service, view.namespace, service(view)):
@@ -615,7 +646,11 @@ class Reconciler:
         else:
             phase, reason, text = "Placed", "Starting", "waiting for pods to start"
         running = self._cond(view, "Running", phase == "Running", reason, text)
-        self._set(view, phase, [placed, running], old.get("placement"))
+        conditions = [placed, running]
+        if view.uid in self.marked:
+            message = f"will be moved after its next checkpoint (annotation {CHECKPOINTED})"
+            conditions.append(self._cond(view, "MoveRequested", True, "Defragmentation", message))
+        self._set(view, phase, conditions, old.get("placement"))
 
     def _placed(self, launch: Launch) -> None:
         view, whole = launch.view, launch.whole

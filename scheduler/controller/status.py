@@ -28,6 +28,12 @@ def seconds(stamp: object) -> float:
         return 0.0
 
 
+def parse_time(stamp: object) -> float | None:
+    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable."""
+    value = seconds(stamp)
+    return value or None
+
+
 def condition(kind: str, ok: bool, reason: str, message: str, old: list[Obj]) -> Obj:
     """A condition; lastTransitionTime moves only when the status flips."""
     status = "True" if ok else "False"

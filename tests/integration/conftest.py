@@ -54,7 +54,8 @@ GRACE_S = 5.0
 @pytest.fixture(scope="session")
 def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]:
     stop = threading.Event()
-    config = OperatorConfig(resync_s=1.0, node_grace_s=GRACE_S)
+    # moves at checkpoints on: only jobs that report a checkpoint (test_defrag.py) are moved
+    config = OperatorConfig(resync_s=1.0, node_grace_s=GRACE_S, defrag_moves_per_hour=60)
     threads = [
         threading.Thread(
             target=run,

@@ -48,7 +48,11 @@ def simulate() -> Any:
     jobs = [
         TraceJob(id=i, submit_s=t, duration_s=d, gpus=g, priority=p) for i, t, d, g, p in EVENTS
     ]
-    config = SimConfig(contention=False, checkpoint_minutes=CHECKPOINT_S / 60)
+    # no moves at checkpoints: the operator moves only jobs that report a checkpoint, and
+    # these jobs do not (tests/integration/test_defrag.py covers moves)
+    config = SimConfig(
+        contention=False, checkpoint_minutes=CHECKPOINT_S / 60, defrag_moves_per_hour=0
+    )
     return Simulation(Fabric(SPEC), jobs, "rackwise", config).run()
 
 
