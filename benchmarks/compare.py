@@ -46,9 +46,20 @@ LLM_SIZES = {8: 0.45, 16: 0.15, 32: 0.12, 64: 0.10, 128: 0.08, 256: 0.05, 512: 0
 LLM_SIZES |= {1024: 0.015, 2048: 0.005}
 
 
-def philly(seed: int) -> tuple[Any, list[TraceJob], SimConfig]:
+def philly(
+    seed: int, days: tuple[float, float] | None = None
+) -> tuple[Any, list[TraceJob], SimConfig]:
+    """The whole trace, or the jobs submitted within `days` (first, last) of it, shifted to
+    start at 0."""
     rng = random.Random(f"philly/{seed}")
     jobs = transform(load_trace(PHILLY, "philly").jobs, scale=8, load=2.5)
+    if days is not None:
+        first, last = days[0] * 86400, days[1] * 86400
+        jobs = [
+            j.model_copy(update={"submit_s": j.submit_s - first})
+            for j in jobs
+            if first <= j.submit_s < last
+        ]
     jittered = [
         j.model_copy(update={"submit_s": max(0.0, j.submit_s + rng.uniform(-600, 600))})
         for j in jobs
@@ -120,7 +131,10 @@ def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace
     tasks, keys = [], []
     plan = rows(policies, args.variants)
     for seed in range(seeds):
-        spec, jobs, config = philly(seed) if name == "philly" else llm(seed, days, max_hours)
+        window = tuple(args.philly_days) if args.philly_days else None
+        spec, jobs, config = (
+            philly(seed, window) if name == "philly" else llm(seed, days, max_hours)
+        )
         config = config.model_copy(update={"compact_wait_s": patience})
         for label, policy, changes in plan:
             tasks.append(Task(spec, jobs, policy, config.model_copy(update=changes)))
@@ -166,6 +180,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     # arrivals must last several mean run times for the fabric to reach a steady load: 0.5 day
     # with a 7-day clip left 100k GPUs mostly idle (no job waited)
+    # a window of the Philly trace (days from its first submission): the whole trace at this
+    # load keeps tens of thousands of gangs queued, and each queue cycle walks them all
+    parser.add_argument("--philly-days", type=float, nargs=2, metavar=("FIRST", "LAST"))
     parser.add_argument("--llm-days", type=float, default=3.0)
     parser.add_argument("--llm-max-hours", type=float, default=24.0)
     args = parser.parse_args()
