@@ -4,15 +4,16 @@ waiting gang start or cuts the moved gang's own J.
 Contract. `Defrag.cycle` takes the time, the capacity the cycle left (`work`, changed in place
 when a move is carried out), the running gangs, each pool's first unplaceable gang, the hosts
 held for others and the rules. It decides which running gangs to mark (to be moved at their
-next checkpoint) and which marked gangs to move now, with their new placement, and which
-waiting gang starts in the room a move made. It promises:
+next checkpoint) and which marked gangs to move now, with their new placement, and the
+placement of the waiting gang in the room a move makes (the queue nominates it). It
+promises:
 - only training gangs that declare a checkpoint interval are marked or moved, and a move is
   carried out only once the gang has checkpointed since it was marked (the driver tells:
-  `Running.checkpointed_s`, or the interval counted from its start), so it loses no work, only
-  its restart time;
+  `Running.checkpointed_s`, or the interval counted from its start), so it loses only the
+  work since that checkpoint (none in the simulator, which wakes at it) and its restart time;
 - a move for a waiting gang is carried out only when, on the capacity with the moved gang
   released, the waiting gang is placed and then the moved gang is placed again (both valid,
-  off hosts held for others); the waiting gang starts in the same cycle;
+  off hosts held for others), on the capacity as it is now;
 - a move for the gang's own sake is carried out only when its new J is at most
   (1 - `defrag_min_gain`) of its J where it runs;
 - at most `defrag_moves_per_hour` moves are carried out in any hour (marks count against it
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
 from scheduler.queue.types import Move, QueueConfig, Running
@@ -143,7 +145,7 @@ class Defrag:
             found = self._room_for(work, gang, live, forbidden - self.own.get(key, frozenset()))
             if found is not None:
                 self.marks[found.key] = Mark(now, key)
-        for r in self._own_candidates(now, live):
+        for r in self._own_candidates(now, live, work.fabric.levels[Tier.RACK]):
             if self._budget() <= 0:
                 return
             self.looked[r.key] = now
@@ -165,13 +167,13 @@ class Defrag:
                 return r
         return None
 
-    def _own_candidates(self, now: float, live: dict[str, Running]) -> list[Running]:
+    def _own_candidates(self, now: float, live: dict[str, Running], rack: str) -> list[Running]:
         """The costliest running gangs spanning racks, each looked at once an hour at most."""
         fresh = [
             r
             for r in live.values()
             if r.key not in self.marks
-            and r.placement.domains.get("rack", 1) > 1
+            and r.placement.domains.get(rack, 1) > 1
             and now - self.looked.get(r.key, -HOUR) >= HOUR
         ]
         fresh.sort(key=lambda r: (-r.placement.objective, r.key))
@@ -186,7 +188,7 @@ def movable(r: Running) -> bool:
 def nearest(work: Snapshot, gang: GangRequest, pool: Iterable[Running], n: int) -> list[Running]:
     """Running gangs with the most free room for `gang` in their racks, smallest first at a tie."""
     fabric = work.fabric
-    rack = fabric.levels.index("rack") if "rack" in fabric.levels else fabric.top
+    rack = Tier.RACK
     room = Capacity.of(work, gang).per_domain[rack]
     index = fabric.host_index
 

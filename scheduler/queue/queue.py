@@ -23,8 +23,10 @@ blocked gang, and when the queue wants to be called again. It promises:
   capacity are placed again together with each pool's first unplaceable gang when that starts
   more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
 - defragmentation (queue/defrag.py, `defrag_moves_per_hour`): a running training gang that
-  declares checkpoints is marked, then moved at its next checkpoint, when that lets a pool's
-  first unplaceable gang start (which starts in the same cycle) or cuts its own J; budgeted;
+  declares checkpoints is marked, then moved after its next checkpoint, when that lets a pool's
+  first unplaceable gang start or cuts its own J (budgeted). A move is carried out as a
+  preemption: the driver stops the gang and queues it again, its new hosts held for it
+  (pinned), and the waiting gang is nominated to the room it leaves;
 - isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
   never the cycle.
 Drivers apply the decisions: the simulator at once, the operator through the API server."""
