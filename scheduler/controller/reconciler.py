@@ -671,6 +671,8 @@ class Reconciler:
             cost=round(whole.cost, 3),
             engine=whole.engine,
             seconds=round(whole.solve_seconds, 4),
+            broke=whole.broken,  # whole domains it broke, and the J it paid to break fewer
+            premium=round(whole.premium, 4),
             **whole.domains,
         )
 
