@@ -50,10 +50,14 @@ bench-scale: $(STAMP)
 bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
-# the fair protocol: every policy, same queue rules, 5 seeds, 95% intervals (whole Philly on
-# Lingjun, and the LLM-era mix on 100k GPUs)
+# the fair protocol: every policy and rackwise with each of its mechanisms off, same queue
+# rules, 95% intervals: three weeks of Philly on Lingjun (5 seeds, ~30 min; the whole trace
+# keeps tens of thousands of gangs queued and takes hours), then the LLM-era mix on 100k GPUs
+# (3 seeds, ~25 min)
 bench-compare: $(STAMP)
-	$(BIN)/python -m benchmarks.compare
+	$(BIN)/python -m benchmarks.compare --workload philly --philly-days 20 41 --seeds 5
+	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 3 \
+		--policies rackwise kueue-best-fit --variants "rackwise (none)"
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator

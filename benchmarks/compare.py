@@ -1,17 +1,20 @@
 """The fair protocol: every policy under the same queue rules, several seeds, 95% intervals.
 
 Workloads (each seed is a different draw, the same for every policy):
-  philly  the whole bundled Philly trace (79,940 jobs) on Lingjun (847 hosts x 8 GPUs), gang
-          sizes x8, arrivals x2.5 so the trace offers ~70% of the GPUs, sustained over ~44 days
-          (not a burst into a pre-fragmented cluster); the seed jitters every arrival by up to
-          +-10 minutes and draws node failures (MTBF 2,000 h, 4 h repair, checkpoints every 30
-          min, 5 min restart).
+  philly  the bundled Philly trace (79,940 jobs; --philly-days takes a window of it) on Lingjun
+          (847 hosts x 8 GPUs), gang sizes x8, arrivals x2.5 so the trace offers ~70% of the
+          GPUs, sustained (not a burst into a pre-fragmented cluster); the seed jitters every
+          arrival by up to +-10 minutes and draws node failures (MTBF 2,000 h, 4 h repair,
+          checkpoints every 30 min, 5 min restart).
   llm     an LLM-era mix on a generated 100k-GPU fabric (16 spines x 98 racks x 8 hosts x 8
           GPUs): gang sizes 8..2,048 GPUs with most jobs small and most GPU time in few large
           gangs (the distribution is stated below; it is our assumption, not a published
           trace), log-normal run times, Poisson arrivals offering ~70% of the GPUs.
-Queue rules are identical for every policy and printed: EASY backfill, patience off unless
---patience is given (then every policy gets it). Reservation is not modelled yet.
+Queue rules are identical for every policy and printed: EASY backfill with reservations,
+preemption, patience off unless --patience is given (then every policy gets it). rackwise's
+own mechanisms (fragmentation-aware objective, joint placement, moves at checkpoints) are its
+policy: the baselines never get them, and rows "rackwise -frag", "-joint", "-defrag" and
+"(none)" show rackwise with each, or all, switched off.
 
 Per policy: mean [95% interval, Student t over seeds] of each metric. Then rackwise over the
 best baseline on that metric (best by mean), as the mean [interval] of the per-seed ratios.
