@@ -135,7 +135,7 @@ class Reconciler:
         # job uid -> the status last written: a cache that lags (or an older watch event that
         # lands after the patch) must not make it written again, with its event, every cycle
         self.written: dict[str, Obj] = {}
-        self.marked: dict[str, str] = {}  # job uid -> marked to move at its next checkpoint
+        self.marked: set[str] = set()  # job uids marked to move after their next checkpoint
         self.groups = GroupRunner(
             config,
             self.queue,
@@ -429,7 +429,7 @@ class Reconciler:
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
             return
         if not len(self.queue):
-            self.marked = {}  # no waiting gang: no move is wanted
+            self.marked = set()  # no waiting gang: no move is wanted
             return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
@@ -493,7 +493,7 @@ class Reconciler:
             self._isolated(
                 victim[0].obj, report, functools.partial(self._evict, eviction, *victim, gangs)
             )
-        self.marked = dict.fromkeys(decisions.marked, "")
+        self.marked = set(decisions.marked)
         for move in decisions.moves:
             view, pods = running[move.key]
             self._isolated(view.obj, report, functools.partial(self._move, view, pods, move, gangs))

@@ -38,7 +38,8 @@ def test_a_job_is_moved_after_its_checkpoint_so_a_rack_job_starts(env: Env, fabr
     env.wait("mark", lambda: env.condition("movable", "MoveRequested").get("status") == "True")
     assert env.pods("movable")[0]["spec"]["nodeName"] == "h0-0"  # nothing moves before
     assert env.condition("fixed", "MoveRequested") == {}  # it reports no checkpoints
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # a checkpoint after the mark: whole seconds could fall before it, within the same second
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
     env.kubectl("annotate", "tj", "movable", f"{CHECKPOINTED}={now}")
     env.wait_placed("whole")
     racks = {env.node_rack()[p["spec"]["nodeName"]] for p in env.pods("whole")}

@@ -97,7 +97,8 @@ def _less_broken(
     f1 = breakage.value(capacity.snapshot, other.counts)
     if f1 >= f0 or j1 > j0 * (1 + share) * (1 + 1e-9):
         return kept
-    return Solution(other.counts, best.bound, "tree-dp", premium=j1 / j0 - 1)
+    # a coarse first solve may leave P0 up to 1% above the optimum: P1 can then cost less
+    return Solution(other.counts, best.bound, "tree-dp", premium=max(0.0, j1 / j0 - 1))
 
 
 def model_solve(
