@@ -61,8 +61,8 @@ class Defrag:
         forbidden: frozenset[int],
         own: Mapping[str, frozenset[int]],
     ) -> tuple[list[Move], list[tuple[str, Placement]], dict[str, float]]:
-        """(moves carried out, waiting gangs started, marks outstanding: key -> its next
-        checkpoint, inf when the gang signals its own).
+        """(moves carried out, the placements of the waiting gangs they make room for, marks
+        outstanding: key -> its next checkpoint, inf when the gang signals its own).
         `forbidden`: hosts held for anyone; `own`: those of them held for a waiting gang
         itself (its EASY reservation), which a plan for that gang may use."""
         if self.config.defrag_moves_per_hour <= 0:
