@@ -69,13 +69,14 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     prefs = preference_weights(fabric, gang, weights)
     j_bound = functools.cache(lambda: objective_bound(ring(), prefs))
     proven: float | None = None
-    premium = 0.0
+    premium, breakage = 0.0, None
     if config.policy == RACKWISE:
         solution = cpsat.solve(capacity, ring, weights, config, j_bound)
         counts = solution.counts if solution else None
         proven = solution.bound if solution else None
         engine = solution.engine if solution else "cp-sat"
-        premium = solution.premium if solution else 0.0
+        if solution is not None:
+            premium, breakage = solution.premium, solution.breakage
     else:
         counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
     if counts is None:
@@ -88,7 +89,7 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     )
     bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
-    broken = Breakage.of(snapshot, gang.pool).broken(snapshot, counts)
+    broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(snapshot, gang, placement, counts, start)
 

@@ -50,7 +50,10 @@ class Defrag:
     marks: dict[str, Mark] = field(default_factory=dict)
     done: list[float] = field(default_factory=list)  # times of moves carried out
     looked: dict[str, float] = field(default_factory=dict)  # own-J checks: key -> when
-    own: Mapping[str, frozenset[int]] = field(default_factory=dict)  # this cycle's
+    place: PlaceConfig = field(init=False)  # the queue's placement, less patience
+
+    def __post_init__(self) -> None:
+        self.place = self.config.at_once
 
     def cycle(
         self,
@@ -70,16 +73,10 @@ class Defrag:
         live = {r.key: r for r in running if movable(r)}
         waiting = dict(blocked)
         self._forget(now, live, waiting)
-        self.own = own
-        moves, starts = self._carry_out(now, work, live, waiting, forbidden)
-        self._mark(now, work, live, blocked, forbidden)
+        moves, starts = self._carry_out(now, work, live, waiting, forbidden, own)
+        self._mark(now, work, live, blocked, forbidden, own)
         marked = {k: live[k].next_checkpoint(now) for k in self.marks}
         return moves, starts, marked
-
-    @property
-    def place(self) -> PlaceConfig:
-        """Placement as the queue's, less patience: a move is for now."""
-        return self.config.place.model_copy(update={"compact_wait_s": 0.0})
 
     def _forget(
         self, now: float, live: dict[str, Running], waiting: dict[str, GangRequest]
@@ -100,6 +97,7 @@ class Defrag:
         live: dict[str, Running],
         waiting: dict[str, GangRequest],
         forbidden: frozenset[int],
+        own: Mapping[str, frozenset[int]],
     ) -> tuple[list[Move], list[tuple[str, Placement]]]:
         moves: list[Move] = []
         starts: list[tuple[str, Placement]] = []
@@ -113,7 +111,7 @@ class Defrag:
                 plan = own_plan(work, r, forbidden, self.place, self.config.defrag_min_gain)
                 started = None
             else:
-                off = forbidden - self.own.get(mark.waiting, frozenset())
+                off = forbidden - own.get(mark.waiting, frozenset())
                 found = room_plan(work, waiting[mark.waiting], r, off, self.place)
                 plan, started = (None, None) if found is None else found
             if plan is None:
@@ -135,6 +133,7 @@ class Defrag:
         live: dict[str, Running],
         blocked: Sequence[tuple[str, GangRequest]],
         forbidden: frozenset[int],
+        own: Mapping[str, frozenset[int]],
     ) -> None:
         served = {m.waiting for m in self.marks.values()}
         for key, gang in blocked:
@@ -142,7 +141,7 @@ class Defrag:
                 return
             if key in served:
                 continue
-            found = self._room_for(work, gang, live, forbidden - self.own.get(key, frozenset()))
+            found = self._room_for(work, gang, live, forbidden - own.get(key, frozenset()))
             if found is not None:
                 self.marks[found.key] = Mark(now, key)
         for r in self._own_candidates(now, live, work.fabric.levels[Tier.RACK]):

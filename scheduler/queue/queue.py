@@ -133,6 +133,7 @@ class SchedulingQueue:
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
         self._defrag = Defrag(self.config)
+        self._at_once = self.config.at_once  # joint placement's rules, built once
         # gang -> the placement a move gave it (the moved gang, or the gang it made room for)
         self._pinned: dict[str, Placement] = {}
         self._pinned_at: dict[str, float] = {}  # first cycle its pinned hosts were not free
@@ -213,9 +214,8 @@ class SchedulingQueue:
         holds = {**self._held, **{r.key: r.hosts for r in c.out.reservations.values()}}
         keys = [k for k, _, _ in c.free_starts] + [k for k, _ in blocked]
         forbidden = {k: frozenset().union(*(h for o, h in holds.items() if o != k)) for k in keys}
-        place = self.config.place.model_copy(update={"compact_wait_s": 0.0})
         found = joint.improve(
-            c.work, c.free_starts, blocked, forbidden, place, self.config.joint_gangs
+            c.work, c.free_starts, blocked, forbidden, self._at_once, self.config.joint_gangs
         )
         if found is not None:
             self._take_joint(c, found)
@@ -262,7 +262,7 @@ class SchedulingQueue:
         self._pinned[key] = placement
         names = ", ".join(sorted(moved))
         self._wait(c, self._entries[key], Wait(WaitReason.PREEMPTING, f"{names} moving"))
-        c.out.reservations = {p: r for p, r in c.out.reservations.items() if r.key != key}
+        _unreserve(c, key)
 
     def _blocked(self, c: _Cycle) -> list[tuple[str, GangRequest]]:
         """The first gang of each pool that could not be placed this cycle."""
@@ -282,7 +282,7 @@ class SchedulingQueue:
         c.out.starts += [(k, found.placements[k]) for k in found.joined]
         for key in found.joined:
             c.out.waiting.pop(key, None)
-            c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
+            _unreserve(c, key)
         c.out.tried.extend(found.tried)
         c.out.joint_gain += found.gain
         c.out.joint_joined = list(found.joined)
@@ -531,6 +531,11 @@ class SchedulingQueue:
             pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
             entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
         return entry.reserved[1]
+
+
+def _unreserve(c: _Cycle, key: str) -> None:
+    """A gang that got its room this cycle holds no reservation any more."""
+    c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
 
 
 def _shape(entry: Entry) -> tuple[object, ...]:

@@ -58,6 +58,12 @@ class QueueConfig(BaseModel):
         """Placement as it would be once hosts are freed: no patience, no bound to compute."""
         return self.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
 
+    @property
+    def at_once(self) -> PlaceConfig:
+        """Placement for gangs that start or move in this cycle (joint placement, moves at
+        checkpoints): the queue's, less patience."""
+        return self.place.model_copy(update={"compact_wait_s": 0.0})
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -131,17 +137,19 @@ class Running:
             return self.checkpointed_s
         if not self.checkpoint_s or now < self.started_s + self.checkpoint_s * (1 - 1e-12):
             return None
-        # a wake set at a checkpoint must count it despite float rounding
-        done = math.floor((now - self.started_s) / self.checkpoint_s + 1e-9)
-        return self.started_s + done * self.checkpoint_s
+        return self.started_s + self._checkpoints(now) * self.checkpoint_s
 
     def next_checkpoint(self, now: float) -> float:
         """When the next periodic checkpoint falls (inf when none is declared or the gang
         signals its own: its signal wakes the operator)."""
         if not self.checkpoint_s or self.checkpointed_s is not None:
             return math.inf
-        done = math.floor(max(0.0, now - self.started_s) / self.checkpoint_s + 1e-9)
-        return self.started_s + (done + 1) * self.checkpoint_s
+        return self.started_s + (self._checkpoints(now) + 1) * self.checkpoint_s
+
+    def _checkpoints(self, now: float) -> int:
+        """Periodic checkpoints taken by `now`; a wake set at one counts it despite rounding."""
+        assert self.checkpoint_s
+        return math.floor(max(0.0, now - self.started_s) / self.checkpoint_s + 1e-9)
 
     def lost_gpu_s(self, now: float) -> float:
         """GPU-seconds of work an eviction now throws away (back to the last checkpoint)."""

@@ -36,6 +36,8 @@ class Solution:
     engine: str
     # J paid over the J-optimal placement for breaking less (fragments.py), as a share of it
     premium: float = 0.0
+    # the prices it weighed, when it did: placement.api reports what was broken from them
+    breakage: Breakage | None = None
 
 
 def solve(
@@ -87,6 +89,7 @@ def _less_broken(
     if share <= 0 or j0 <= 0 or len(best.counts) < 2:  # one host: best_fit_host chose already
         return kept
     breakage = Breakage.of(capacity.snapshot, capacity.gang.pool)
+    kept = Solution(best.counts, best.bound, "tree-dp", breakage=breakage)
     f0 = breakage.value(capacity.snapshot, best.counts)
     if f0 <= 0:
         return kept
@@ -98,7 +101,8 @@ def _less_broken(
     if f1 >= f0 or j1 > j0 * (1 + share) * (1 + 1e-9):
         return kept
     # a coarse first solve may leave P0 up to 1% above the optimum: P1 can then cost less
-    return Solution(other.counts, best.bound, "tree-dp", premium=max(0.0, j1 / j0 - 1))
+    premium = max(0.0, j1 / j0 - 1)
+    return Solution(other.counts, best.bound, "tree-dp", premium, breakage)
 
 
 def model_solve(
