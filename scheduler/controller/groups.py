@@ -14,9 +14,10 @@ topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-
 a node label (mapped to the operator's level read from that label). The pool is the pod label
 `rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
 
-Members may differ: the largest set of alike pods (same requests and node constraints) are the
-workers, the others roles placed near them (a LeaderWorkerSet's leader, a Ray head, a driver).
-Pool, priority and topology annotations are the group's and must agree.
+Members may differ: the largest set of alike pods (same requests, node constraints and topology
+annotations) are the workers, the others roles placed near them (a LeaderWorkerSet's leader, a
+Ray head, a driver), each with the topology its own annotations ask for, as Kueue reads them
+per pod set. Pool and priority are the group's and must agree.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def gang(
     """The gang of `pods` (members of one group) and the pods in rank order; InvalidSpecError
     says what is wrong. The largest set of alike pods (same requests and node constraints) are
     the workers, whose traffic the placement minimises; any other set (a leader, a driver, a
-    head) is a role placed near them (placement/roles.py), all or nothing."""
+    head) is a role placed near them (placement/roles.py), all or nothing. Each set's topology
+    comes from its own annotations."""
     first = _agreed(pods)
     labels = first["metadata"].get("labels") or {}
     pool = labels.get(POOL_LABEL, "training")
@@ -128,7 +130,7 @@ def gang(
     main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
     per_pod, workers = sets[main]
     others = [s for i, s in enumerate(sets) if i != main]
-    wanted = _topology(first["metadata"].get("annotations") or {}, config)
+    wanted = _topology(_notes(workers[0]), config)
     try:
         request = GangRequest(
             name=f"{members.namespace}/{members.name}",
@@ -147,20 +149,21 @@ def gang(
 
 
 def _agreed(pods: list[Obj]) -> Obj:
-    """The first pod, once every member agrees on what is the group's, not a pod set's: pool,
-    priority and topology annotations."""
+    """The first pod, once every member agrees on what is the group's, not a pod set's: pool
+    and priority."""
     shared = [_group_fields(p) for p in pods]
     for pod, fields in zip(pods, shared, strict=True):
         if fields != shared[0]:
             raise InvalidSpecError(
                 f"pod {pod['metadata']['name']} differs from {pods[0]['metadata']['name']} in "
-                "its pool, priority or topology annotations; a group has one of each"
+                "its pool or priority; a group has one of each"
             )
     return pods[0]
 
 
 def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, list[Obj]]]:
-    """Alike pods together (same charge and node constraints), in order of first appearance."""
+    """Alike pods together (same charge, node constraints and topology annotations), in order
+    of first appearance."""
     sets: dict[tuple[object, ...], tuple[Charge, list[Obj]]] = {}
     for pod in pods:
         cost = charge(pod["spec"], config.gpu_resource)
@@ -168,6 +171,7 @@ def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, lis
         key = (
             repr(cost),
             *(repr(spec.get(k)) for k in ("nodeSelector", "affinity", "tolerations")),
+            repr(sorted(_notes(pod).items())),
         )
         sets.setdefault(key, (cost, []))[1].append(pod)
     return list(sets.values())
@@ -176,22 +180,30 @@ def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, lis
 def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig) -> Role:
     named = {(p["metadata"].get("labels") or {}).get(ROLE_LABEL) for p in pods}
     name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
+    wanted = _topology(_notes(pods[0]), config)
     return Role(
         name=str(name),
         pods=len(pods),
         **cost.per_pod(),
         constraints=constraints(_pod_spec(pods[0]), pool, config),
+        required_level=wanted["required_level"],
+        preferred_level=next(iter(wanted.get("preferred_levels", {})), None),
+        slices=wanted.get("slices", ()),
     )
 
 
 def _group_fields(pod: Obj) -> tuple[object, ...]:
     labels = pod["metadata"].get("labels") or {}
-    notes = {
+    return (labels.get(POOL_LABEL), pod["spec"].get("priority"))
+
+
+def _notes(pod: Obj) -> dict[str, str]:
+    """The pod's topology annotations (rackwise's and Kueue's)."""
+    return {
         k: v
         for k, v in (pod["metadata"].get("annotations") or {}).items()
         if k.startswith((OURS, KUEUE))
     }
-    return (labels.get(POOL_LABEL), pod["spec"].get("priority"), repr(sorted(notes.items())))
 
 
 def _pod_spec(pod: Obj) -> PodSpec:

@@ -127,12 +127,23 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
     except InvalidSpecError as exc:
         text = str(exc)
         raise InvalidSpecError(f"spec.roles.{i}.{text.removeprefix('spec.')}") from exc
-    built = Role(
-        name=role.name,
-        pods=role.replicas,
-        **per_pod.per_pod(),
-        constraints=constraints(role.template.spec, spec.pool, config),
-    )
+    topology = role.topology
+    named = [("requiredLevel", topology.required_level)]
+    named += [("preferredLevel", topology.preferred_level)]
+    named += [(f"slices.{j}.level", s.level) for j, s in enumerate(topology.slices)]
+    _known_levels(named, f"spec.roles.{i}.topology", config)
+    try:
+        built = Role(
+            name=role.name,
+            pods=role.replicas,
+            **per_pod.per_pod(),
+            constraints=constraints(role.template.spec, spec.pool, config),
+            required_level=topology.required_level,
+            preferred_level=topology.preferred_level,
+            slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
+        )
+    except ValidationError as exc:
+        raise InvalidSpecError(describe(exc, f"spec.roles.{i}")) from exc
     return built, pod_spec
 
 
@@ -217,17 +228,22 @@ def _charge(pod_spec: Obj, spec: TrainingJobSpec, config: OperatorConfig) -> Cha
 
 def _levels(spec: TrainingJobSpec, config: OperatorConfig) -> None:
     """The levels a job names must be the operator's (its topology config)."""
-    names = config.level_names
     topology = spec.topology
     named = [("requiredLevel", topology.required_level)]
     named += [
         (f"preferredLevels.{i}.level", p.level) for i, p in enumerate(topology.preferred_levels)
     ]
     named += [(f"slices.{i}.level", s.level) for i, s in enumerate(topology.slices)]
-    for where, level in named:
+    _known_levels(named, "spec.topology", config)
+
+
+def _known_levels(named: list[tuple[str, str | None]], where: str, config: OperatorConfig) -> None:
+    """InvalidSpecError naming `where`.<field> for the first level the operator does not have."""
+    names = config.level_names
+    for path, level in named:
         if level is not None and level not in names:
             raise InvalidSpecError(
-                f"spec.topology.{where}: unknown level {level!r}; levels are {', '.join(names)}"
+                f"{where}.{path}: unknown level {level!r}; levels are {', '.join(names)}"
             )
 
 

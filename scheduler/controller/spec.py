@@ -233,6 +233,15 @@ class TopologyRequest(Closed):
     preferred_levels: list[PreferredLevel] = Field(default_factory=list, max_length=MAX_LEVELS)
 
 
+class RoleTopology(Closed):
+    """A role's own topology: all its pods inside one domain of `required_level`, or of
+    `preferred_level` when one domain holds them; `slices` as the workers' (by role rank)."""
+
+    required_level: Level | None = None
+    preferred_level: Level | None = None
+    slices: list[SliceRequest] = Field(default_factory=list, max_length=MAX_LEVELS)
+
+
 class Shape(Closed):
     dp: StrictInt = Field(default=1, ge=1)
     tp: StrictInt = Field(default=1, ge=1)
@@ -255,6 +264,7 @@ class RoleSpec(Closed):
     gpus_per_replica: StrictInt = Field(default=0, ge=0, le=64)
     cpu_per_replica: Quantity | None = None
     memory_per_replica: Quantity | None = None
+    topology: RoleTopology = Field(default_factory=RoleTopology)
     template: Template
 
 

@@ -72,7 +72,11 @@ class Slice(BaseModel):
 
 class Role(BaseModel):
     """A pod set of a gang that exchanges no gradients with its workers (a launcher, a
-    parameter server, a leader): placed with them, all or nothing, as near them as it fits."""
+    parameter server, a leader): placed with them, all or nothing, as near them as it fits.
+
+    Its own topology (placement/roles.py): `required_level` keeps every pod of the role inside
+    one domain of that level, `preferred_level` does so when one domain holds them, `slices`
+    keep each consecutive group of its pods (by role rank) inside one domain of a level."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = Field(min_length=1, max_length=63)
@@ -82,6 +86,25 @@ class Role(BaseModel):
     memory_mib_per_pod: int = Field(default=0, ge=0)
     extended_per_pod: dict[str, int] = Field(default_factory=dict)
     constraints: NodeConstraints = NodeConstraints()
+    required_level: str | None = None
+    preferred_level: str | None = None
+    slices: tuple[Slice, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Role:
+        for s in self.slices:
+            if self.pods % s.size:
+                raise ValueError(
+                    f"role {self.name}: slice of {s.size} pods per {s.level} does not divide "
+                    f"its {self.pods} pods"
+                )
+        return self
+
+    @property
+    def levels(self) -> list[str]:
+        """Every level the role names."""
+        named = [self.required_level, self.preferred_level, *(s.level for s in self.slices)]
+        return [n for n in named if n is not None]
 
 
 class GangRequest(BaseModel):

@@ -10,7 +10,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import cpsat, slices
+from scheduler.placement import cpsat, roles, slices
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -18,7 +18,6 @@ from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.fragments import Breakage
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.reasons import explain, unknown_levels
-from scheduler.placement.roles import place_roles
 from scheduler.placement.scoring import (
     fresh_rack_weight,
     level_weights,
@@ -61,7 +60,12 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     start = time.perf_counter()
     capacity = Capacity.of(snapshot, gang)
     fabric = snapshot.fabric
-    reason = unknown_levels(fabric, gang) or slices.problem(fabric, gang) or explain(capacity)
+    reason = (
+        unknown_levels(fabric, gang)
+        or slices.problem(fabric, gang)
+        or roles.problem(fabric, gang)
+        or explain(capacity)
+    )
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
     weights = level_weights(fabric, gang)
@@ -106,10 +110,10 @@ def _with_roles(
         return placement
     work = snapshot.copy()
     work.apply(gang, placement)
-    roles = place_roles(work, gang, [h for h, n in counts.items() if n > 0])
-    if isinstance(roles, str):
-        return _unplaceable(gang, placement.policy, roles, start)
-    pods = (*placement.pods, *roles)
+    others = roles.place_roles(work, gang, [h for h, n in counts.items() if n > 0])
+    if isinstance(others, str):
+        return _unplaceable(gang, placement.policy, others, start)
+    pods = (*placement.pods, *others)
     return placement.model_copy(update={"pods": pods, "solve_seconds": time.perf_counter() - start})
 
 

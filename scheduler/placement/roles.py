@@ -3,10 +3,16 @@
 Contract. Takes the capacity left once the workers' placement is charged, the gang and the
 workers' hosts. Decides, role by role in the gang's order, a host for every pod of the role:
 nearest the workers first (a host they use, then one in a domain they use at the lowest level
-shared), then depth-first; each role is charged before the next is placed. Promises: every role
-placed or none (the reason names the first role that did not fit); every pod on a host of the
-gang's pool that admits the role's constraints and has the role's resources and a pod slot.
-The traffic model and the objective count the workers only: roles do not move the optimum."""
+shared), then depth-first; each role is charged before the next is placed. A role's own
+topology narrows that order: with a required level, the first domain of that level (in the
+same order) that holds the whole role; with a preferred level, the same when one does, else the
+plain order; with slices, each domain of a sliced level takes whole groups (slices.fill).
+Promises: every role placed or none (the reason names the first role that did not fit); every
+pod on a host of the gang's pool that admits the role's constraints and has the role's
+resources and a pod slot; a required level and every slice kept, by role rank. `problem` names
+a role's request that cannot be valid (unknown level, slices that do not nest or sit above its
+required level). The traffic model and the objective count the workers only: roles do not move
+the optimum, and a role is placed greedily, not optimised."""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
+from scheduler.placement import slices
+from scheduler.placement.baselines.required import restrict
 from scheduler.placement.baselines.take import take
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import explain
@@ -37,7 +45,7 @@ def place_roles(
         part = as_gang(gang, role)
         capacity = Capacity.of(work, part)
         order = sorted(capacity.slots, key=lambda h: (near[h], fabric.dfs_position[h]))
-        counts = take(capacity, order)
+        counts = _counts(capacity, role, order)
         if counts is None:
             return f"role {role.name}: {explain(capacity) or 'no room for its pods'}"
         pods = _assign(fabric, role, counts, first=gang.pods + len(out))
@@ -54,8 +62,43 @@ def place_roles(
     return out
 
 
+def problem(fabric: Fabric, gang: GangRequest) -> str | None:
+    """Why some role's topology request cannot be valid on `fabric`, or None."""
+    for role in gang.roles:
+        unknown = [n for n in role.levels if n not in fabric.levels]
+        if unknown:
+            names = ", ".join(fabric.levels)
+            return f"role {role.name}: unknown level {unknown[0]!r}; levels are {names}"
+        wrong = slices.problem(fabric, as_gang(gang, role))
+        if wrong is not None:
+            return f"role {role.name}: {wrong}"
+    return None
+
+
+def _counts(capacity: Capacity, role: Role, order: list[int]) -> dict[int, int] | None:
+    if role.required_level is not None:
+        return _inside(capacity, capacity.snapshot.fabric.index(role.required_level), order)
+    if role.preferred_level is not None:
+        level = capacity.snapshot.fabric.index(role.preferred_level)
+        return _inside(capacity, level, order) or take(capacity, order)
+    return take(capacity, order)
+
+
+def _inside(capacity: Capacity, level: int, order: list[int]) -> dict[int, int] | None:
+    """Counts inside the first domain of `level`, in the order its hosts come, that holds every
+    pod of the role."""
+    column = capacity.snapshot.fabric.columns[level]
+    room = capacity.per_domain[level]
+    for domain in dict.fromkeys(int(column[h]) for h in order):
+        if room.get(domain, 0) >= capacity.gang.pods:
+            counts = take(restrict(capacity, level, domain), order)
+            if counts is not None:
+                return counts
+    return None
+
+
 def as_gang(gang: GangRequest, role: Role) -> GangRequest:
-    """A role as a gang of its own (same pool), for capacity and charging."""
+    """A role as a gang of its own (same pool), for capacity, charging and its topology."""
     return GangRequest(
         name=f"{gang.name}/{role.name}",
         pods=role.pods,
@@ -65,6 +108,8 @@ def as_gang(gang: GangRequest, role: Role) -> GangRequest:
         extended_per_pod=role.extended_per_pod,
         pool=gang.pool,
         constraints=role.constraints,
+        required_level=role.required_level,
+        slices=role.slices,
     )
 
 

@@ -4,7 +4,7 @@ the tests on every output of every policy."""
 from __future__ import annotations
 
 from scheduler.model.constraints import NodeConstraints
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
 from scheduler.placement.snapshot import Snapshot
@@ -56,6 +56,33 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
             raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)
     _check_rack_cap(snapshot, gang, hosts)
+    for pod_set in gang.roles:
+        _check_role_topology(snapshot, gang, pod_set, placement)
+
+
+def _check_role_topology(
+    snapshot: Snapshot, gang: GangRequest, role: Role, placement: Placement
+) -> None:
+    """A role's required level holds all its pods; each slice of it, by role rank, one domain."""
+    fabric = snapshot.fabric
+    pods = sorted(
+        (p for p in placement.pods if p.role == role.name), key=lambda p: p.role_rank or 0
+    )
+    hosts = [fabric.host_index[p.host] for p in pods]
+    wanted = [(role.required_level, role.pods, "required level")]
+    wanted += [(s.level, s.size, f"slice of {s.size}") for s in role.slices]
+    for name, size, what in wanted:
+        if name is None:
+            continue
+        try:
+            level = fabric.index(name)
+        except UnknownLevelError as exc:
+            raise InvalidPlacementError(f"{gang.name}: role {role.name}: {exc}") from exc
+        for start in range(0, len(hosts), size):
+            if len({fabric.domain[level][h] for h in hosts[start : start + size]}) != 1:
+                raise InvalidPlacementError(
+                    f"{gang.name}: role {role.name}: {what} at role rank {start} leaves its {name}"
+                )
 
 
 def _check_tp_groups(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> None:

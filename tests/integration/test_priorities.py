@@ -107,3 +107,30 @@ def test_a_role_that_cannot_fit_holds_the_whole_job_back(env: Env, fabric):
     env.wait("tight waits", lambda: env.condition("tight").get("reason") == "Unplaceable")
     assert env.condition("tight")["message"].startswith("role ps: needs 1 pods x 8 GPUs")
     assert not env.pods("tight")
+
+
+def test_a_roles_own_topology_reaches_the_placement(env: Env, fabric):
+    """The API server keeps `roles[].topology` (the schema declares it) and the operator
+    honours it: two 8-GPU parameter servers required in one rack, beside a filler that broke
+    one of the three racks."""
+    fabric(blocks=1, racks=3, hosts=2, gpus=8)
+    env.post(training_job("filler", 1))
+    env.wait_placed("filler")
+    job = training_job("ps", 2)
+    ps = {"containers": [{"name": "ps", "image": "busybox"}]}
+    job["spec"]["roles"] = [
+        {
+            "name": "ps",
+            "replicas": 2,
+            "gpusPerReplica": 8,
+            "topology": {"requiredLevel": "rack"},
+            "template": {"spec": ps},
+        }
+    ]
+    env.post(job)
+    env.wait_placed("ps")
+    stored = env.job("ps")["spec"]["roles"][0]
+    assert stored["topology"] == {"requiredLevel": "rack"}
+    rack = env.node_rack()
+    servers = [p for p in env.pods("ps") if p["metadata"]["name"].startswith("ps-ps-")]
+    assert len({rack[p["spec"]["nodeName"]] for p in servers}) == 1

@@ -158,6 +158,30 @@ def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
         translate(job(roles=[bad]), OperatorConfig())
 
 
+def test_a_role_carries_its_own_topology_and_its_errors_name_it():
+    role = {
+        "name": "ps",
+        "replicas": 4,
+        "topology": {
+            "requiredLevel": "rack",
+            "preferredLevel": "host",
+            "slices": [{"level": "host", "size": 2}],
+        },
+        "template": {"spec": {"containers": [{"name": "p", "image": "x"}]}},
+    }
+    [ps] = translate(job(roles=[role]), OperatorConfig()).gang.roles
+    assert (ps.required_level, ps.preferred_level) == ("rack", "host")
+    assert [(s.level, s.size) for s in ps.slices] == [("host", 2)]
+    unknown = {**role, "topology": {"requiredLevel": "pod"}}
+    with pytest.raises(
+        InvalidSpecError, match=r"^spec\.roles\.0\.topology\.requiredLevel: unknown"
+    ):
+        translate(job(roles=[unknown]), OperatorConfig())
+    odd = {**role, "topology": {"slices": [{"level": "host", "size": 3}]}}
+    with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0.*slice of 3 pods per host"):
+        translate(job(roles=[odd]), OperatorConfig())
+
+
 def test_priority_maps_to_the_configured_priority_class_unless_the_template_names_one():
     config = OperatorConfig(priorityClasses={100: "high"})
     assert translate(job(priority=100), config).pod_spec["priorityClassName"] == "high"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from scheduler.model import GangRequest, PlaceConfig
+from scheduler.model import GangRequest, PlaceConfig, Placement, Slice
 from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import Role
 from scheduler.model.topology import HostSpec, TopologySpec
-from scheduler.placement import Snapshot, place, validate
+from scheduler.placement import InvalidPlacementError, Snapshot, place, validate
 from scheduler.topology import Fabric
 
 
@@ -96,3 +97,144 @@ def test_each_role_is_charged_before_the_next():
     [placement] = place(snapshot, [g])
     validate(snapshot, g, placement)
     assert placement.hosts("x").keys() != placement.hosts("y").keys()
+
+
+# A role's own topology: three racks of four 8-GPU hosts; only g0-0 admits the workers, so
+# every engine puts them there and the role's nearest hosts are the rest of rack r0.
+def racks() -> Fabric:
+    hosts = [
+        HostSpec(
+            name=f"g{r}-{i}",
+            gpus=8,
+            cpu_milli=64_000,
+            domains={"rack": f"r{r}", "spine": f"s{r // 2}"},
+            labels={"kind": "w"} if (r, i) == (0, 0) else {},
+        )
+        for r in range(3)
+        for i in range(4)
+    ]
+    return Fabric(TopologySpec(hosts=tuple(hosts)))
+
+
+def loaded() -> Snapshot:
+    """Rack r0 keeps 8 GPUs on g0-0 (the workers') and 4 on g0-1; r1 and r2 are free."""
+    snapshot = Snapshot(racks())
+    snapshot.use("g0-1", 4)
+    snapshot.use("g0-2", 8)
+    snapshot.use("g0-3", 8)
+    return snapshot
+
+
+def with_role(**topology: object) -> GangRequest:
+    ps = Role(name="ps", pods=4, gpus_per_pod=4, **topology)  # type: ignore[arg-type]
+    return GangRequest(
+        name="job",
+        pods=1,
+        gpus_per_pod=8,
+        constraints=NodeConstraints(selector=(("kind", "w"),)),
+        roles=(ps,),
+    )
+
+
+def racks_of(placement: Placement) -> list[str]:
+    """The role's racks in role-rank order (host g<r>-<i> is in rack r<r>)."""
+    pods = sorted((p for p in placement.pods if p.role == "ps"), key=lambda p: p.role_rank or 0)
+    return ["r" + p.host[1] for p in pods]
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_role_without_topology_spreads_from_its_workers(engine):
+    """The baseline for the cases below: nearest first puts one pod in r0 and three in r1."""
+    snapshot, g = loaded(), with_role()
+    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    validate(snapshot, g, placement)
+    assert placement.hosts("") == {"g0-0": 1}
+    assert sorted(set(racks_of(placement))) == ["r0", "r1"]
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+@pytest.mark.parametrize("how", ["required_level", "preferred_level"])
+def test_a_role_kept_inside_one_rack(engine, how):
+    snapshot, g = loaded(), with_role(**{how: "rack"})
+    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    validate(snapshot, g, placement)
+    assert racks_of(placement) == ["r1"] * 4  # r0 holds one pod, r1 all four
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_required_level_no_domain_holds_leaves_the_gang_waiting_a_preferred_one_does_not(
+    engine,
+):
+    snapshot = loaded()
+    for rack in ("g1", "g2"):
+        snapshot.use(f"{rack}-0", 8)  # r1 and r2 keep 24 GPUs each: 6 pods of 4, not 8
+    big = {"pods": 8, "gpus_per_pod": 4}
+    required = with_role(required_level="rack")
+    required = required.model_copy(update={"roles": (required.roles[0].model_copy(update=big),)})
+    [placement] = place(snapshot, [required], PlaceConfig(engine=engine))
+    assert not placement.placed
+    assert placement.reason.startswith("role ps:")
+    preferred = required.model_copy(
+        update={"roles": (Role(name="ps", preferred_level="rack", **big),)}
+    )
+    [placement] = place(snapshot, [preferred], PlaceConfig(engine=engine))
+    validate(snapshot, preferred, placement)
+    assert len(set(racks_of(placement))) > 1  # placed all the same, across racks
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+@pytest.mark.parametrize("level", ["host", "rack"])
+def test_a_role_slice_keeps_each_pair_together(engine, level):
+    """g0-1 has room for one pod of 4 GPUs, not a pair: the pairs go to whole hosts."""
+    snapshot, g = loaded(), with_role(slices=(Slice(level=level, size=2),))
+    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    validate(snapshot, g, placement)
+    assert "g0-1" not in placement.hosts("ps")
+    rack = racks_of(placement)
+    assert rack[0] == rack[1]
+    assert rack[2] == rack[3]
+
+
+@pytest.mark.parametrize(
+    ("topology", "reason"),
+    [
+        ({"required_level": "pod"}, "role ps: unknown level 'pod'"),
+        ({"preferred_level": "pod"}, "role ps: unknown level 'pod'"),
+        ({"slices": (Slice(level="pod", size=2),)}, "role ps: unknown level 'pod'"),
+        (
+            {"required_level": "rack", "slices": (Slice(level="spine", size=2),)},
+            "role ps: a slice at spine is above the required level rack",
+        ),
+        (
+            {"slices": (Slice(level="host", size=4), Slice(level="rack", size=2))},
+            "role ps: slices must nest",
+        ),
+    ],
+)
+def test_a_role_request_that_cannot_be_valid_is_refused_with_its_reason(topology, reason):
+    [placement] = place(loaded(), [with_role(**topology)])
+    assert not placement.placed
+    assert placement.reason.startswith(reason)
+
+
+def test_a_slice_must_divide_the_role():
+    with pytest.raises(ValidationError, match="role ps: slice of 3 pods per rack"):
+        Role(name="ps", pods=4, slices=(Slice(level="rack", size=3),))
+
+
+@pytest.mark.parametrize(
+    ("topology", "broken"),
+    [
+        ({"required_level": "rack"}, "required level"),
+        ({"slices": (Slice(level="host", size=2),)}, "slice of 2"),
+    ],
+)
+def test_the_validator_checks_a_roles_topology(topology, broken):
+    snapshot, g = loaded(), with_role(**topology)
+    [placement] = place(snapshot, [g])
+    hosts = iter(["g1-0", "g2-0", "g1-1", "g2-1"])  # every pod on a new host, racks alternating
+    moved = tuple(
+        p.model_copy(update={"host": next(hosts)}) if p.role else p for p in placement.pods
+    )
+    with pytest.raises(InvalidPlacementError, match=f"role ps: {broken}"):
+        validate(snapshot, g, placement.model_copy(update={"pods": moved}))

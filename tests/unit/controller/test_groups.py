@@ -1,0 +1,75 @@
+"""Pod groups read as gangs: the workers are the largest set of alike pods, every other set a
+role; each set's topology comes from its own annotations (as Kueue reads them per pod set)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.groups import GROUP_LABEL, ROLE_LABEL, Members, gang
+from scheduler.controller.spec import InvalidSpecError
+
+Obj = dict[str, Any]
+
+
+def pod(name: str, gpus: int, notes: Obj, labels: Obj | None = None) -> Obj:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "1"}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {GROUP_LABEL: "g", **(labels or {})},
+            "annotations": notes,
+        },
+        "spec": {
+            "schedulerName": "rackwise",
+            "containers": [{"name": "main", "image": "x", "resources": resources}],
+        },
+    }
+
+
+RACK = {"rackwise.io/required-level": "rack"}
+PAIRS = {"rackwise.io/slice-level": "host", "rackwise.io/slice-size": "2"}
+
+
+def read(pods: list[Obj]) -> Any:
+    request, _ = gang(Members("default", "g", pods, None), pods, OperatorConfig())
+    return request
+
+
+def test_each_pod_set_takes_the_topology_its_own_annotations_ask_for():
+    leaders = [pod(f"l{i}", 0, PAIRS, {ROLE_LABEL: "leader"}) for i in range(2)]
+    workers = [pod(f"w{i}", 8, RACK) for i in range(4)]
+    request = read([*leaders, *workers])
+    assert (request.pods, request.required_level, request.slices) == (4, "rack", ())
+    [leader] = request.roles
+    assert (leader.name, leader.pods, leader.required_level) == ("leader", 2, None)
+    assert [(s.level, s.size) for s in leader.slices] == [("host", 2)]
+
+
+def test_alike_pods_with_other_annotations_are_another_pod_set():
+    pods = [pod("a", 8, RACK), pod("b", 8, RACK), pod("c", 8, {})]
+    request = read(pods)
+    assert (request.pods, request.required_level) == (2, "rack")
+    [other] = request.roles
+    assert (other.pods, other.required_level) == (1, None)
+
+
+def test_a_role_with_a_preferred_level():
+    pods = [pod("a", 8, {}), pod("b", 8, {}), pod("c", 0, {"rackwise.io/preferred-level": "rack"})]
+    [role] = read(pods).roles
+    assert role.preferred_level == "rack"
+
+
+def test_pool_and_priority_are_the_groups():
+    other = pod("b", 8, {}, {"rackwise.io/pool": "batch-inference"})
+    with pytest.raises(InvalidSpecError, match="differs from a in its pool or priority"):
+        read([pod("a", 8, {}), other])
+
+
+def test_a_roles_bad_annotation_is_reported():
+    pods = [pod("a", 8, {}), pod("b", 8, {}), pod("c", 0, {"rackwise.io/required-level": "galaxy"})]
+    with pytest.raises(InvalidSpecError, match="unknown level 'galaxy'"):
+        read(pods)
