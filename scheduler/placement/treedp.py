@@ -59,10 +59,22 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Racks:
+    """The tree up to the rack level: every node built there, and the rack-level ones. Prices
+    for breaking domains start at the rack level and go in as merge extras above it, so a solve
+    with other prices (same gang, capacity, weights and work) starts from these."""
+
+    nodes: list[Node]
+    tops: dict[int, Node]  # rack -> its node
+    work: float
+
+
+@dataclass(frozen=True)
 class DPResult:
     counts: dict[int, int]
     value: float  # the DP objective of `counts`
     bound: float  # a valid lower bound on it: equal where every merge was exact
+    racks: Racks | None = None  # what a solve with other breakage prices can start from
 
 
 class TreeDP:
@@ -73,6 +85,7 @@ class TreeDP:
         fresh_rack: float,
         work: float = WORK,
         breaks: Prices | None = None,
+        racks: Racks | None = None,
     ) -> None:
         self.work = work  # knapsack cells a parent solves exactly (knapsack.scale_for)
         self.capacity = capacity
@@ -84,6 +97,7 @@ class TreeDP:
         self.nodes: list[Node] = []
         # whole groups per domain at each level (slices, TP groups)
         self.size = slices.sizes(self.fabric, capacity.gang)
+        self.racks = racks if racks is not None and racks.work == work else None
 
     def leaf(self, level: int, domain: int, hosts: Ints, slots: Ints, per_host: float) -> Node:
         """Hosts come largest first: j hosts never hold more than the j largest."""
@@ -128,6 +142,26 @@ class TreeDP:
 
     def build(self) -> Node:
         fabric, w = self.fabric, self.weights
+        if self.racks is None:
+            self.racks = self._up_to_racks()
+        self.nodes = list(self.racks.nodes)
+        level_nodes = self.racks.tops
+        fresh = self._fresh_racks()
+        for level in range(RACK, fabric.depth):
+            groups: dict[int, list[tuple[Node, float]]] = {}
+            for d, node in level_nodes.items():
+                up = fabric.parent[level][d] if level < fabric.top else 0
+                extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
+                extra += self._price(level, d)
+                groups.setdefault(up, []).append((node, extra))
+            level_nodes = {
+                d: self.parent(level + 1, d, [k for k, _ in kids], [e for _, e in kids])
+                for d, kids in groups.items()
+            }
+        return next(iter(level_nodes.values()))
+
+    def _up_to_racks(self) -> Racks:
+        fabric, w = self.fabric, self.weights
         by_rack: dict[int, list[tuple[Node, float]]] = {}
         for key, hosts, slots in self._leaves():
             if key >= 0:
@@ -144,19 +178,7 @@ class TreeDP:
             )
             for r, kids in by_rack.items()
         }
-        fresh = self._fresh_racks()
-        for level in range(RACK, fabric.depth):
-            groups: dict[int, list[tuple[Node, float]]] = {}
-            for d, node in level_nodes.items():
-                up = fabric.parent[level][d] if level < fabric.top else 0
-                extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
-                extra += self._price(level, d)
-                groups.setdefault(up, []).append((node, extra))
-            level_nodes = {
-                d: self.parent(level + 1, d, [k for k, _ in kids], [e for _, e in kids])
-                for d, kids in groups.items()
-            }
-        return next(iter(level_nodes.values()))
+        return Racks(list(self.nodes), level_nodes, self.work)
 
     def _leaves(self) -> Iterator[tuple[int, Ints, Ints]]:
         """Per leaf, its hosts largest first: an NVLink domain of several hosts (key >= 0, its
@@ -219,6 +241,7 @@ def solve_tree(
     penalty: list[float],
     work: float = WORK,
     breaks: Prices | None = None,
+    racks: Racks | None = None,
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
@@ -227,14 +250,15 @@ def solve_tree(
     Parents wider than `work` knapsack cells are merged coarse (knapsack.py); when the result
     is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly.
     `breaks` adds each touched domain's price (fragments.py) to what is minimised; `value` and
-    `bound` then include it."""
+    `bound` then include it. `racks`, from an earlier solve of the same gang on the same
+    capacity, saves building the tree up to the rack level again."""
     n = capacity.gang.pods
     fits = capacity.pods >= n
     if fits.any():
         host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
-    dp = TreeDP(capacity, weighted, fresh_rack, work, breaks)
+    dp = TreeDP(capacity, weighted, fresh_rack, work, breaks, racks)
     found = _best(dp, allowed_top, penalty)
     if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
         dp = TreeDP(capacity, weighted, fresh_rack, INF, breaks)
@@ -245,7 +269,7 @@ def solve_tree(
     hosts: dict[int, int] = {}
     dp.collect(node, n, hosts)
     counts = spread_pods(capacity, hosts)
-    return None if counts is None else DPResult(counts, value, bound)
+    return None if counts is None else DPResult(counts, value, bound, dp.racks)
 
 
 def _best(dp: TreeDP, allowed_top: int, penalty: list[float]) -> tuple[float, float, Node] | None:

@@ -22,7 +22,7 @@ from scheduler.placement.scoring import (
     preference_weights,
     ring_cost,
 )
-from scheduler.placement.treedp import DPResult, solve_tree
+from scheduler.placement.treedp import DPResult, Racks, solve_tree
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,17 @@ def solve(
 
 
 def _tree(
-    capacity: Capacity, weights: list[float], fresh: float, breaks: Prices | None = None
+    capacity: Capacity,
+    weights: list[float],
+    fresh: float,
+    breaks: Prices | None = None,
+    racks: Racks | None = None,
 ) -> DPResult | None:
     gang = capacity.gang
     fabric = capacity.snapshot.fabric
     top = fabric.index(gang.required_level) if gang.required_level else fabric.top
     prefs = preference_weights(fabric, gang, weights)
-    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks)
+    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks, racks=racks)
 
 
 def _less_broken(
@@ -93,7 +97,8 @@ def _less_broken(
     f0 = breakage.value(capacity.snapshot, best.counts)
     if f0 <= 0:
         return kept
-    other = _tree(capacity, weights, fresh, breakage.scaled(share * j0 / f0))
+    # the tree below the racks carries no prices: the second solve starts from the first's
+    other = _tree(capacity, weights, fresh, breakage.scaled(share * j0 / f0), best.racks)
     if other is None:
         return kept
     j1 = objective(capacity, other.counts, weights, fresh)

@@ -8,7 +8,10 @@ import pytest
 
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import Snapshot, place, validate
+from scheduler.placement.capacity import Capacity
 from scheduler.placement.fragments import Breakage
+from scheduler.placement.scoring import level_weights, preference_weights
+from scheduler.placement.treedp import solve_tree
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
 from tests.unit.placement.bruteforce import minimum
@@ -110,3 +113,34 @@ def test_switched_off_it_is_the_j_optimum(seed):
             assert p.optimal
             assert p.premium == 0.0
             assert p.objective == pytest.approx(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_priced_solve_from_the_first_solves_racks_is_the_solve_from_scratch(seed):
+    """The second solve reuses the tree below the racks (no prices there): same answer as
+    building it again, on fabrics with and without NVLink domains."""
+    for fabric in (
+        Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8, nvlink=2)),
+        Fabric(generate(blocks=3, racks=2, hosts=3, gpus=8)),
+    ):
+        snapshot = fragmented(fabric, busy=0.4, seed=seed)
+        for pods in (3, 9, 17):
+            gang = GangRequest(name="g", pods=pods, gpus_per_pod=2)
+            capacity = Capacity.of(snapshot, gang)
+            weights = level_weights(fabric, gang)
+            prefs = preference_weights(fabric, gang, weights)
+            first = solve_tree(capacity, weights, fabric.top, 0.0, prefs)
+            if first is None or first.racks is None:
+                continue
+            breaks = Breakage.of(snapshot, gang.pool).scaled(0.3)
+            reused = solve_tree(
+                capacity, weights, fabric.top, 0.0, prefs, breaks=breaks, racks=first.racks
+            )
+            fresh = solve_tree(capacity, weights, fabric.top, 0.0, prefs, breaks=breaks)
+            assert reused is not None
+            assert fresh is not None
+            assert (reused.counts, reused.value, reused.bound) == (
+                fresh.counts,
+                fresh.value,
+                fresh.bound,
+            )
