@@ -16,9 +16,11 @@ blocked gang, and when the queue wants to be called again. It promises:
 - preemption (queue/preemption.py): only running gangs of strictly lower priority, the same
   pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it until
   every victim is gone, and it does not preempt again meanwhile;
-- bounded work: at most `max_attempts` placement tries per pool per cycle, and a gang that failed
-  on a view (free capacity and held hosts of its pool) is not tried on the same view again
-  unless its patience or backoff has ended;
+- bounded work: at most `max_attempts` placement tries per pool per cycle; a gang is not tried
+  on a view (free capacity and held hosts of its pool) on which a gang of its shape and
+  priority with no more pods was found unplaceable, in this cycle or an earlier one, nor
+  preempts from it (the larger needs at least as much); with `report_waits` off, a cycle passes
+  over such gangs without looking at each (queue/order.py), to the same decisions;
 - joint placement (queue/joint.py, `joint_gangs`): the cycle's starts made on the whole free
   capacity are placed again together with each pool's first unplaceable gang when that starts
   more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
@@ -33,10 +35,15 @@ Drivers apply the decisions: the simulator at once, the operator through the API
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import heapq
 import math
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
@@ -45,6 +52,7 @@ from scheduler.placement.capacity import Capacity
 from scheduler.queue import joint, preemption
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.joint import Start
+from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.reservation import reserve
 from scheduler.queue.types import (
     Backfill,
@@ -61,6 +69,7 @@ from scheduler.queue.types import (
 )
 
 PIN_PATIENCE_S = 60.0  # how long a moved gang's new hosts wait for its old pods to go
+KNOWN_VIEWS = 256  # views whose unplaceable shapes are remembered (the most recent)
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
 BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
 CHOOSERS = {
@@ -74,6 +83,7 @@ class _Pool:
     attempts: int = 0
     blocker: str | None = None  # strict order: the first gang that could not start
     reservation: Reservation | None = None
+    unplaceable: int = 0  # gangs found unplaceable this cycle (joint placement wants the first)
 
 
 @dataclass
@@ -82,6 +92,7 @@ class _View:
 
     snapshot: Snapshot
     pool: str
+    held: frozenset[int]  # hosts of the pool held from the gangs that see this view
     fingerprint: bytes | None = None
 
     def seen(self) -> bytes:
@@ -103,10 +114,12 @@ class _Cycle:
     views: dict[tuple[str, frozenset[int], int], _View] = field(default_factory=dict)
     # starts made on the whole free capacity (no hosts held from them): joint placement's
     free_starts: list[Start] = field(default_factory=list)
-    # (view, shape) -> fewest pods of that shape found unplaceable on that view this cycle
-    failed: dict[tuple[int, tuple[object, ...]], tuple[int, WaitReason]] = field(
-        default_factory=dict
-    )
+    # pass over gangs known to be blocked (report_waits off, no patience); per pool, the
+    # positions that must be looked at whatever is known (pinned, backing off, preempting),
+    # and the last known-blocked arrays with the state they were computed for
+    quiet: bool = False
+    specials: dict[str, list[int]] = field(default_factory=dict)
+    masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
     _lowest: dict[str, float] | None = None
 
     def pool(self, name: str) -> _Pool:
@@ -129,6 +142,11 @@ class SchedulingQueue:
     def __init__(self, config: QueueConfig | None = None) -> None:
         self.config = config or QueueConfig()
         self._entries: dict[str, Entry] = {}
+        self._orders: dict[str, PoolOrder] = {}  # pool -> its entries in queue order
+        self._shapes: dict[tuple[object, ...], int] = {}  # shape and priority -> id
+        # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
+        self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
+        self._known_version = 0
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
@@ -149,12 +167,19 @@ class SchedulingQueue:
     ) -> None:
         """Queue a gang (no-op when queued already)."""
         if key not in self._entries:
-            self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
+            entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
+            shape = self._shapes.setdefault((*_shape(entry), gang.priority), len(self._shapes))
+            self._orders.setdefault(gang.pool, PoolOrder()).add(entry, shape)
 
     def remove(self, key: str) -> None:
-        self._entries.pop(key, None)
+        self._drop(key)
         self._leaving.pop(key, None)
         self.remove_pin(key)
+
+    def _drop(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._orders[entry.gang.pool].remove(entry)
 
     def keys(self) -> set[str]:
         return set(self._entries)
@@ -191,7 +216,9 @@ class SchedulingQueue:
             return Decisions()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
-        for entry in sorted(self._entries.values(), key=lambda e: e.order):
+        c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
+        c.specials = self._specials()
+        for entry in self._walk(c):
             try:
                 self._consider(c, entry)
             except Exception as exc:  # one gang's surprise must not stop the others
@@ -199,8 +226,100 @@ class SchedulingQueue:
         self._joint(c)
         self._defragment(c)
         for key, _ in c.out.starts:
-            self._entries.pop(key, None)
+            self._drop(key)
         return c.out
+
+    # the walk: every pool's entries in queue order, merged; quiet cycles pass over the gangs
+    # whose look would decide nothing (`_next`)
+    def _walk(self, c: _Cycle) -> Iterator[Entry]:
+        heap: list[tuple[tuple[int, float, str, str], str, int]] = []
+        for pool, order in self._orders.items():
+            i = self._next(c, pool, order, 0)
+            if i is not None:
+                heap.append((order.orders[i], pool, i))
+        heapq.heapify(heap)
+        while heap:
+            _, pool, i = heapq.heappop(heap)
+            order = self._orders[pool]
+            yield self._entries[order.keys[i]]
+            j = self._next(c, pool, order, i + 1)
+            if j is not None:
+                heapq.heappush(heap, (order.orders[j], pool, j))
+
+    def _specials(self) -> dict[str, list[int]]:
+        """Per pool, the positions of gangs that are looked at whatever is known of their
+        shape: pinned by a move, backing off, or waiting for their victims to go."""
+        out: dict[str, list[int]] = {}
+        for key in {*self._pinned, *self._backoff, *self._leaving}:
+            entry = self._entries.get(key)
+            if entry is None:
+                continue
+            i = self._orders[entry.gang.pool].index(entry)
+            if i is not None:
+                out.setdefault(entry.gang.pool, []).append(i)
+        return {pool: sorted(found) for pool, found in out.items()}
+
+    def _next(self, c: _Cycle, pool: str, order: PoolOrder, i: int) -> int | None:
+        """The next position from i whose look can decide something. Passed over: gangs known
+        blocked on the view they see (they would only report it), past the pool's first
+        blocked one while it has no reservation or blocker and, when joint placement or moves
+        are on, its first two unplaceable ones; once tries are spent, every gang not known
+        blocked (it would not be tried); behind a strict-order blocker, everyone."""
+        if i >= len(order):
+            return None
+        if not c.quiet or self._held_in(c, pool):
+            return i
+        specials = c.specials.get(pool, [])
+        s = bisect.bisect_left(specials, i)
+        special = specials[s] if s < len(specials) else None
+        p = c.pool(pool)
+        if p.blocker is not None:
+            return special
+        blocked, why = self._known_blocked(c, pool, order)
+        need = np.zeros(len(order) - i, dtype=np.bool_)
+        if p.attempts < self.config.max_attempts:
+            need |= ~blocked[i:]
+        if p.reservation is None and self.config.backfill is not Backfill.GREEDY:
+            _first(need, blocked[i:])
+        wants_blocked = self.config.joint_gangs >= 2 or self.config.defrag_moves_per_hour > 0
+        if wants_blocked and p.unplaceable < 2:
+            _first(need, why[i:])
+        hits = np.flatnonzero(need)
+        found = i + int(hits[0]) if len(hits) else None
+        if special is None or (found is not None and found < special):
+            return found
+        return special
+
+    def _held_in(self, c: _Cycle, pool: str) -> bool:
+        """Whether a preemptor or a moved gang holds hosts of this pool (views then differ
+        gang by gang: quiet cycles look at each)."""
+        mask = c.work.fabric.pool_mask.get(pool)
+        return mask is not None and any(mask[h] for held in self._held.values() for h in held)
+
+    def _known_blocked(self, c: _Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
+        """Per position: known blocked on the view that gang sees now, and known unplaceable.
+        Views: the pool's free capacity, less its reservation for the gangs that do not end
+        before it (no other hosts are held here: `_held_in`)."""
+        p = c.pool(pool)
+        r = p.reservation
+        state = (c.version, r, self._known_version, len(order))
+        cached = c.masks.get(pool)
+        if cached is not None and cached[0] == state:
+            return cached[1], cached[2]
+        shapes = len(self._shapes)
+        full = self._view_for(c, pool, frozenset())
+        blocked, why = order.known_blocked(self._known.get((full.seen(), full.held), {}), shapes)
+        if r is not None:
+            held = self._view_for(c, pool, r.hosts)
+            sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
+            mine = order.index(self._entries[r.key]) if r.key in self._entries else None
+            if mine is not None:
+                sees[mine] = False
+            known = self._known.get((held.seen(), held.held), {})
+            b2, w2 = order.known_blocked(known, shapes)
+            blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
+        c.masks[pool] = (state, blocked, why)
+        return blocked, why
 
     def _joint(self, c: _Cycle) -> None:
         """Place the cycle's starts again together, with each pool's first blocked gang, when
@@ -315,22 +434,21 @@ class SchedulingQueue:
         if retry_at > c.now:
             c.out.wake(retry_at)
             return
-        spent = p.attempts >= self.config.max_attempts
-        if spent and entry.failed_on is None:
-            return
         v = self._view(c, entry)
-        # the fingerprint is only needed to compare with a failure
-        if entry.failed_on == v.seen() and c.now < entry.recheck_at:
-            self._still_blocked(c, entry, p, v.snapshot)
+        if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
+            self._still_patient(c, entry)
             return
-        if spent:
+        known = self._known.get((v.seen(), v.held), {}).get(self._shape_id(entry))
+        if known is not None and known.pods <= entry.gang.pods:
+            self._known_unplaceable(c, entry, p, v, known)
             return
-        smaller = c.failed.get((id(v), _shape(entry)))
-        if smaller is not None and smaller[0] <= entry.gang.pods:
-            self._dominated(c, entry, p, v, *smaller)
+        if p.attempts >= self.config.max_attempts:
             return
         p.attempts += 1
         self._attempt(c, entry, p, v)
+
+    def _shape_id(self, entry: Entry) -> int:
+        return self._shapes[(*_shape(entry), entry.gang.priority)]
 
     def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
         """A gang given hosts by a move starts there once they are free; until then (the
@@ -360,16 +478,15 @@ class SchedulingQueue:
         self._pinned_at.pop(key, None)
         self._held.pop(key, None)
 
-    def _dominated(
-        self, c: _Cycle, entry: Entry, p: _Pool, v: _View, smaller: int, why: WaitReason
-    ) -> None:
-        """A gang of the same shape with no more pods could not be placed on this view, nor
-        preempt (it came first, with at least this one's priority): neither can this one."""
-        entry.failed_on = v.seen()
-        entry.recheck_at = math.inf
-        message = f"a gang of {smaller} such pods could not be placed this cycle"
-        self._wait(c, entry, Wait(why, message))
-        self._block(c, entry, p, v.snapshot, entry.failed_on)
+    def _known_unplaceable(self, c: _Cycle, entry: Entry, p: _Pool, v: _View, k: Known) -> None:
+        """This gang, or one of its shape and priority with no more pods, could not be placed
+        on this very view, nor preempt: neither can this one, and nothing is solved again."""
+        message = k.message
+        if k.key != entry.key:
+            message = f"a gang of {k.pods} such pods could not be placed on this free capacity"
+        self._wait(c, entry, Wait(k.reason, message))
+        if k.reason in BLOCKING:
+            self._block(c, entry, p, v.snapshot, v.seen())
 
     def _attempt(self, c: _Cycle, entry: Entry, p: _Pool, v: _View) -> None:
         view = v.snapshot
@@ -381,20 +498,30 @@ class SchedulingQueue:
             self._start(c, entry, placement)
             return
         seen = v.seen()
-        entry.failed_on = seen
         if placement.status is PlacementStatus.WAITING:
+            entry.failed_on = seen
             self._patient(c, entry, placement)
             return
-        entry.recheck_at = math.inf
+        entry.failed_on, entry.recheck_at = None, math.inf
         if self._preempt(c, entry, view):
             return
         wait = self._why(c, entry, view, placement.reason)
-        key = (id(v), _shape(entry))
-        c.failed[key] = min(
-            c.failed.get(key, (entry.gang.pods, wait.reason)), (entry.gang.pods, wait.reason)
-        )
+        self._remember(v, entry, wait)
         self._wait(c, entry, wait)
         self._block(c, entry, p, view, seen)
+
+    def _remember(self, v: _View, entry: Entry, wait: Wait) -> None:
+        """What this failure says of the view: its shape and priority, with this many pods or
+        more, cannot start there. The most recent views are kept."""
+        at = (v.seen(), v.held)
+        known = self._known.setdefault(at, {})
+        self._known.move_to_end(at)
+        shape = self._shape_id(entry)
+        if shape not in known or entry.gang.pods < known[shape].pods:
+            known[shape] = Known(entry.gang.pods, wait.reason, wait.message, entry.key)
+            self._known_version += 1
+        while len(self._known) > KNOWN_VIEWS:
+            self._known.popitem(last=False)
 
     def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
         """Unplaceable, or only kept off hosts held for earlier gangs (it would fit on them)."""
@@ -406,15 +533,12 @@ class SchedulingQueue:
     def _holders(self, c: _Cycle, entry: Entry) -> set[str]:
         return set(self._held_by(c, entry))
 
-    def _still_blocked(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot) -> None:
-        """Nothing changed for it since it last failed: same answer, no solver call."""
+    def _still_patient(self, c: _Cycle, entry: Entry) -> None:
+        """Placeable but waiting for a compact placement, on an unchanged view: same answer
+        until its patience ends, no solver call."""
         if entry.last is not None:
             c.out.waiting[entry.key] = entry.last
-        if entry.last is not None and entry.last.reason in BLOCKING:
-            assert entry.failed_on is not None
-            self._block(c, entry, p, view, entry.failed_on)
-        if entry.recheck_at < math.inf:
-            c.out.wake(entry.recheck_at)
+        c.out.wake(entry.recheck_at)
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
@@ -444,17 +568,23 @@ class SchedulingQueue:
     def _wait(self, c: _Cycle, entry: Entry, wait: Wait) -> None:
         entry.last = wait
         c.out.waiting[entry.key] = wait
+        if wait.reason is WaitReason.UNPLACEABLE:
+            c.pool(entry.gang.pool).unplaceable += 1
 
     # views: free capacity less the hosts held for others
     def _view(self, c: _Cycle, entry: Entry) -> _View:
-        held = self._held_from(c, entry)
-        key = (entry.gang.pool, held, c.version)
+        return self._view_for(c, entry.gang.pool, self._held_from(c, entry))
+
+    def _view_for(self, c: _Cycle, pool: str, held: frozenset[int]) -> _View:
+        key = (pool, held, c.version)
         if key not in c.views:
             view = c.work
             if held:  # place_one and the choosers never change the view
                 view = c.work.copy()
                 view.down |= held
-            c.views[key] = _View(view, entry.gang.pool)
+            mask = c.work.fabric.pool_mask.get(pool)
+            mine = frozenset(h for h in held if mask is not None and mask[h])
+            c.views[key] = _View(view, pool, mine)
         return c.views[key]
 
     def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
@@ -555,6 +685,13 @@ def _shape(entry: Entry) -> tuple[object, ...]:
         g.required_level,
         entry.tenant,
     )
+
+
+def _first(need: Bools, among: Bools) -> None:
+    """Mark the first position of `among` in `need`."""
+    hits = np.flatnonzero(among)
+    if len(hits):
+        need[hits[0]] = True
 
 
 def _ends_before(entry: Entry, now: float, r: Reservation) -> bool:

@@ -52,6 +52,10 @@ class QueueConfig(BaseModel):
     # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
     # placed again together when that lowers their total J; below 2 switches it off
     joint_gangs: int = Field(default=8, ge=0)
+    # report every waiting gang each cycle (the operator writes them as conditions); False
+    # reports only the gangs a cycle looked at, so that a cycle can pass over gangs it knows
+    # cannot start without looking at each (the simulator): the decisions are the same
+    report_waits: bool = True
 
     @property
     def trial(self) -> PlaceConfig:
@@ -105,16 +109,17 @@ class Entry:
     placeable_since: float | None = None  # patience counts from here
     retry_at: float = 0.0  # backoff after a failed start
     delay_s: float = 0.0
-    # the view fingerprint at the last failed attempt, and when to look again regardless
+    # patience: the view fingerprint it was found placeable on, and when to look again
     failed_on: bytes | None = None
     recheck_at: float = math.inf
     last: Wait | None = None  # why it waited last time it was tried
     # the reservation computed for it on that view
     reserved: tuple[bytes, Reservation | None] | None = None
+    # queue order: priority (higher first), arrival, name, key; fixed for the entry's life
+    order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
 
-    @property
-    def order(self) -> tuple[int, float, str, str]:
-        return (-self.gang.priority, self.arrival, self.gang.name, self.key)
+    def __post_init__(self) -> None:
+        self.order = (-self.gang.priority, self.arrival, self.gang.name, self.key)
 
 
 @dataclass(frozen=True)

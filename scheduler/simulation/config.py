@@ -33,6 +33,11 @@ class SimConfig(BaseModel):
     seed: int = 0
     time_limit_s: float = Field(default=1.0, gt=0)
     max_attempts: int = Field(default=64, ge=1, description="placement tries per pool per cycle")
+    report_waits: bool = Field(
+        default=False,
+        description="look at every waiting gang each cycle, as the operator does (same decisions,"
+        " slower on long queues)",
+    )
     samples: int = Field(default=400, ge=10, description="fragmentation samples per run")
     failures: Failures | None = None
     # share of hosts fully taken for the whole run by work outside the trace (seeded), as on a

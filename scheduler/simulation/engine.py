@@ -116,6 +116,8 @@ class Simulation:
                 cross_tenant=True,
                 joint_gangs=config.joint_gangs if ours else 0,
                 defrag_moves_per_hour=config.defrag_moves_per_hour if ours else 0.0,
+                # nothing here reads waits: cycles pass over gangs known to be blocked
+                report_waits=config.report_waits,
             )
         )
         self.running: dict[str, Running] = {}

@@ -135,7 +135,9 @@ def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
     queue.add("other", gang("other", 1, gpus=4), arrival=9)
     decisions = queue.cycle(0, snap, [])
     assert [p.gang for p in decisions.tried] == ["g0", "other"]
-    assert decisions.waiting["g3"].message == "a gang of 1 such pods could not be placed this cycle"
+    assert decisions.waiting["g3"].message == (
+        "a gang of 1 such pods could not be placed on this free capacity"
+    )
 
 
 def test_backoff_skips_until_it_ends():
@@ -182,3 +184,21 @@ def test_a_reservation_counts_the_gangs_started_in_the_same_cycle():
     decisions = queue.cycle(0, snap, [b])
     assert [k for k, _ in decisions.starts] == ["first"]
     assert decisions.reservations["training"].at == 100
+
+
+def test_a_quiet_cycle_still_looks_at_a_gang_backing_off():
+    """Tries are spent on the first gang; a quiet cycle passes over the rest, but not over one
+    whose backoff ends later: its wake-up time is still reported."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    held = running(snap, "held", ["h0-0"])
+    for report in (True, False):
+        queue = SchedulingQueue(
+            QueueConfig(max_attempts=1, preemption=Preemption.OFF, report_waits=report)
+        )
+        queue.add("a", gang("a", 1), arrival=0)
+        queue.add("b", gang("b", 1, gpus=4), arrival=1)
+        queue.backoff("b", now=0)
+        decisions = queue.cycle(0.5, snap, [held])
+        assert [p.gang for p in decisions.tried] == ["a"]
+        assert decisions.wake_at == 1.0
+        assert ("b" in decisions.waiting) is False

@@ -1,0 +1,83 @@
+"""The queue's order, pool by pool, kept sorted as gangs come and go, with what a cycle needs
+to pass over gangs it knows cannot start.
+
+Contract. Takes the entries of one pool, added and removed one at a time. Keeps them in queue
+order (`Entry.order`: priority, arrival, name, key) and, in that order, as arrays: pods, shape
+(an id the queue gives each shape and priority) and estimated run time (nan: none). Promises:
+`keys[i]` is the i-th entry in queue order; `index` finds an entry in O(log n); `known_blocked`
+marks an entry only when a gang of its shape and priority with no more pods was found
+unplaceable on the view it sees (`Known`, kept per view by the queue)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.queue.types import Entry, WaitReason
+
+Bools = npt.NDArray[np.bool_]
+NEVER = np.iinfo(np.int64).max  # a threshold no gang reaches
+
+
+@dataclass(frozen=True)
+class Known:
+    """The fewest pods of one shape and priority found unplaceable on one view, and why."""
+
+    pods: int
+    reason: WaitReason
+    message: str
+    key: str  # the gang that was tried
+
+
+class PoolOrder:
+    def __init__(self) -> None:
+        self.orders: list[tuple[int, float, str, str]] = []
+        self.keys: list[str] = []
+        self.pods = np.zeros(0, dtype=np.int64)
+        self.shapes = np.zeros(0, dtype=np.int64)
+        self.estimates = np.zeros(0, dtype=np.float64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, entry: Entry, shape: int) -> None:
+        i = bisect.bisect_left(self.orders, entry.order)
+        self.orders.insert(i, entry.order)
+        self.keys.insert(i, entry.key)
+        estimate = np.nan if entry.estimate_s is None else entry.estimate_s
+        self.pods = np.insert(self.pods, i, entry.gang.pods)
+        self.shapes = np.insert(self.shapes, i, shape)
+        self.estimates = np.insert(self.estimates, i, estimate)
+
+    def remove(self, entry: Entry) -> None:
+        i = self.index(entry)
+        if i is None:
+            return
+        del self.orders[i], self.keys[i]
+        self.pods = np.delete(self.pods, i)
+        self.shapes = np.delete(self.shapes, i)
+        self.estimates = np.delete(self.estimates, i)
+
+    def index(self, entry: Entry) -> int | None:
+        i = bisect.bisect_left(self.orders, entry.order)
+        return i if i < len(self.keys) and self.keys[i] == entry.key else None
+
+    def known_blocked(
+        self, known: dict[int, Known], shapes: int, among: Bools | None = None
+    ) -> tuple[Bools, Bools]:
+        """Per entry (those marked in `among`, default all): blocked by what is `known` of its
+        shape on one view, and whether that is for want of room (Unplaceable)."""
+        fewest = np.full(shapes, NEVER, dtype=np.int64)
+        unplaceable = np.zeros(shapes, dtype=np.bool_)
+        for shape, k in known.items():
+            fewest[shape] = k.pods
+            unplaceable[shape] = k.reason is WaitReason.UNPLACEABLE
+        blocked = self.pods >= fewest[self.shapes]
+        why = unplaceable[self.shapes]
+        if among is not None:
+            blocked &= among
+            why &= among
+        return blocked, why
