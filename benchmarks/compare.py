@@ -183,8 +183,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     # arrivals must last several mean run times for the fabric to reach a steady load: 0.5 day
     # with a 7-day clip left 100k GPUs mostly idle (no job waited)
-    # a window of the Philly trace (days from its first submission): the whole trace at this
-    # load keeps tens of thousands of gangs queued, and each queue cycle walks them all
+    # a window of the Philly trace (days from its first submission); default the whole trace
     parser.add_argument("--philly-days", type=float, nargs=2, metavar=("FIRST", "LAST"))
     parser.add_argument("--llm-days", type=float, default=3.0)
     parser.add_argument("--llm-max-hours", type=float, default=24.0)

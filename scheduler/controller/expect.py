@@ -13,7 +13,7 @@ consistent read (listing every cycle) every expectation is met at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,13 +88,21 @@ class Expectations:
         """Charge expected pods the cache has not shown yet and does not show at all (shown
         ones are charged from what the cache shows; one seen and gone since is gone)."""
         present = {_key(p) for p in pods}
-        index = snapshot.fabric.host_index
         for entry in self.owners.values():
             for gang, pairs in entry.charge:
-                unseen = (a for a, k in pairs if k in entry.bound and k not in present)
-                missing = tuple(a for a in unseen if a.host in index)
-                if missing:
-                    snapshot.apply(gang, _placement(gang, missing))
+                charge_unseen(
+                    snapshot, gang, (a for a, k in pairs if k in entry.bound and k not in present)
+                )
+
+
+def charge_unseen(snapshot: Snapshot, gang: GangRequest, pods: Iterable[PodAssignment]) -> None:
+    """Charge pods the cycle's read does not show on the hosts meant for them (a host the
+    fabric no longer has is skipped): what the operator wrote or is writing but cannot see yet
+    must not be given to another gang."""
+    index = snapshot.fabric.host_index
+    missing = tuple(p for p in pods if p.host in index)
+    if missing:
+        snapshot.apply(gang, _placement(gang, missing))
 
 
 def _placement(gang: GangRequest, pods: tuple[PodAssignment, ...]) -> Placement:

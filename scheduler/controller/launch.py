@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.controller.expect import charge_unseen
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.jobs import JobView
 from scheduler.controller.pods import pod_name
@@ -46,13 +47,9 @@ class Launch:
     def reserve(self, snapshot: Snapshot, present: set[tuple[str, str]]) -> None:
         """Charge the ranks whose pods are not `present` (namespace, name) in what the cycle
         read: those are charged from their pods (their intended node)."""
-        gang = self.view.gang
         namespace = self.view.namespace
-        for p in self.todo.pods:
-            shown = (namespace, self.pod_name(p.rank)) in present
-            if not shown and p.host in snapshot.fabric.host_index:
-                need = gang.request(p.role)
-                snapshot.use(p.host, need.gpus, need.cpu_milli, need.memory_mib, 1, need.extended)
+        unseen = (p for p in self.todo.pods if (namespace, self.pod_name(p.rank)) not in present)
+        charge_unseen(snapshot, self.view.gang, unseen)
 
     @property
     def finished(self) -> bool:
