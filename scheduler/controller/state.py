@@ -15,8 +15,9 @@ from typing import Any
 import structlog
 
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.ledger import Ledger
 from scheduler.controller.quantity import QuantityError, mebi, milli, parse, whole
-from scheduler.controller.resources import charge, extended_names
+from scheduler.controller.resources import extended_names
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, from_node_labels
@@ -58,7 +59,8 @@ class ClusterState:
 
 
 class StateBuilder:
-    """Rebuilds the snapshot every cycle; the fabric only when nodes' shape changes."""
+    """The cluster each cycle: the fabric rebuilt only when nodes' shape changes, the free
+    capacity kept up to date pod by pod (ledger.py)."""
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
@@ -70,6 +72,7 @@ class StateBuilder:
         ]
         self._key: tuple[Any, ...] | None = None
         self._fabric: Fabric | None = None
+        self.ledger = Ledger(config.gpu_resource)
 
     def entries(self, nodes: list[Obj]) -> tuple[list[Obj], dict[str, str]]:
         entries, excluded = [], {}
@@ -132,34 +135,19 @@ class StateBuilder:
         if not entries:
             return None
         fabric = self.fabric(entries)
-        snapshot = Snapshot(fabric)
         index = fabric.host_index
-        for pod in pods:
-            node = host_of(pod)
-            if node in index and pod.get("status", {}).get("phase") not in DONE:
-                self.charge(snapshot, node, pod)
+        counted = (
+            (node, pod)
+            for pod in pods
+            if (node := host_of(pod)) in index
+            and pod.get("status", {}).get("phase") not in DONE
+        )
+        snapshot = self.ledger.update(fabric, counted)
         in_fabric = [n for n in nodes if n["metadata"]["name"] in index]
         ready = {n["metadata"]["name"] for n in in_fabric if node_ready(n)}
         open_ = {n["metadata"]["name"] for n in in_fabric if schedulable(n)}
         snapshot.down.update(index[n] for n in index if n not in open_)
         return ClusterState(fabric, snapshot, ready, excluded)
-
-    def charge(self, snapshot: Snapshot, node: str, pod: Obj) -> None:
-        try:
-            used = charge(pod.get("spec") or {}, self.config.gpu_resource)
-        except QuantityError:
-            # the API server validated this pod, so this should not happen; if it does, the
-            # node is taken as full rather than risk placing onto it
-            log.exception("unreadable pod resources", pod=pod["metadata"].get("name"), node=node)
-            h = snapshot.fabric.host_index[node]
-            snapshot.free_gpus[h] = snapshot.free_cpu[h] = snapshot.free_mem[h] = 0
-            snapshot.free_pods[h] = 0
-            for free in snapshot.free_ext.values():
-                free[h] = 0
-            return
-        snapshot.use(
-            node, used.gpus, used.cpu_milli, used.memory_mib, pods=1, extended=used.extended
-        )
 
 
 def _taints(node: Obj) -> tuple[Taint, ...]:
