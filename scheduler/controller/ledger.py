@@ -74,9 +74,7 @@ def _take(base: Snapshot, held: tuple[Signature, Charge | None], sign: int) -> N
     if used is None:  # an unreadable pod fills its node on each copy, never the base
         return
     extended = {name: units * sign for name, units in used.extended.items()}
-    base.use(
-        node, used.gpus * sign, used.cpu_milli * sign, used.memory_mib * sign, sign, extended
-    )
+    base.use(node, used.gpus * sign, used.cpu_milli * sign, used.memory_mib * sign, sign, extended)
 
 
 def _fill(snapshot: Snapshot, node: str) -> None:

@@ -139,8 +139,7 @@ class StateBuilder:
         counted = (
             (node, pod)
             for pod in pods
-            if (node := host_of(pod)) in index
-            and pod.get("status", {}).get("phase") not in DONE
+            if (node := host_of(pod)) in index and pod.get("status", {}).get("phase") not in DONE
         )
         snapshot = self.ledger.update(fabric, counted)
         in_fabric = [n for n in nodes if n["metadata"]["name"] in index]
