@@ -55,7 +55,9 @@ bench-priorities: $(STAMP)
 # keeps tens of thousands of gangs queued and takes hours), then the LLM-era mix on 100k GPUs
 # (3 seeds, ~25 min)
 bench-compare: $(STAMP)
-	$(BIN)/python -m benchmarks.compare --workload philly --philly-days 20 41 --seeds 5
+	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
+		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
+		--variants "rackwise (none)"
 	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 3 \
 		--policies rackwise kueue-best-fit --variants "rackwise (none)"
 

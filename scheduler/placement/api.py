@@ -88,14 +88,20 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     wait = _patience(capacity, counts, config)
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
-    value = objective(
-        capacity, counts, weights, fresh_rack_weight(capacity, weights, config.fragmentation_weight)
-    )
+    value = j_value(capacity, counts, config)
     bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
     broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(snapshot, gang, placement, counts, start)
+
+
+def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> float:
+    """J of the workers' `counts` (host -> pods) on the capacity's snapshot, as `place_one`
+    reports it for a placement it makes there."""
+    weights = level_weights(capacity.snapshot.fabric, capacity.gang)
+    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
+    return objective(capacity, counts, weights, fresh)
 
 
 def _with_roles(

@@ -32,6 +32,7 @@ from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot, place_one
+from scheduler.placement.api import j_value
 from scheduler.placement.capacity import Capacity
 from scheduler.queue.types import Move, QueueConfig, Running
 
@@ -225,10 +226,16 @@ def room_plan(
 def own_plan(
     work: Snapshot, r: Running, forbidden: frozenset[int], config: PlaceConfig, min_gain: float
 ) -> Placement | None:
-    """r's new placement when it costs at most (1 - min_gain) of its J where it runs."""
-    if r.placement.objective <= 0:
+    """r's new placement when it costs at most (1 - min_gain) of its J where it runs, both
+    counted on the same capacity (r released): the J a driver stored at placement time may be
+    stale or, in the operator, unknown."""
+    view = _off(work, r, forbidden)
+    index = work.fabric.host_index
+    counts = {index[h]: n for h, n in r.placement.hosts("").items() if h in index}
+    here = j_value(Capacity.of(view, r.gang), counts, config)
+    if here <= 0:
         return None
-    again = place_one(_off(work, r, forbidden), r.gang, config)
-    if not again.placed or again.objective > (1 - min_gain) * r.placement.objective:
+    again = place_one(view, r.gang, config)
+    if not again.placed or again.objective > (1 - min_gain) * here:
         return None
     return again

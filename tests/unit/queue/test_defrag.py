@@ -169,3 +169,21 @@ def test_a_move_for_its_own_traffic():
     assert move.placement.objective <= 0.7 * spread.objective
     strict = SchedulingQueue(ON.model_copy(update={"defrag_min_gain": 1.0}))
     assert not strict.cycle(100, snap, [g]).marked
+
+
+def test_a_move_for_its_own_traffic_needs_no_stored_j():
+    """The operator's running gangs carry no J (it builds their placement from their pods): the
+    gain is counted from where the gang runs, so the same move is found."""
+    f = fabric(blocks=1, racks=3, hosts=2)
+    gang = GangRequest(name="g", pods=2, gpus_per_pod=8)
+    then = Snapshot(f)
+    for host in ("h0-1", "h1-1", "h2-0", "h2-1"):
+        then.use(host, 8)
+    spread = place_one(then, gang, ON.place).model_copy(update={"objective": 0.0, "cost": 0.0})
+    snap = Snapshot(f)
+    snap.apply(gang, spread)
+    g = Running("g", gang, spread, 0.0, checkpoint_s=CKPT)
+    queue = SchedulingQueue(ON)
+    assert queue.cycle(100, snap, [g]).marked == {"g": CKPT}
+    [move] = queue.cycle(CKPT, snap, [g]).moves
+    assert move.placement.domains["rack"] == 1
