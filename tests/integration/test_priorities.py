@@ -3,6 +3,8 @@ that keeps a large gang from starving behind small ones."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.controller.devcluster import serve_namespace
@@ -66,32 +68,35 @@ def reason(env: Env, name: str, namespace: str) -> str | None:
     return next((c.get("reason") for c in conditions if c["type"] == "Placed"), None)
 
 
+def role(name: str, replicas: int, gpus: int, **fields: Any) -> dict[str, Any]:
+    """A TrainingJob role of `replicas` busybox pods with `gpus` each."""
+    container = {"containers": [{"name": name, "image": "busybox"}]}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "gpusPerReplica": gpus,
+        "template": {"spec": container},
+        **fields,
+    }
+
+
 def test_a_job_with_a_launcher_role_is_placed_as_one_gang(env: Env, fabric):
     fabric(blocks=1, racks=2, hosts=2, gpus=8)
     job = training_job("mpi", 2)
-    launcher = {"containers": [{"name": "launcher", "image": "busybox"}]}
-    job["spec"]["roles"] = [
-        {
-            "name": "launcher",
-            "replicas": 1,
-            "gpusPerReplica": 0,
-            "cpuPerReplica": "1",
-            "template": {"spec": launcher},
-        }
-    ]
+    job["spec"]["roles"] = [role("launcher", 1, 0, cpuPerReplica="1")]
     env.post(job)
     env.wait_placed("mpi")
     pods = {p["metadata"]["name"]: p for p in env.pods("mpi")}
     assert sorted(pods) == ["mpi-0", "mpi-1", "mpi-launcher-0"]
-    role = pods["mpi-launcher-0"]
-    env_vars = {e["name"]: e["value"] for e in role["spec"]["containers"][0]["env"]}
+    launcher = pods["mpi-launcher-0"]
+    env_vars = {e["name"]: e["value"] for e in launcher["spec"]["containers"][0]["env"]}
     assert env_vars["ROLE"] == "launcher"
     assert env_vars["RANK"] == "0"
-    assert role["metadata"]["labels"]["rackwise.io/rank"] == "2"
+    assert launcher["metadata"]["labels"]["rackwise.io/rank"] == "2"
     workers = {pods[n]["spec"]["nodeName"] for n in ("mpi-0", "mpi-1")}
     rack = env.node_rack()
-    assert rack[role["spec"]["nodeName"]] in {rack[w] for w in workers}  # near the workers
-    assert "nvidia.com/gpu" not in (role["spec"]["containers"][0].get("resources") or {}).get(
+    assert rack[launcher["spec"]["nodeName"]] in {rack[w] for w in workers}  # near the workers
+    assert "nvidia.com/gpu" not in (launcher["spec"]["containers"][0].get("resources") or {}).get(
         "limits", {}
     )
 
@@ -99,10 +104,7 @@ def test_a_job_with_a_launcher_role_is_placed_as_one_gang(env: Env, fabric):
 def test_a_role_that_cannot_fit_holds_the_whole_job_back(env: Env, fabric):
     fabric(blocks=1, racks=1, hosts=2, gpus=8)
     job = training_job("tight", 2)
-    ps = {"containers": [{"name": "ps", "image": "busybox"}]}
-    job["spec"]["roles"] = [
-        {"name": "ps", "replicas": 1, "gpusPerReplica": 8, "template": {"spec": ps}}
-    ]
+    job["spec"]["roles"] = [role("ps", 1, 8)]
     env.post(job)
     env.wait("tight waits", lambda: env.condition("tight").get("reason") == "Unplaceable")
     assert env.condition("tight")["message"].startswith("role ps: needs 1 pods x 8 GPUs")
@@ -117,16 +119,7 @@ def test_a_roles_own_topology_reaches_the_placement(env: Env, fabric):
     env.post(training_job("filler", 1))
     env.wait_placed("filler")
     job = training_job("ps", 2)
-    ps = {"containers": [{"name": "ps", "image": "busybox"}]}
-    job["spec"]["roles"] = [
-        {
-            "name": "ps",
-            "replicas": 2,
-            "gpusPerReplica": 8,
-            "topology": {"requiredLevel": "rack"},
-            "template": {"spec": ps},
-        }
-    ]
+    job["spec"]["roles"] = [role("ps", 2, 8, topology={"requiredLevel": "rack"})]
     env.post(job)
     env.wait_placed("ps")
     stored = env.job("ps")["spec"]["roles"][0]
