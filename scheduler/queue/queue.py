@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.placement.capacity import Capacity
@@ -67,6 +67,7 @@ from scheduler.queue.types import (
     Wait,
     WaitReason,
 )
+from scheduler.topology import Fabric
 
 PIN_PATIENCE_S = 60.0  # how long a moved gang's new hosts wait for its old pods to go
 KNOWN_VIEWS = 256  # views whose unplaceable shapes are remembered (the most recent)
@@ -147,6 +148,7 @@ class SchedulingQueue:
         # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
         self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
         self._known_version = 0
+        self._fabric: Fabric | None = None  # what is known holds for this fabric only
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
@@ -214,6 +216,9 @@ class SchedulingQueue:
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
         if not self._entries and self.config.defrag_moves_per_hour <= 0:
             return Decisions()
+        if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
+            self._fabric = snapshot.fabric
+            self._known.clear()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
@@ -683,6 +688,9 @@ def _shape(entry: Entry) -> tuple[object, ...]:
         tuple(sorted(g.extended_per_pod.items())),
         g.max_pods_per_rack,
         g.required_level,
+        objective_of(g),
+        # roles are placed after the workers: a gang whose roles find no room is unplaceable
+        tuple(r.model_dump_json() for r in g.roles),
         entry.tenant,
     )
 

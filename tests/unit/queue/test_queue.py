@@ -7,8 +7,12 @@ import math
 import pytest
 
 from scheduler.model import PlaceConfig
+from scheduler.model.constraints import Taint, TaintEffect
+from scheduler.model.gang import Role
+from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
+from scheduler.topology import Fabric
 from tests.unit.queue.helpers import fabric, gang, running
 
 OFF = QueueConfig(preemption=Preemption.OFF)
@@ -202,3 +206,31 @@ def test_a_quiet_cycle_still_looks_at_a_gang_backing_off():
         assert [p.gang for p in decisions.tried] == ["a"]
         assert decisions.wake_at == 1.0
         assert ("b" in decisions.waiting) is False
+
+
+def test_what_is_known_unplaceable_is_not_carried_to_another_fabric():
+    """The same free capacity on a fabric whose host is tainted, then not: known blocked on
+    the first must not hold on the second (labels and taints are not in a fingerprint)."""
+
+    def one_host(taints: tuple[Taint, ...]) -> Fabric:
+        host = HostSpec(name="h", gpus=8, domains={"rack": "r"}, taints=taints)
+        return Fabric(TopologySpec(hosts=(host,)))
+
+    queue = SchedulingQueue(OFF)
+    queue.add("g", gang("g", 1), arrival=0)
+    tainted = one_host((Taint(key="k", effect=TaintEffect.NO_SCHEDULE),))
+    assert queue.cycle(0, Snapshot(tainted), []).waiting["g"].reason is WaitReason.UNPLACEABLE
+    assert queue.cycle(1, Snapshot(one_host(())), []).starts
+
+
+def test_a_gang_blocked_by_its_role_tells_nothing_of_one_without():
+    """Workers alike, but the first gang's role finds no room: the second, without a role,
+    is still tried on the same free capacity, and starts."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
+    queue = SchedulingQueue(OFF)
+    with_ps = gang("a", 1).model_copy(update={"roles": (Role(name="ps", pods=1, gpus_per_pod=8),)})
+    queue.add("a", with_ps, arrival=0)
+    queue.add("b", gang("b", 1), arrival=1)
+    decisions = queue.cycle(0, snap, [])
+    assert decisions.waiting["a"].message.startswith("role ps")
+    assert [k for k, _ in decisions.starts] == ["b"]
