@@ -30,6 +30,8 @@ class Known:
     reason: WaitReason
     message: str
     key: str  # the gang that was tried
+    # who it could have preempted then (queue._victims): with others, it may preempt now
+    victims: bytes = b""
 
 
 class PoolOrder:

@@ -17,10 +17,11 @@ blocked gang, and when the queue wants to be called again. It promises:
   pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it until
   every victim is gone, and it does not preempt again meanwhile;
 - bounded work: at most `max_attempts` placement tries per pool per cycle; a gang is not tried
-  on a view (free capacity and held hosts of its pool) on which a gang of its shape and
-  priority with no more pods was found unplaceable, in this cycle or an earlier one, nor
-  preempts from it (the larger needs at least as much); with `report_waits` off, a cycle passes
-  over such gangs without looking at each (queue/order.py), to the same decisions;
+  on a view (free capacity and held hosts of its pool, on the same fabric) on which a gang of
+  its shape and priority with no more pods was found unplaceable, in this cycle or an earlier
+  one, while the gangs it may preempt are the same (the larger needs at least as much); with
+  `report_waits` off, a cycle passes over such gangs without looking at each (queue/order.py),
+  to the same decisions;
 - joint placement (queue/joint.py, `joint_gangs`): the cycle's starts made on the whole free
   capacity are placed again together with each pool's first unplaceable gang when that starts
   more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
@@ -113,6 +114,8 @@ class _Cycle:
     # views are shared by the gangs that see the same thing; `version` moves with `work`
     version: int = 0
     views: dict[tuple[str, frozenset[int], int], _View] = field(default_factory=dict)
+    # (pool, priority, tenant, running, evicted) -> digest of the gangs it may preempt
+    victims: dict[tuple[str, int, str, int, int], bytes] = field(default_factory=dict)
     # starts made on the whole free capacity (no hosts held from them): joint placement's
     free_starts: list[Start] = field(default_factory=list)
     # pass over gangs known to be blocked (report_waits off, no patience); per pool, the
@@ -145,6 +148,7 @@ class SchedulingQueue:
         self._entries: dict[str, Entry] = {}
         self._orders: dict[str, PoolOrder] = {}  # pool -> its entries in queue order
         self._shapes: dict[tuple[object, ...], int] = {}  # shape and priority -> id
+        self._whose: list[tuple[int, str]] = []  # shape id -> (priority, tenant)
         # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
         self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
         self._known_version = 0
@@ -171,6 +175,8 @@ class SchedulingQueue:
         if key not in self._entries:
             entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
             shape = self._shapes.setdefault((*_shape(entry), gang.priority), len(self._shapes))
+            if shape == len(self._whose):
+                self._whose.append((gang.priority, tenant))
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry, shape)
 
     def remove(self, key: str) -> None:
@@ -313,15 +319,14 @@ class SchedulingQueue:
             return cached[1], cached[2]
         shapes = len(self._shapes)
         full = self._view_for(c, pool, frozenset())
-        blocked, why = order.known_blocked(self._known.get((full.seen(), full.held), {}), shapes)
+        blocked, why = order.known_blocked(self._still_known(c, full), shapes)
         if r is not None:
             held = self._view_for(c, pool, r.hosts)
             sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
             mine = order.index(self._entries[r.key]) if r.key in self._entries else None
             if mine is not None:
                 sees[mine] = False
-            known = self._known.get((held.seen(), held.held), {})
-            b2, w2 = order.known_blocked(known, shapes)
+            b2, w2 = order.known_blocked(self._still_known(c, held), shapes)
             blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
         c.masks[pool] = (state, blocked, why)
         return blocked, why
@@ -443,7 +448,7 @@ class SchedulingQueue:
         if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
             self._still_patient(c, entry)
             return
-        known = self._known.get((v.seen(), v.held), {}).get(self._shape_id(entry))
+        known = self._still_known(c, v).get(self._shape_id(entry))
         if known is not None and known.pods <= entry.gang.pods:
             self._known_unplaceable(c, entry, p, v, known)
             return
@@ -454,6 +459,34 @@ class SchedulingQueue:
 
     def _shape_id(self, entry: Entry) -> int:
         return self._shapes[(*_shape(entry), entry.gang.priority)]
+
+    def _still_known(self, c: _Cycle, v: _View) -> dict[int, Known]:
+        """What is known unplaceable on this view, per shape, that still holds: found when the
+        gangs it could preempt were the ones it could preempt now."""
+        known = self._known.get((v.seen(), v.held), {})
+        return {
+            shape: k
+            for shape, k in known.items()
+            if k.victims == self._victims(c, v.pool, *self._whose[shape])
+        }
+
+    def _victims(self, c: _Cycle, pool: str, priority: int, tenant: str) -> bytes:
+        """A digest of the running gangs a gang of this priority and tenant may preempt in the
+        pool now (empty when it may preempt none): the free capacity alone does not say."""
+        at = (pool, priority, tenant, len(c.running), len(c.evicted))
+        if at not in c.victims:
+            keys = sorted(
+                r.key
+                for r in c.running
+                if r.gang.pool == pool
+                and r.gang.priority < priority
+                and r.key not in c.evicted
+                and (self.config.cross_tenant or r.tenant == tenant)
+            )
+            off = self.config.preemption is Preemption.OFF or not keys
+            text = "\0".join(keys).encode()
+            c.victims[at] = b"" if off else hashlib.blake2b(text, digest_size=16).digest()
+        return c.victims[at]
 
     def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
         """A gang given hosts by a move starts there once they are free; until then (the
@@ -511,19 +544,22 @@ class SchedulingQueue:
         if self._preempt(c, entry, view):
             return
         wait = self._why(c, entry, view, placement.reason)
-        self._remember(v, entry, wait)
+        self._remember(c, v, entry, wait)
         self._wait(c, entry, wait)
         self._block(c, entry, p, view, seen)
 
-    def _remember(self, v: _View, entry: Entry, wait: Wait) -> None:
+    def _remember(self, c: _Cycle, v: _View, entry: Entry, wait: Wait) -> None:
         """What this failure says of the view: its shape and priority, with this many pods or
-        more, cannot start there. The most recent views are kept."""
+        more, cannot start there nor preempt the gangs it may preempt now. The most recent
+        views are kept."""
         at = (v.seen(), v.held)
         known = self._known.setdefault(at, {})
         self._known.move_to_end(at)
         shape = self._shape_id(entry)
-        if shape not in known or entry.gang.pods < known[shape].pods:
-            known[shape] = Known(entry.gang.pods, wait.reason, wait.message, entry.key)
+        victims = self._victims(c, v.pool, entry.gang.priority, entry.tenant)
+        old = known.get(shape)
+        if old is None or old.victims != victims or entry.gang.pods < old.pods:
+            known[shape] = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
             self._known_version += 1
         while len(self._known) > KNOWN_VIEWS:
             self._known.popitem(last=False)

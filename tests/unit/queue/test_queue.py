@@ -234,3 +234,18 @@ def test_a_gang_blocked_by_its_role_tells_nothing_of_one_without():
     decisions = queue.cycle(0, snap, [])
     assert decisions.waiting["a"].message.startswith("role ps")
     assert [k for k, _ in decisions.starts] == ["b"]
+
+
+def test_the_same_free_capacity_with_other_victims_is_tried_again():
+    """y (priority 10) holds the only host: g (5) can neither start nor preempt. Then x
+    (priority 0) holds it instead, to the same free capacity: g must try again, and preempts."""
+    f = fabric(blocks=1, racks=1, hosts=1)
+    queue = SchedulingQueue(QueueConfig())
+    queue.add("g", gang("g", 1, priority=5), arrival=0)
+    before = Snapshot(f)
+    y = running(before, "y", ["h0-0"], priority=10)
+    assert queue.cycle(0, before, [y]).waiting["g"].reason is WaitReason.UNPLACEABLE
+    after = Snapshot(f)
+    x = running(after, "x", ["h0-0"], priority=0)
+    [eviction] = queue.cycle(1, after, [x]).evictions
+    assert (eviction.victim, eviction.preemptor) == ("x", "g")
