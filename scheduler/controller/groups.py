@@ -118,8 +118,8 @@ def gang(
     members: Members, pods: list[Obj], config: OperatorConfig
 ) -> tuple[GangRequest, list[Obj]]:
     """The gang of `pods` (members of one group) and the pods in rank order; InvalidSpecError
-    says what is wrong. The largest set of alike pods (same requests and node constraints) are
-    the workers, whose traffic the placement minimises; any other set (a leader, a driver, a
+    says what is wrong. The largest set of alike pods (same requests, node constraints and
+    topology annotations) are the workers, whose traffic the placement minimises; any other set (a leader, a driver, a
     head) is a role placed near them (placement/roles.py), all or nothing. Each set's topology
     comes from its own annotations."""
     first = _agreed(pods)
