@@ -119,9 +119,9 @@ def gang(
 ) -> tuple[GangRequest, list[Obj]]:
     """The gang of `pods` (members of one group) and the pods in rank order; InvalidSpecError
     says what is wrong. The largest set of alike pods (same requests, node constraints and
-    topology annotations) are the workers, whose traffic the placement minimises; any other set (a leader, a driver, a
-    head) is a role placed near them (placement/roles.py), all or nothing. Each set's topology
-    comes from its own annotations."""
+    topology annotations) are the workers, whose traffic the placement minimises; any other
+    set (a leader, a driver, a head) is a role placed near them (placement/roles.py), all or
+    nothing. Each set's topology comes from its own annotations."""
     first = _agreed(pods)
     labels = first["metadata"].get("labels") or {}
     pool = labels.get(POOL_LABEL, "training")
