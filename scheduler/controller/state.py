@@ -12,8 +12,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.ledger import Ledger
 from scheduler.controller.quantity import QuantityError, mebi, milli, parse, whole
@@ -27,7 +25,6 @@ Obj = dict[str, Any]
 NODE_ANNOTATION = "rackwise.io/node"
 JOB_LABEL = "rackwise.io/job"
 DONE = ("Succeeded", "Failed")
-log = structlog.get_logger("rackwise")
 
 
 class NodeError(ValueError):
