@@ -50,9 +50,9 @@ bench-scale: $(STAMP)
 bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
-# the fair protocol: every policy and rackwise with each of its mechanisms off, same queue
-# rules, 95% intervals: three weeks of Philly on Lingjun (5 seeds, ~30 min; the whole trace
-# keeps tens of thousands of gangs queued and takes hours), then the LLM-era mix on 100k GPUs
+# the fair protocol: the topology-aware baselines, first-fit and rackwise with its mechanisms
+# off, same queue rules, 95% intervals: the whole Philly trace on Lingjun (5 seeds, about 3 h
+# on 2 cores: a rackwise run is about 20 CPU-minutes), then the LLM-era mix on 100k GPUs
 # (3 seeds, ~25 min)
 bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
