@@ -74,7 +74,7 @@ class Informer:
     def _list(self) -> None:
         items, version = self.source.list_raw(self.path, self.keep)
         with self.lock:
-            self.objects = {_key(o): o for o in items}
+            self.objects = {object_key(o): o for o in items}
             self.version, self.synced, self.missing = version, True, False
             self.lists += 1
         self.wake()
@@ -93,9 +93,9 @@ class Informer:
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         with self.lock:
             if kind == "DELETED":
-                self.objects.pop(_key(obj), None)
+                self.objects.pop(object_key(obj), None)
             elif kind in ("ADDED", "MODIFIED"):
-                self.objects[_key(obj)] = self.keep(obj)
+                self.objects[object_key(obj)] = self.keep(obj)
             if version:
                 self.version = version
         if kind != "BOOKMARK":
@@ -148,7 +148,8 @@ def node_view(node: Obj) -> Obj:
     )
 
 
-def _key(obj: Obj) -> str:
+def object_key(obj: Obj) -> str:
+    """An object's identity: its uid, else namespace/name."""
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 

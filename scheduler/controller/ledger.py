@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from scheduler.controller.cache import object_key
 from scheduler.controller.quantity import QuantityError
 from scheduler.controller.resources import Charge, charge
 from scheduler.placement import Snapshot
@@ -38,7 +39,7 @@ class Ledger:
         base = self._base_for(fabric)
         seen: set[str] = set()
         for node, pod in pods:
-            key = _key(pod)
+            key = object_key(pod)
             seen.add(key)
             signature = (node, str(pod["metadata"].get("resourceVersion") or ""))
             old = self.held.get(key)
@@ -83,8 +84,3 @@ def _fill(snapshot: Snapshot, node: str) -> None:
     snapshot.free_pods[h] = 0
     for free in snapshot.free_ext.values():
         free[h] = 0
-
-
-def _key(pod: Obj) -> str:
-    meta = pod["metadata"]
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")

@@ -23,7 +23,7 @@ import numpy as np
 from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
 from scheduler.placement import slices
-from scheduler.placement.baselines.required import restrict
+from scheduler.placement.baselines.required import first_inside
 from scheduler.placement.baselines.take import take
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import explain
@@ -88,13 +88,8 @@ def _inside(capacity: Capacity, level: int, order: list[int]) -> dict[int, int] 
     """Counts inside the first domain of `level`, in the order its hosts come, that holds every
     pod of the role."""
     column = capacity.snapshot.fabric.columns[level]
-    room = capacity.per_domain[level]
-    for domain in dict.fromkeys(int(column[h]) for h in order):
-        if room.get(domain, 0) >= capacity.gang.pods:
-            counts = take(restrict(capacity, level, domain), order)
-            if counts is not None:
-                return counts
-    return None
+    domains = dict.fromkeys(int(column[h]) for h in order)
+    return first_inside(capacity, level, domains, lambda inside: take(inside, order))
 
 
 def as_gang(gang: GangRequest, role: Role) -> GangRequest:

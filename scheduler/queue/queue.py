@@ -448,8 +448,9 @@ class SchedulingQueue:
         if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
             self._still_patient(c, entry)
             return
-        known = self._still_known(c, v).get(self._shape_id(entry))
-        if known is not None and known.pods <= entry.gang.pods:
+        shape = self._shape_id(entry)
+        known = self._known.get((v.seen(), v.held), {}).get(shape)
+        if known is not None and known.pods <= entry.gang.pods and self._holds(c, v, shape, known):
             self._known_unplaceable(c, entry, p, v, known)
             return
         if p.attempts >= self.config.max_attempts:
@@ -464,11 +465,11 @@ class SchedulingQueue:
         """What is known unplaceable on this view, per shape, that still holds: found when the
         gangs it could preempt were the ones it could preempt now."""
         known = self._known.get((v.seen(), v.held), {})
-        return {
-            shape: k
-            for shape, k in known.items()
-            if k.victims == self._victims(c, v.pool, *self._whose[shape])
-        }
+        return {shape: k for shape, k in known.items() if self._holds(c, v, shape, k)}
+
+    def _holds(self, c: _Cycle, v: _View, shape: int, k: Known) -> bool:
+        """Whether what is known still holds: the gangs it could preempt are the same."""
+        return k.victims == self._victims(c, v.pool, *self._whose[shape])
 
     def _victims(self, c: _Cycle, pool: str, priority: int, tenant: str) -> bytes:
         """A digest of the running gangs a gang of this priority and tenant may preempt in the

@@ -4,7 +4,7 @@ the baseline's own way and keep the first that holds the whole gang."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from scheduler.placement.capacity import Capacity
 
@@ -23,11 +23,24 @@ def within_required(choose: Choose) -> Choose:
         if required is None:
             return choose(capacity, seed)
         level = capacity.snapshot.fabric.index(required)
-        for domain, cap in sorted(capacity.per_domain[level].items()):
-            if cap >= capacity.gang.pods:
-                found = choose(restrict(capacity, level, domain), seed)
-                if found is not None:
-                    return found
-        return None
+        domains = sorted(capacity.per_domain[level])
+        return first_inside(capacity, level, domains, lambda inside: choose(inside, seed))
 
     return wrapper
+
+
+def first_inside(
+    capacity: Capacity,
+    level: int,
+    domains: Iterable[int],
+    choose: Callable[[Capacity], dict[int, int] | None],
+) -> dict[int, int] | None:
+    """What `choose` finds inside the first of `domains` (of `level`) with room for the whole
+    gang where it finds something."""
+    room = capacity.per_domain[level]
+    for domain in domains:
+        if room.get(domain, 0) >= capacity.gang.pods:
+            found = choose(restrict(capacity, level, domain))
+            if found is not None:
+                return found
+    return None
