@@ -15,7 +15,7 @@ the gap between the two, or solves again at scale 1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -26,15 +26,45 @@ Ints = npt.NDArray[np.int64]
 Offers = tuple[Ints, Vector]  # a child's (capacities, costs), both increasing
 INF = float("inf")
 WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exactly
+FEW = 0  # offers per child up to which merge_many compares them one by one
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One parent's choices in `merge_many`, redone where the trace-back asks: keeping every
+    choice would cost an argmin across the offers per cell, where the build needs only the min.
+    The arrays are shared by every parent of the batch; `row` is this one's."""
+
+    before: list[Vector]  # per child k: (parent, x) the cost vectors just before it was merged
+    prices: Vector  # (child, parent, offer): what each offer costs (inf: none)
+    caps: Ints  # (child, parent, offer): its capacity
+    row: int
+
+    def offer(self, child: int, x: int) -> int:
+        """The first cheapest offer at x, if it beats not using the child (-1)."""
+        before = self.before[child][self.row]
+        caps, prices = self.caps[child, self.row], self.prices[child, self.row]
+        cand = before[np.maximum(x - caps, 0)] + prices
+        j = int(cand.argmin())
+        return j if cand[j] < before[x] else -1
+
+
+Choices = list[npt.NDArray[np.int32]] | npt.NDArray[np.int32] | Replay
 
 
 @dataclass(frozen=True)
 class Merged:
     cost: Vector  # an upper bound on F (exact at scale 1), by pods
     scale: int  # pods per knapsack unit
-    units: list[Ints]  # per child: each kept offer's size in units
-    caps: list[Ints]  # per child: the same offer's capacity in pods
-    choices: list[npt.NDArray[np.int32]]  # per child, per units so far: the offer taken or -1
+    # per child (a list, or the rows of one matrix when merged with others: merge_many)
+    units: list[Ints] | Ints  # each kept offer's size in units
+    caps: list[Ints] | Ints  # the same offer's capacity in pods
+    choices: Choices  # per child, per units: the offer taken, or -1
+
+    def taken(self, child: int, units: int) -> int:
+        if isinstance(self.choices, Replay):
+            return self.choices.offer(child, units)
+        return int(self.choices[child][units])
 
 
 def frontier(cost: Vector, extra: float) -> Offers:
@@ -100,3 +130,89 @@ def knapsack(n: int, items: list[Offers]) -> tuple[Vector, list[npt.NDArray[np.i
         best[~take] = -1
         choices.append(best.astype(np.int32))
     return padded[n + 1 : n + 1 + length].copy(), choices
+
+
+Family = list[tuple[Vector, float]]  # a parent's children: (cost vector, extra per use)
+
+
+def merge_many(n: int, families: list[Family], work: float = WORK) -> list[Merged | None]:
+    """Many parents' exact merges at once: the same answers as `merge` at scale 1, computed as
+    one knapsack over all of them (a level of a wide fabric has thousands of small parents, and
+    one at a time they cost more in interpreter overhead than in arithmetic). A parent whose
+    knapsack is wider than `work` cells is left out (None): the caller merges it coarse."""
+    if not families:
+        return []
+    caps, prices, counts = _frontiers([c for f in families for c, _ in f], families)
+    sizes = np.fromiter((len(f) for f in families), dtype=np.int64, count=len(families))
+    parent = np.repeat(np.arange(len(families)), sizes)
+    offers = np.bincount(parent, weights=counts, minlength=len(families))
+    reach = np.bincount(parent, weights=caps.max(axis=1, initial=0), minlength=len(families))
+    lengths = np.minimum(reach, n).astype(np.int64) + 1
+    exact = (n + 1) * offers <= work
+    chosen = np.flatnonzero(exact)
+    if len(chosen) == 0:
+        return [None] * len(families)
+    rows = np.isin(parent, chosen)
+    position = np.arange(len(parent)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    where = np.searchsorted(chosen, parent[rows])
+    cost, replay = _knapsack_many(
+        caps[rows], prices[rows], where, position[rows], len(chosen), lengths[chosen]
+    )
+    out: list[Merged | None] = [None] * len(families)
+    for i, p in enumerate(chosen.tolist()):
+        k, length = int(sizes[p]), int(lengths[p])
+        caps_i = replay.caps[:k, i]
+        out[p] = Merged(cost[i, :length].copy(), 1, caps_i, caps_i, replace(replay, row=i))
+    return out
+
+
+def _frontiers(costs: list[Vector], families: list[Family]) -> tuple[Ints, Vector, Ints]:
+    """Every child's frontier (`frontier`) as rows of one padded matrix: capacities (0 where
+    a child has fewer offers) and prices (inf there), with the number of offers per child."""
+    extras = np.fromiter((e for f in families for _, e in f), dtype=np.float64)
+    lengths = np.fromiter((len(c) for c in costs), dtype=np.int64, count=len(costs))
+    width = int(lengths.max()) + 1
+    matrix = np.full((len(costs), width), INF)
+    row = np.repeat(np.arange(len(costs)), lengths)
+    column = np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    matrix[row, column] = np.concatenate(costs)
+    steps = np.isfinite(matrix[:, :-1]) & (matrix[:, :-1] < matrix[:, 1:])
+    steps[:, 0] = False
+    counts = steps.sum(axis=1)
+    offer_row, offer_cap = np.nonzero(steps)
+    rank = np.arange(len(offer_row)) - np.repeat(np.cumsum(counts) - counts, counts)
+    caps = np.zeros((len(costs), max(1, int(counts.max()))), dtype=np.int64)
+    prices = np.full(caps.shape, INF)
+    caps[offer_row, rank] = offer_cap
+    prices[offer_row, rank] = matrix[offer_row, offer_cap] + extras[offer_row]
+    return caps, prices, counts
+
+
+def _knapsack_many(
+    caps: Ints, prices: Vector, parent: Ints, position: Ints, parents: int, lengths: Ints
+) -> tuple[Vector, Replay]:
+    """`knapsack` for every parent at once, children taken in the same order (child k of every
+    parent in step k), so ties fall the same way. Returns each parent's cost (by row) and what
+    it takes to redo its choices (Replay, row 0)."""
+    steps, offers = int(position.max()) + 1, caps.shape[1]
+    length = int(lengths.max())
+    caps_k = np.zeros((steps, parents, offers), dtype=np.int64)
+    prices_k = np.full((steps, parents, offers), INF)
+    caps_k[position, parent] = caps
+    prices_k[position, parent] = prices
+    # cost lives at padded[:, length:]; the zeros before it stand for cost[0] = 0, so the
+    # window starting `cap` early reads cost[max(x - cap, 0)] (more than the length reads 0)
+    padded = np.zeros((parents, 2 * length))
+    padded[:, length + 1 :] = INF
+    windows = sliding_window_view(padded, length, axis=1)
+    cost = padded[:, length:]
+    every = np.arange(parents)[:, None]
+    before = []
+    # how far any parent's vector reaches after each step: the rest stays infinite
+    reach = np.minimum(np.cumsum(caps_k.max(axis=2), axis=0).max(axis=1) + 1, length)
+    for k, width in enumerate(reach.tolist()):
+        cand = windows[every, length - np.minimum(caps_k[k], length), :width]
+        cand += prices_k[k][:, :, None]
+        before.append(cost[:, :width].copy())
+        np.minimum(cost[:, :width], cand.min(axis=1), out=cost[:, :width])
+    return cost, Replay(before, prices_k, caps_k, 0)

@@ -17,7 +17,9 @@ solved in units of several pods (knapsack.py): then `value` is a feasible placem
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +37,7 @@ from scheduler.placement.knapsack import (
     Vector,
     frontier,
     merge,
+    merge_many,
     scale_for,
 )
 
@@ -47,7 +50,7 @@ class Node:
     level: int
     domain: int
     cost: Vector  # F: least cost for capacity >= x, levels below this node only; inf past its end
-    hosts: list[tuple[int, int]] = field(default_factory=list)  # leaf: (host, slots) largest first
+    hosts: tuple[Ints, Ints] | None = None  # a leaf's (hosts, slots), largest first
     group: int = 1  # capacity counts whole groups of this many pods (slices, TP groups)
     children: list[Node] = field(default_factory=list)
     merged: Merged | None = None  # a parent's knapsack, to trace back
@@ -83,6 +86,8 @@ class TreeDP:
         capacity: Capacity,
         weights: list[float],
         fresh_rack: float,
+        allowed_top: int,
+        penalty: list[float],
         work: float = WORK,
         breaks: Prices | None = None,
         racks: Racks | None = None,
@@ -91,7 +96,12 @@ class TreeDP:
         self.capacity = capacity
         self.fabric = capacity.snapshot.fabric
         self.n = capacity.gang.pods
-        self.weights = weights
+        self.weights = weights  # ring weight + preferred-level penalty, per level
+        self.penalty = penalty
+        self.allowed_top = allowed_top
+        # the cheapest eligible node so far (value, node) and the least lower bound of any
+        self.best: tuple[float, Node] | None = None
+        self.bound = INF
         self.fresh_rack = fresh_rack
         self.breaks = breaks or {}  # level -> price per domain touched (fragments.py)
         self.nodes: list[Node] = []
@@ -99,24 +109,38 @@ class TreeDP:
         self.size = slices.sizes(self.fabric, capacity.gang)
         self.racks = racks if racks is not None and racks.work == work else None
 
-    def leaf(self, level: int, domain: int, hosts: Ints, slots: Ints, per_host: float) -> Node:
-        """Hosts come largest first: j hosts never hold more than the j largest."""
-        group = self.size[level]
+    def leaves(self) -> list[Node]:
+        """Every leaf's vector at once: F[x] = (hosts needed for x) x the per-host weight, its
+        hosts taken largest first (j hosts never hold more than the j largest)."""
+        key, hosts, slots, starts = self._leaves()
+        sizes = np.diff(np.append(starts, len(key)))
+        nvlink = key[starts] >= 0
+        group = np.where(nvlink, self.size[NVLINK], self.size[RACK])
         total = np.cumsum(slots)
-        usable = np.minimum(total - total % group, self.n)  # capacity of the j largest hosts
-        xs = np.arange(int(usable[-1]) + 1)
-        hosts_needed = np.searchsorted(usable, xs) + 1
-        cost = np.asarray(hosts_needed * per_host, dtype=np.float64)
-        cost[0] = 0.0
-        node = Node(
-            level,
-            domain,
-            cost,
-            hosts=list(zip(hosts.tolist(), slots.tolist(), strict=True)),
-            group=group,
-        )
-        self.nodes.append(node)
-        return node
+        total -= np.repeat(total[starts] - slots[starts], sizes)  # per leaf
+        total -= total % np.repeat(group, sizes)
+        usable = np.minimum(total, self.n)  # capacity of the j largest hosts, per leaf
+        ends = usable[starts + sizes - 1]
+        width = int(ends.max()) + 1
+        # hosts needed for x = usable entries below x, + 1: one search over all leaves, each
+        # leaf's entries shifted into a range of its own
+        shift = np.arange(len(starts)) * (self.n + 2)
+        queries = shift[:, None] + np.arange(width)
+        needed = np.searchsorted(usable + np.repeat(shift, sizes), queries)
+        needed -= starts[:, None] - 1
+        w = self.weights
+        per_host = np.where(nvlink, w[HOST], w[HOST] + w[NVLINK])
+        cost = np.asarray(needed * per_host[:, None], dtype=np.float64)
+        cost[:, 0] = 0.0
+        nodes = []
+        for i, (a, b) in enumerate(zip(starts.tolist(), (starts + sizes).tolist(), strict=True)):
+            k = int(key[a])
+            level, domain = (NVLINK, k) if k >= 0 else (RACK, -1 - k)
+            found = Node(level, domain, cost[i, : int(ends[i]) + 1], group=int(group[i]))
+            found.hosts = (hosts[a:b], slots[a:b])
+            nodes.append(found)
+        self.nodes += nodes
+        return nodes
 
     def parent(self, level: int, domain: int, children: list[Node], extras: list[float]) -> Node:
         ups = [frontier(c.cost, e) for c, e in zip(children, extras, strict=True)]
@@ -133,6 +157,26 @@ class TreeDP:
         self.nodes.append(node)
         return node
 
+    def parents(self, level: int, families: dict[int, list[tuple[Node, float]]]) -> dict[int, Node]:
+        """`parent` for every domain of a level, the exact merges done together (merge_many);
+        one whose children carry lower bounds, or whose knapsack is wide, is merged alone."""
+        group = self.size[min(level, self.fabric.top)]
+        plain = [d for d, kids in families.items() if all(k.floor is None for k, _ in kids)]
+        work = self.work if group == 1 else INF  # sliced domains are always merged exactly
+        batch = merge_many(self.n, [[(k.cost, e) for k, e in families[d]] for d in plain], work)
+        merged = dict(zip(plain, batch, strict=True))
+        out = {}
+        for d, kids in families.items():
+            m = merged.get(d)
+            if m is None:
+                out[d] = self.parent(level, d, [k for k, _ in kids], [e for _, e in kids])
+                continue
+            children = [k for k, _ in kids]
+            out[d] = Node(level, d, self._whole(m.cost, group), group=group, children=children)
+            out[d].merged = m
+            self.nodes.append(out[d])
+        return out
+
     def _whole(self, cost: Vector, group: int) -> Vector:
         """A domain that offers whole groups: x pods need the capacity for ceil_group(x)."""
         if group == 1:
@@ -140,76 +184,123 @@ class TreeDP:
         rounded = np.minimum(-(-np.arange(len(cost)) // group) * group, self.n)
         return cost[rounded[rounded < len(cost)]]
 
-    def build(self) -> Node:
+    def solve(self) -> tuple[float, float, Node] | None:
+        """(value, lower bound, node) of the cheapest domain of level <= allowed_top, if any.
+
+        Levels are built from the bottom up while a domain there could still beat the best
+        found below (`_worth`). A coarse merge may miss a placement its lower bound allows:
+        then the value is inf."""
         fabric, w = self.fabric, self.weights
         if self.racks is None:
             self.racks = self._up_to_racks()
         self.nodes = list(self.racks.nodes)
+        self._judge(self.nodes)
         level_nodes = self.racks.tops
         fresh = self._fresh_racks()
         for level in range(RACK, fabric.depth):
+            if not self._worth(level + 1):
+                break
             groups: dict[int, list[tuple[Node, float]]] = {}
             for d, node in level_nodes.items():
                 up = fabric.parent[level][d] if level < fabric.top else 0
                 extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
                 extra += self._price(level, d)
                 groups.setdefault(up, []).append((node, extra))
-            level_nodes = {
-                d: self.parent(level + 1, d, [k for k, _ in kids], [e for _, e in kids])
-                for d, kids in groups.items()
-            }
-        return next(iter(level_nodes.values()))
+            level_nodes = self.parents(level + 1, groups)
+            self._judge(list(level_nodes.values()))
+        if self.best is None or not np.isfinite(self.bound):
+            return None
+        return self.best[0], self.bound, self.best[1]
+
+    def _eligible(self, level: int) -> bool:
+        """Within the required level; the root (above the top level) only when unrestricted."""
+        top = self.fabric.top
+        return level <= self.allowed_top or (level > top and self.allowed_top == top)
+
+    def _worth(self, level: int) -> bool:
+        """Whether a domain of `level` or above can still beat the best found. A placement whose
+        lowest single domain is there uses >= 2 domains of every level below, each paying its
+        ring weight and penalty, less the one domain's penalty it is relieved of: at least
+        2 w + p per level (scoring.py). Prices and the fresh-rack weight only add to that."""
+        if not self._eligible(level):
+            return False
+        floor = sum(2 * wp - p for wp, p in zip(self.weights[:level], self.penalty, strict=False))
+        return self.best is None or floor < self.best[0]
+
+    def _judge(self, nodes: list[Node]) -> None:
+        """Fold `nodes` (in build order: the first of equal value wins) into best and bound.
+        A node's value is F[n], less the penalties of the levels below it (one domain there
+        never pays them), plus what touching it and its ancestors is priced (`chain`)."""
+        levels = np.fromiter((node.level for node in nodes), dtype=np.int64, count=len(nodes))
+        eligible = [self._eligible(level) for level in range(self.fabric.depth + 1)]
+        if not all(eligible[lv] for lv in np.unique(levels).tolist()):
+            nodes = [node for node in nodes if eligible[node.level]]
+            levels = levels[np.asarray(eligible)[levels]]
+        if not nodes:
+            return
+        n = self.n
+        relief = np.cumsum([0.0, *self.penalty])
+        adjust = self._chains(nodes, levels) - relief[np.minimum(levels, len(self.penalty))]
+        values = _column(nodes, n, low=False) + adjust
+        self.bound = min(self.bound, float((_column(nodes, n, low=True) + adjust).min()))
+        i = int(values.argmin())
+        if self.best is None or values[i] < self.best[0]:
+            self.best = (float(values[i]), nodes[i])
+
+    def _chains(self, nodes: list[Node], levels: Ints) -> Vector:
+        """`chain` of every node: what touching it and its ancestors is priced."""
+        out = np.zeros(len(nodes))
+        if not self.breaks:
+            return out
+        domains = np.fromiter((node.domain for node in nodes), dtype=np.int64, count=len(nodes))
+        for level in np.unique(levels).tolist():
+            if level <= self.fabric.top:
+                at = levels == level
+                out[at] = self._chain_table(level)[domains[at]]
+        return out
+
+    def _chain_table(self, level: int) -> Vector:
+        """Per domain of `level`: the prices of it and its ancestors up to the top."""
+        fabric = self.fabric
+        if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
+            return self._chain_table(RACK)[np.asarray(fabric.parent[NVLINK], dtype=np.int64)]
+        table = self._prices(fabric.top)
+        for up in range(fabric.top - 1, level - 1, -1):
+            table = self._prices(up) + table[np.asarray(fabric.parent[up], dtype=np.int64)]
+        return table
+
+    def _prices(self, level: int) -> Vector:
+        prices = self.breaks.get(level)
+        return np.zeros(len(self.fabric.names[level])) if prices is None else prices
 
     def _up_to_racks(self) -> Racks:
         fabric, w = self.fabric, self.weights
         by_rack: dict[int, list[tuple[Node, float]]] = {}
-        for key, hosts, slots in self._leaves():
-            if key >= 0:
-                node = self.leaf(NVLINK, key, hosts, slots, w[HOST])
-                by_rack.setdefault(fabric.parent[NVLINK][key], []).append((node, w[NVLINK]))
+        for node in self.leaves():
+            if node.level == NVLINK:
+                by_rack.setdefault(fabric.parent[NVLINK][node.domain], []).append((node, w[NVLINK]))
             else:  # hosts outside NVLink are each their own NVLink domain: both crossings
-                node = self.leaf(RACK, -1 - key, hosts, slots, w[HOST] + w[NVLINK])
-                by_rack.setdefault(-1 - key, []).append((node, 0.0))
-        level_nodes = {
-            r: (
-                kids[0][0]
-                if len(kids) == 1 and kids[0][0].level == RACK
-                else self.parent(RACK, r, [k for k, _ in kids], [e for _, e in kids])
-            )
-            for r, kids in by_rack.items()
-        }
+                by_rack.setdefault(node.domain, []).append((node, 0.0))
+        alone = {r for r, kids in by_rack.items() if len(kids) == 1 and kids[0][0].level == RACK}
+        merged = self.parents(RACK, {r: k for r, k in by_rack.items() if r not in alone})
+        level_nodes = {r: by_rack[r][0][0] if r in alone else merged[r] for r in by_rack}
         return Racks(list(self.nodes), level_nodes, self.work)
 
-    def _leaves(self) -> Iterator[tuple[int, Ints, Ints]]:
-        """Per leaf, its hosts largest first: an NVLink domain of several hosts (key >= 0, its
-        index) or the rack's hosts outside any (key -1 - rack)."""
+    def _leaves(self) -> tuple[Ints, Ints, Ints, Ints]:
+        """Hosts grouped by leaf, largest first in each, with where each leaf starts: a leaf is
+        an NVLink domain of several hosts (key >= 0, its index) or the rack's hosts outside any
+        (key -1 - rack)."""
         fabric, hosts, slots = self.fabric, self.capacity.hosts, self.capacity.pods
         nvlink = fabric.columns[NVLINK][hosts]
         real = np.isin(nvlink, np.fromiter(fabric.real_nvlink, dtype=np.int64))
         key = np.where(real, nvlink, -1 - fabric.columns[RACK][hosts])
         order = np.lexsort((hosts, -slots, key))
         key, hosts, slots = key[order], hosts[order], slots[order]
-        starts = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
-        for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(key)], strict=True):
-            yield int(key[a]), hosts[a:b], slots[a:b]
+        return key, hosts, slots, np.flatnonzero(np.diff(key, prepend=key[0] - 1))
 
     def _price(self, level: int, domain: int) -> float:
         prices = self.breaks.get(level)
         return 0.0 if prices is None else float(prices[domain])
-
-    def chain(self, node: Node) -> float:
-        """What a placement whose lowest single domain is `node` pays for touching that domain
-        and its ancestors (children below it pay theirs as merge extras)."""
-        if not self.breaks or node.level > self.fabric.top:
-            return 0.0
-        level, domain, total = node.level, node.domain, 0.0
-        if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
-            level, domain = RACK, self.fabric.parent[NVLINK][domain]
-        while True:
-            total += self._price(level, domain)
-            if level >= self.fabric.top:
-                return total
-            level, domain = level + 1, self.fabric.parent[level][domain]
 
     def _fresh_racks(self) -> set[int]:
         return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()
@@ -219,7 +310,8 @@ class TreeDP:
         merged = node.merged
         if merged is None:  # a leaf
             total = 0
-            for h, slots in node.hosts:
+            hosts, pods = node.hosts or (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            for h, slots in zip(hosts.tolist(), pods.tolist(), strict=True):
                 if total >= x:
                     break
                 out[h] = slots
@@ -227,7 +319,7 @@ class TreeDP:
             return
         units = -(-x // merged.scale)
         for i in range(len(node.children) - 1, -1, -1):
-            j = int(merged.choices[i][units])
+            j = merged.taken(i, units)
             if j >= 0:
                 self.collect(node.children[i], int(merged.caps[i][j]), out)
                 units = max(0, units - int(merged.units[i][j]))
@@ -258,11 +350,12 @@ def solve_tree(
         host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
-    dp = TreeDP(capacity, weighted, fresh_rack, work, breaks, racks)
-    found = _best(dp, allowed_top, penalty)
-    if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
-        dp = TreeDP(capacity, weighted, fresh_rack, INF, breaks)
-        found = _best(dp, allowed_top, penalty)
+    with _collector_paused():
+        dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks)
+        found = dp.solve()
+        if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse, too loose
+            dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks)
+            found = dp.solve()
     if found is None:
         return None
     value, bound, node = found
@@ -272,30 +365,25 @@ def solve_tree(
     return None if counts is None else DPResult(counts, value, bound, dp.racks)
 
 
-def _best(dp: TreeDP, allowed_top: int, penalty: list[float]) -> tuple[float, float, Node] | None:
-    """(value, lower bound, node) of the cheapest domain of level <= allowed_top, if any.
-
-    A coarse merge may miss a placement its lower bound allows: then the value is inf."""
-    n = dp.n
-    root = dp.build()
-    unrestricted = allowed_top == dp.fabric.top
-    best: tuple[float, Node] | None = None
-    bound = INF
-    for node in dp.nodes:
-        if node.level > allowed_top and not (node is root and unrestricted):
-            continue
-        relief = sum(penalty[: node.level]) - dp.chain(node)
-        bound = min(bound, _at(node.low, n) - relief)
-        value = _at(node.cost, n) - relief
-        if best is None or value < best[0]:
-            best = (value, node)
-    if best is None or not np.isfinite(bound):
-        return None
-    return best[0], bound, best[1]
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A solve makes tens of thousands of short-lived objects, none in a cycle (a tree of
+    nodes and their vectors), on a heap that holds the whole fabric: a cyclic collection
+    started mid-solve scans that heap and costs more than the solve (at 400k GPUs, about a
+    third of it). Reference counting frees what the solve drops; the collector runs again after."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
-def _at(cost: Vector, x: int) -> float:
-    return float(cost[x]) if len(cost) > x else INF
+def _column(nodes: list[Node], x: int, low: bool) -> Vector:
+    """Each node's F[x] (its lower bound on it, if `low`); inf where its vector ends first."""
+    vectors = (node.low if low else node.cost for node in nodes)
+    return np.fromiter((v[x] if len(v) > x else INF for v in vectors), np.float64, len(nodes))
 
 
 def best_fit_host(
