@@ -12,8 +12,9 @@ Every fabric has 60% of its GPUs taken at random (each GPU independently, seeded
 Per case: p50 / p99 solve time over seeds, the share of decisions proven optimal, and the share
 proven optimal or within 1% of a valid lower bound (wide top-level merges are solved in units
 of several pods and bounded from below, placement/knapsack.py). Solve time is wall time on
-this machine (2 shared cores): a measurement, not a test. Multi-role gangs are not measured:
-their roles are placed after the workers, nearest first (placement/roles.py)."""
+this machine (2 shared cores): a measurement, not a test. The "roles" row adds to each gang a
+launcher (1 pod, no GPU) and 8 parameter servers (1 GPU each, all in one rack, in pairs per
+host), placed after the workers, nearest first (placement/roles.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import time
 from benchmarks.common import table
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
+from scheduler.model.gang import Role, Slice
 from scheduler.model.topology import HostSpec, LevelSpec, TopologySpec
 from scheduler.placement import place_one, validate
 from scheduler.placement.snapshot import random_occupancy
@@ -87,14 +89,33 @@ def big() -> Fabric:
     return Fabric(generate(blocks=64, racks=98, hosts=8, gpus=8))
 
 
+ROLES = (
+    Role(name="launcher", pods=1, gpus_per_pod=0),
+    Role(
+        name="ps",
+        pods=8,
+        gpus_per_pod=1,
+        required_level="rack",
+        slices=(Slice(level="host", size=2),),
+    ),
+)
+
+
 def measure(
-    fabric: Fabric, gpus: int, seeds: int, constraints: list[NodeConstraints], share: float
+    fabric: Fabric,
+    gpus: int,
+    seeds: int,
+    constraints: list[NodeConstraints],
+    share: float,
+    roles: tuple[Role, ...] = (),
 ) -> list[object]:
     times, good, proven = [], 0, 0
     for seed in range(seeds):
         snapshot = random_occupancy(fabric, 0.6, seed)
         wanted = constraints[seed % len(constraints)]
-        gang = GangRequest(name=f"g{gpus}", pods=gpus, gpus_per_pod=1, constraints=wanted)
+        gang = GangRequest(
+            name=f"g{gpus}", pods=gpus, gpus_per_pod=1, constraints=wanted, roles=roles
+        )
         placement = place_one(snapshot, gang, PlaceConfig(seed=seed, fragmentation_share=share))
         validate(snapshot, gang, placement)
         times.append(placement.solve_seconds)
@@ -121,20 +142,22 @@ def main() -> None:
     share = args.fragmentation_share
     print(f"fragmentation share {share} (0: the J-optimum alone)", flush=True)
     plain = [NodeConstraints()]
+    tainted = [H200, NodeConstraints()]
     cases = [
-        ("3 levels, 100k", three_levels, [1024], plain),
-        ("6 levels, 100k, taints", six_levels, [1024], [H200, NodeConstraints()]),
-        ("5 levels, 100k", default, [256, 1024, 4096], plain),
-        ("5 levels, 400k", big, [256, 1024, 4096], plain),
+        ("3 levels, 100k", three_levels, [1024], plain, ()),
+        ("6 levels, 100k, taints", six_levels, [1024], tainted, ()),
+        ("6 levels, 100k, taints, roles", six_levels, [1024], tainted, ROLES),
+        ("5 levels, 100k", default, [256, 1024, 4096], plain, ()),
+        ("5 levels, 400k", big, [256, 1024, 4096], plain, ()),
     ]
     rows = []
-    for name, build, sizes, constraints in cases:
+    for name, build, sizes, constraints, roles in cases:
         started = time.perf_counter()
         fabric = build()
         built = time.perf_counter() - started
         gpus = int(fabric.gpus.sum())
         for size in sizes:
-            measured = measure(fabric, size, args.seeds, constraints, share)
+            measured = measure(fabric, size, args.seeds, constraints, share, roles)
             rows.append([name, f"{gpus:,}", size, *measured])
         print(f"{name}: fabric built in {built:.1f} s", flush=True)
     print(table(["fabric", "GPUs", "gang GPUs", "p50 ms", "p99 ms", "optimal", "opt/<=1%"], rows))

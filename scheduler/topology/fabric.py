@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.model.constraints import NodeConstraints
+from scheduler.model.constraints import NodeConstraints, Taint
 from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 
 ROOT = "fabric"
@@ -128,12 +128,8 @@ class Fabric:
     def dfs_order(self) -> tuple[int, ...]:
         """Hosts in depth-first order along the tree: ranks follow it so ring neighbours share
         the lowest possible switch."""
-        return tuple(
-            sorted(
-                range(len(self.hosts)),
-                key=lambda h: tuple(self.domain[lv][h] for lv in range(self.top, -1, -1)),
-            )
-        )
+        # lexsort's last key sorts first: the top level, then each level below it
+        return tuple(np.lexsort(self.columns).tolist())
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -175,17 +171,31 @@ class Fabric:
         a handful of constraint sets, so each mask is computed once per fabric."""
         mask = self._admits.get(constraints)
         if mask is None:
-            mask = np.fromiter(
-                (constraints.admits(h.labels, h.taints) for h in self.hosts),
-                dtype=bool,
-                count=len(self.hosts),
-            )
+            kinds, kind_of = self._node_kinds
+            mask = np.asarray([constraints.admits(*kind) for kind in kinds], dtype=bool)[kind_of]
             self._admits[constraints] = mask
         return mask
 
     @cached_property
     def _admits(self) -> dict[NodeConstraints, npt.NDArray[np.bool_]]:
         return {}
+
+    @cached_property
+    def _node_kinds(
+        self,
+    ) -> tuple[list[tuple[dict[str, str], tuple[Taint, ...]]], npt.NDArray[np.int64]]:
+        """The distinct (labels, taints) the hosts carry, and each host's: thousands of nodes
+        share a handful, so a constraint set is checked once per kind, not per host."""
+        index: dict[tuple[frozenset[tuple[str, str]], tuple[Taint, ...]], int] = {}
+        kinds: list[tuple[dict[str, str], tuple[Taint, ...]]] = []
+        kind_of = np.empty(len(self.hosts), dtype=np.int64)
+        for h, host in enumerate(self.hosts):
+            key = (frozenset(host.labels.items()), host.taints)
+            if key not in index:
+                index[key] = len(kinds)
+                kinds.append((host.labels, host.taints))
+            kind_of[h] = index[key]
+        return kinds, kind_of
 
     @cached_property
     def dfs_position(self) -> dict[int, int]:
