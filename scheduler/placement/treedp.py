@@ -73,11 +73,24 @@ class Racks:
 
 
 @dataclass(frozen=True)
+class Prior:
+    """What an earlier solve of the same gang on the same capacity knows, for a solve that only
+    adds prices: a lower bound per domain (level -> per domain) on any placement whose lowest
+    single domain it is, and a ceiling the new optimum cannot exceed (the earlier answer's value
+    with the prices added). A domain whose bound is above the ceiling cannot hold the optimum;
+    it is built only when an ancestor can."""
+
+    lows: dict[int, Vector]
+    ceiling: float
+
+
+@dataclass(frozen=True)
 class DPResult:
     counts: dict[int, int]
     value: float  # the DP objective of `counts`
     bound: float  # a valid lower bound on it: equal where every merge was exact
     racks: Racks | None = None  # what a solve with other breakage prices can start from
+    lows: dict[int, Vector] | None = None  # per level above racks, per domain (Prior.lows)
 
 
 class TreeDP:
@@ -91,6 +104,7 @@ class TreeDP:
         work: float = WORK,
         breaks: Prices | None = None,
         racks: Racks | None = None,
+        prior: Prior | None = None,
     ) -> None:
         self.work = work  # knapsack cells a parent solves exactly (knapsack.scale_for)
         self.capacity = capacity
@@ -102,6 +116,10 @@ class TreeDP:
         # the cheapest eligible node so far (value, node) and the least lower bound of any
         self.best: tuple[float, Node] | None = None
         self.bound = INF
+        self.lows = {
+            level: np.full(self._count(level), self._floor(level)) for level in self._above
+        }
+        self.keep = self._keep(prior) if prior is not None else None
         self.fresh_rack = fresh_rack
         self.breaks = breaks or {}  # level -> price per domain touched (fragments.py)
         self.nodes: list[Node] = []
@@ -160,6 +178,9 @@ class TreeDP:
     def parents(self, level: int, families: dict[int, list[tuple[Node, float]]]) -> dict[int, Node]:
         """`parent` for every domain of a level, the exact merges done together (merge_many);
         one whose children carry lower bounds, or whose knapsack is wide, is merged alone."""
+        if self.keep is not None and level in self.keep:  # racks are always built
+            keep = self.keep[level]
+            families = {d: kids for d, kids in families.items() if keep[d]}
         group = self.size[min(level, self.fabric.top)]
         plain = [d for d, kids in families.items() if all(k.floor is None for k, _ in kids)]
         work = self.work if group == 1 else INF  # sliced domains are always merged exactly
@@ -224,8 +245,33 @@ class TreeDP:
         2 w + p per level (scoring.py). Prices and the fresh-rack weight only add to that."""
         if not self._eligible(level):
             return False
-        floor = sum(2 * wp - p for wp, p in zip(self.weights[:level], self.penalty, strict=False))
-        return self.best is None or floor < self.best[0]
+        return self.best is None or self._floor(level) < self.best[0]
+
+    def _floor(self, level: int) -> float:
+        """The least a placement whose lowest single domain is at `level` can be worth."""
+        return sum(2 * wp - p for wp, p in zip(self.weights[:level], self.penalty, strict=False))
+
+    @property
+    def _above(self) -> range:
+        """The levels built by merging (above the racks), the root (depth) last."""
+        return range(RACK + 1, self.fabric.depth + 1)
+
+    def _count(self, level: int) -> int:
+        return len(self.fabric.names[level]) if level <= self.fabric.top else 1
+
+    def _keep(self, prior: Prior) -> dict[int, npt.NDArray[np.bool_]]:
+        """Per level above the racks, the domains worth building: those whose bound does not
+        exceed the ceiling, and every domain below one that is kept (its vector feeds it)."""
+        fabric, keep = self.fabric, {}
+        margin = prior.ceiling + 1e-9 * (1 + abs(prior.ceiling))  # sums in another order
+        above: npt.NDArray[np.bool_] = np.zeros(1, dtype=bool)
+        for level in reversed(self._above):
+            mine = prior.lows[level] <= margin
+            if level < fabric.depth:
+                up = np.asarray(fabric.parent[level], dtype=np.int64) if level < fabric.top else 0
+                mine |= above[up]
+            keep[level], above = mine, mine
+        return keep
 
     def _judge(self, nodes: list[Node]) -> None:
         """Fold `nodes` (in build order: the first of equal value wins) into best and bound.
@@ -242,10 +288,19 @@ class TreeDP:
         relief = np.cumsum([0.0, *self.penalty])
         adjust = self._chains(nodes, levels) - relief[np.minimum(levels, len(self.penalty))]
         values = _column(nodes, n, low=False) + adjust
-        self.bound = min(self.bound, float((_column(nodes, n, low=True) + adjust).min()))
+        lows = _column(nodes, n, low=True) + adjust
+        self.bound = min(self.bound, float(lows.min()))
+        self._remember(nodes, levels, lows)
         i = int(values.argmin())
         if self.best is None or values[i] < self.best[0]:
             self.best = (float(values[i]), nodes[i])
+
+    def _remember(self, nodes: list[Node], levels: Ints, lows: Vector) -> None:
+        """Each merged domain's lower bound, for a later solve that adds prices (Prior)."""
+        for level in np.unique(levels[levels > RACK]).tolist():
+            at = np.flatnonzero(levels == level)
+            domains = np.fromiter((nodes[i].domain for i in at), dtype=np.int64, count=len(at))
+            self.lows[level][domains] = lows[at]
 
     def _chains(self, nodes: list[Node], levels: Ints) -> Vector:
         """`chain` of every node: what touching it and its ancestors is priced."""
@@ -334,6 +389,7 @@ def solve_tree(
     work: float = WORK,
     breaks: Prices | None = None,
     racks: Racks | None = None,
+    prior: Prior | None = None,
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
@@ -343,7 +399,8 @@ def solve_tree(
     is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly.
     `breaks` adds each touched domain's price (fragments.py) to what is minimised; `value` and
     `bound` then include it. `racks`, from an earlier solve of the same gang on the same
-    capacity, saves building the tree up to the rack level again."""
+    capacity, saves building the tree up to the rack level again; `prior`, from that solve,
+    skips the domains that cannot hold the new optimum."""
     n = capacity.gang.pods
     fits = capacity.pods >= n
     if fits.any():
@@ -351,10 +408,14 @@ def solve_tree(
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
     with _collector_paused():
-        dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks)
+        dp = TreeDP(
+            capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks, prior
+        )
         found = dp.solve()
         if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse, too loose
-            dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks)
+            dp = TreeDP(
+                capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks, None, prior
+            )
             found = dp.solve()
     if found is None:
         return None
@@ -362,7 +423,7 @@ def solve_tree(
     hosts: dict[int, int] = {}
     dp.collect(node, n, hosts)
     counts = spread_pods(capacity, hosts)
-    return None if counts is None else DPResult(counts, value, bound, dp.racks)
+    return None if counts is None else DPResult(counts, value, bound, dp.racks, dp.lows)
 
 
 @contextmanager

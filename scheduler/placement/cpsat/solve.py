@@ -22,7 +22,7 @@ from scheduler.placement.scoring import (
     preference_weights,
     ring_cost,
 )
-from scheduler.placement.treedp import DPResult, Racks, solve_tree
+from scheduler.placement.treedp import DPResult, Prior, Racks, solve_tree
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,13 @@ def _tree(
     fresh: float,
     breaks: Prices | None = None,
     racks: Racks | None = None,
+    prior: Prior | None = None,
 ) -> DPResult | None:
     gang = capacity.gang
     fabric = capacity.snapshot.fabric
     top = fabric.index(gang.required_level) if gang.required_level else fabric.top
     prefs = preference_weights(fabric, gang, weights)
-    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks, racks=racks)
+    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks, racks=racks, prior=prior)
 
 
 def _less_broken(
@@ -97,8 +98,11 @@ def _less_broken(
     f0 = breakage.value(capacity.snapshot, best.counts)
     if f0 <= 0:
         return kept
-    # the tree below the racks carries no prices: the second solve starts from the first's
-    other = _tree(capacity, weights, fresh, breakage.scaled(share * j0 / f0), best.racks)
+    # the tree below the racks carries no prices: the second solve starts from the first's,
+    # and skips the domains whose J alone is above what P0 costs with its prices
+    lam = share * j0 / f0
+    prior = Prior(best.lows, best.value + lam * f0) if best.lows is not None else None
+    other = _tree(capacity, weights, fresh, breakage.scaled(lam), best.racks, prior)
     if other is None:
         return kept
     j1 = objective(capacity, other.counts, weights, fresh)

@@ -4,6 +4,8 @@ gang, and its off switch."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from scheduler.model import GangRequest, PlaceConfig
@@ -11,7 +13,7 @@ from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.fragments import Breakage
 from scheduler.placement.scoring import level_weights, preference_weights
-from scheduler.placement.treedp import solve_tree
+from scheduler.placement.treedp import Prior, TreeDP, solve_tree
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
 from tests.unit.placement.bruteforce import minimum
@@ -144,3 +146,40 @@ def test_the_priced_solve_from_the_first_solves_racks_is_the_solve_from_scratch(
                 fresh.value,
                 fresh.bound,
             )
+
+
+def test_the_priced_solve_skips_only_domains_that_cannot_hold_its_optimum():
+    """With what the first solve knows (Prior: each domain's bound, and P0's value with its
+    prices as the ceiling), the priced solve builds fewer domains and finds what the full
+    priced solve finds."""
+    skipped = 0
+    for fabric in (
+        Fabric(generate(blocks=4, racks=3, hosts=4, gpus=8, nvlink=2)),
+        Fabric(generate(blocks=6, racks=2, hosts=3, gpus=8)),
+    ):
+        for seed, pods, share in itertools.product(range(5), (9, 17, 30), (0.05, 0.3)):
+            snapshot = fragmented(fabric, busy=0.4, seed=seed)
+            gang = GangRequest(name="g", pods=pods, gpus_per_pod=2)
+            capacity = Capacity.of(snapshot, gang)
+            weights = level_weights(fabric, gang)
+            prefs = preference_weights(fabric, gang, weights)
+            first = solve_tree(capacity, weights, fabric.top, 0.0, prefs)
+            if first is None or first.lows is None:
+                continue
+            breakage = Breakage.of(snapshot, gang.pool)
+            lam = share * first.value / breakage.value(snapshot, first.counts)
+            prior = Prior(first.lows, first.value + lam * breakage.value(snapshot, first.counts))
+            solves = [
+                TreeDP(
+                    capacity, weights, 0.0, fabric.top, prefs, breaks=breakage.scaled(lam), prior=p
+                )
+                for p in (prior, None)
+            ]
+            found = [dp.solve() for dp in solves]
+            assert found[0] is not None
+            assert found[1] is not None
+            assert found[0][0] == found[1][0]  # the same optimum
+            assert found[0][2].level == found[1][2].level
+            assert found[0][2].domain == found[1][2].domain
+            skipped += len(solves[1].nodes) - len(solves[0].nodes)
+    assert skipped > 0
