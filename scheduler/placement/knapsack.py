@@ -15,7 +15,7 @@ the gap between the two, or solves again at scale 1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -29,24 +29,24 @@ WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exac
 FEW = 0  # offers per child up to which merge_many compares them one by one
 
 
-@dataclass(frozen=True)
+@dataclass
 class Replay:
-    """One parent's choices in `merge_many`, redone where the trace-back asks: keeping every
-    choice would cost an argmin across the offers per cell, where the build needs only the min.
-    The arrays are shared by every parent of the batch; `row` is this one's."""
+    """One parent's choices in `merge_many`, made again when the trace-back first asks: keeping
+    every parent's choices would cost an argmin across the offers per cell, and the trace-back
+    visits only the parents it places pods in. `knapsack` on the same offers in the same order
+    makes the same sums, so it chooses what the batch would have."""
 
-    before: list[Vector]  # per child k: (parent, x) the cost vectors just before it was merged
-    prices: Vector  # (child, parent, offer): what each offer costs (inf: none)
-    caps: Ints  # (child, parent, offer): its capacity
-    row: int
+    caps: Ints  # (child, offer): capacity; offers end where prices turn infinite
+    prices: Vector  # (child, offer)
+    n: int
+    choices: list[npt.NDArray[np.int32]] | None = None
 
     def offer(self, child: int, x: int) -> int:
-        """The first cheapest offer at x, if it beats not using the child (-1)."""
-        before = self.before[child][self.row]
-        caps, prices = self.caps[child, self.row], self.prices[child, self.row]
-        cand = before[np.maximum(x - caps, 0)] + prices
-        j = int(cand.argmin())
-        return j if cand[j] < before[x] else -1
+        if self.choices is None:
+            real = np.isfinite(self.prices)
+            items = [(c[r], p[r]) for c, p, r in zip(self.caps, self.prices, real, strict=True)]
+            self.choices = knapsack(self.n, items)[1]
+        return int(self.choices[child][x])
 
 
 Choices = list[npt.NDArray[np.int32]] | npt.NDArray[np.int32] | Replay
@@ -155,14 +155,15 @@ def merge_many(n: int, families: list[Family], work: float = WORK) -> list[Merge
     rows = np.isin(parent, chosen)
     position = np.arange(len(parent)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     where = np.searchsorted(chosen, parent[rows])
-    cost, replay = _knapsack_many(
+    cost, caps_k, prices_k = _knapsack_many(
         caps[rows], prices[rows], where, position[rows], len(chosen), lengths[chosen]
     )
     out: list[Merged | None] = [None] * len(families)
     for i, p in enumerate(chosen.tolist()):
         k, length = int(sizes[p]), int(lengths[p])
-        caps_i = replay.caps[:k, i]
-        out[p] = Merged(cost[i, :length].copy(), 1, caps_i, caps_i, replace(replay, row=i))
+        caps_i = caps_k[:k, i]
+        replay = Replay(caps_i, prices_k[:k, i], n)
+        out[p] = Merged(cost[i, :length].copy(), 1, caps_i, caps_i, replay)
     return out
 
 
@@ -190,10 +191,10 @@ def _frontiers(costs: list[Vector], families: list[Family]) -> tuple[Ints, Vecto
 
 def _knapsack_many(
     caps: Ints, prices: Vector, parent: Ints, position: Ints, parents: int, lengths: Ints
-) -> tuple[Vector, Replay]:
-    """`knapsack` for every parent at once, children taken in the same order (child k of every
-    parent in step k), so ties fall the same way. Returns each parent's cost (by row) and what
-    it takes to redo its choices (Replay, row 0)."""
+) -> tuple[Vector, Ints, Vector]:
+    """`knapsack`'s costs for every parent at once, children taken in the same order (child k
+    of every parent in step k). Returns each parent's cost (by row), and the offers by step,
+    parent and offer: capacities and prices (inf where a child has fewer offers)."""
     steps, offers = int(position.max()) + 1, caps.shape[1]
     length = int(lengths.max())
     caps_k = np.zeros((steps, parents, offers), dtype=np.int64)
@@ -207,12 +208,10 @@ def _knapsack_many(
     windows = sliding_window_view(padded, length, axis=1)
     cost = padded[:, length:]
     every = np.arange(parents)[:, None]
-    before = []
     # how far any parent's vector reaches after each step: the rest stays infinite
     reach = np.minimum(np.cumsum(caps_k.max(axis=2), axis=0).max(axis=1) + 1, length)
     for k, width in enumerate(reach.tolist()):
         cand = windows[every, length - np.minimum(caps_k[k], length), :width]
         cand += prices_k[k][:, :, None]
-        before.append(cost[:, :width].copy())
         np.minimum(cost[:, :width], cand.min(axis=1), out=cost[:, :width])
-    return cost, Replay(before, prices_k, caps_k, 0)
+    return cost, caps_k, prices_k
