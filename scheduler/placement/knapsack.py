@@ -26,22 +26,32 @@ Ints = npt.NDArray[np.int64]
 Offers = tuple[Ints, Vector]  # a child's (capacities, costs), both increasing
 INF = float("inf")
 WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exactly
+HISTORY = 1_000_000  # cost cells merge_many keeps for the trace-back; past it, it recomputes
 FEW = 0  # offers per child up to which merge_many compares them one by one
 
 
 @dataclass
 class Replay:
-    """One parent's choices in `merge_many`, made again when the trace-back first asks: keeping
+    """One parent's choices in `merge_many`, made again where the trace-back asks: keeping
     every parent's choices would cost an argmin across the offers per cell, and the trace-back
-    visits only the parents it places pods in. `knapsack` on the same offers in the same order
-    makes the same sums, so it chooses what the batch would have."""
+    visits only the parents it places pods in. From the cost vectors the batch had before each
+    child (`before`, rows of the batch's; kept where they are small), one choice is one lookup;
+    otherwise `knapsack` on the same offers in the same order makes the same sums again."""
 
     caps: Ints  # (child, offer): capacity; offers end where prices turn infinite
     prices: Vector  # (child, offer)
     n: int
+    before: list[Vector] | None = None  # per child: (parent, x) before it, shared by the batch
+    row: int = 0  # this parent's row in `before`
     choices: list[npt.NDArray[np.int32]] | None = None
 
     def offer(self, child: int, x: int) -> int:
+        """The first cheapest offer at x, if it beats not using the child (-1)."""
+        if self.before is not None:
+            before = self.before[child][self.row]
+            cand = before[np.maximum(x - self.caps[child], 0)] + self.prices[child]
+            j = int(cand.argmin())
+            return j if cand[j] < before[x] else -1
         if self.choices is None:
             real = np.isfinite(self.prices)
             items = [(c[r], p[r]) for c, p, r in zip(self.caps, self.prices, real, strict=True)]
@@ -155,14 +165,14 @@ def merge_many(n: int, families: list[Family], work: float = WORK) -> list[Merge
     rows = np.isin(parent, chosen)
     position = np.arange(len(parent)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     where = np.searchsorted(chosen, parent[rows])
-    cost, caps_k, prices_k = _knapsack_many(
+    cost, caps_k, prices_k, before = _knapsack_many(
         caps[rows], prices[rows], where, position[rows], len(chosen), lengths[chosen]
     )
     out: list[Merged | None] = [None] * len(families)
     for i, p in enumerate(chosen.tolist()):
         k, length = int(sizes[p]), int(lengths[p])
         caps_i = caps_k[:k, i]
-        replay = Replay(caps_i, prices_k[:k, i], n)
+        replay = Replay(caps_i, prices_k[:k, i], n, before, i)
         out[p] = Merged(cost[i, :length].copy(), 1, caps_i, caps_i, replay)
     return out
 
@@ -191,10 +201,11 @@ def _frontiers(costs: list[Vector], families: list[Family]) -> tuple[Ints, Vecto
 
 def _knapsack_many(
     caps: Ints, prices: Vector, parent: Ints, position: Ints, parents: int, lengths: Ints
-) -> tuple[Vector, Ints, Vector]:
+) -> tuple[Vector, Ints, Vector, list[Vector] | None]:
     """`knapsack`'s costs for every parent at once, children taken in the same order (child k
-    of every parent in step k). Returns each parent's cost (by row), and the offers by step,
-    parent and offer: capacities and prices (inf where a child has fewer offers)."""
+    of every parent in step k). Returns each parent's cost (by row); the offers by step,
+    parent and offer: capacities and prices (inf where a child has fewer offers); and, when
+    they are small (HISTORY cells), the costs before each step (Replay)."""
     steps, offers = int(position.max()) + 1, caps.shape[1]
     length = int(lengths.max())
     caps_k = np.zeros((steps, parents, offers), dtype=np.int64)
@@ -210,8 +221,11 @@ def _knapsack_many(
     every = np.arange(parents)[:, None]
     # how far any parent's vector reaches after each step: the rest stays infinite
     reach = np.minimum(np.cumsum(caps_k.max(axis=2), axis=0).max(axis=1) + 1, length)
+    before: list[Vector] | None = [] if parents * int(reach.sum()) <= HISTORY else None
     for k, width in enumerate(reach.tolist()):
         cand = windows[every, length - np.minimum(caps_k[k], length), :width]
         cand += prices_k[k][:, :, None]
+        if before is not None:
+            before.append(cost[:, :width].copy())
         np.minimum(cost[:, :width], cand.min(axis=1), out=cost[:, :width])
-    return cost, caps_k, prices_k
+    return cost, caps_k, prices_k, before

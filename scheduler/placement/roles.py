@@ -44,7 +44,8 @@ def place_roles(
     for role in gang.roles:
         part = as_gang(gang, role)
         capacity = Capacity.of(work, part)
-        order = sorted(capacity.slots, key=lambda h: (near[h], fabric.dfs_position[h]))
+        hosts = capacity.hosts  # nearest first, then depth-first
+        order = hosts[np.lexsort((fabric.dfs_rank[hosts], near[hosts]))].tolist()
         counts = _counts(capacity, role, order)
         if counts is None:
             return f"role {role.name}: {explain(capacity) or 'no room for its pods'}"

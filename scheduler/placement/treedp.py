@@ -442,9 +442,14 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _column(nodes: list[Node], x: int, low: bool) -> Vector:
-    """Each node's F[x] (its lower bound on it, if `low`); inf where its vector ends first."""
-    vectors = (node.low if low else node.cost for node in nodes)
-    return np.fromiter((v[x] if len(v) > x else INF for v in vectors), np.float64, len(nodes))
+    """Each node's F[x] (its lower bound on it, if `low`); inf where its vector ends first
+    (most nodes of a wide fabric: their domains cannot hold the gang alone)."""
+    vectors = [node.low for node in nodes] if low else [node.cost for node in nodes]
+    out = np.full(len(vectors), INF)
+    reach = [i for i, v in enumerate(vectors) if len(v) > x]
+    if reach:
+        out[reach] = [vectors[i][x] for i in reach]
+    return out
 
 
 def best_fit_host(

@@ -202,6 +202,13 @@ class Fabric:
         return {h: i for i, h in enumerate(self.dfs_order)}
 
     @cached_property
+    def dfs_rank(self) -> npt.NDArray[np.int64]:
+        """dfs_position as an array, for sorting many hosts at once."""
+        rank = np.empty(len(self.hosts), dtype=np.int64)
+        rank[list(self.dfs_order)] = np.arange(len(self.hosts))
+        return rank
+
+    @cached_property
     def ancestor(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
         """ancestor[low][high][d]: the level-`high` domain above level-`low` domain d."""
         table: list[list[tuple[int, ...]]] = []
