@@ -13,6 +13,7 @@ from scheduler.model.placement import PlaceConfig
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.cost import domains_spanned
 from scheduler.placement.cpsat.bins import Bin, bins_of, fill, make_bins
 from scheduler.placement.cpsat.model import SCALE, GangModel, build
 from scheduler.placement.fragments import Breakage, Prices
@@ -107,11 +108,24 @@ def _less_broken(
         return kept
     j1 = objective(capacity, other.counts, weights, fresh)
     f1 = breakage.value(capacity.snapshot, other.counts)
-    if f1 >= f0 or j1 > j0 * (1 + share) * (1 + 1e-9):
+    if (
+        f1 >= f0
+        or j1 > j0 * (1 + share) * (1 + 1e-9)
+        or _wider(capacity, other.counts, best.counts)
+    ):
         return kept
     # a coarse first solve may leave P0 up to 1% above the optimum: P1 can then cost less
     premium = max(0.0, j1 / j0 - 1)
     return Solution(other.counts, best.bound, "tree-dp", premium, breakage)
+
+
+def _wider(capacity: Capacity, new: dict[int, int], old: dict[int, int]) -> bool:
+    """Does `new` span more domains than `old` at some level? The gang's own footprint is not
+    traded for the capacity others keep: a trade only moves it within the same shape."""
+    fabric = capacity.snapshot.fabric
+    spans = (domains_spanned(fabric, list(c)) for c in (new, old))
+    wide, narrow = next(spans), next(spans)
+    return any(wide[level] > narrow[level] for level in wide)
 
 
 def model_solve(
