@@ -8,13 +8,18 @@ candidates; the placement is valid on the capacity with exactly the victims rele
 victims free a domain at the lowest level where any examined domain can hold the gang, and among
 those domains they minimise first the highest victim priority, then the GPU-seconds lost since
 the victims' last checkpoints; no victim can be spared (each was tried without). Per level the
-`preemption_domains` freest domains are examined, not all: the choice is the best of those.
+`preemption_domains` domains whose estimated cost is least are examined, not all: the choice is
+the best of those. The estimate (`estimates`) counts GPUs, not pods per host: it evicts each
+domain's candidates cheapest first (priority, then work lost per GPU) until the domain's free
+GPUs cover the gang's, and scores what that loses as the examination does.
 
 The baseline (`lowest_first`) evicts the lowest priority first, the most recently started first
 within a priority, until the gang fits anywhere, as a topology-blind scheduler would."""
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,7 +55,8 @@ def topology(
     free = Capacity.of(view, gang).per_domain
     for level in range(len(fabric.levels)):
         domains = [d for d, c in everything.per_domain[level].items() if c >= gang.pods]
-        domains.sort(key=lambda d: -free[level].get(d, 0))
+        estimate = estimates(view, gang, candidates, level, now)
+        domains.sort(key=lambda d: (estimate.get(d, _NEVER), -free[level].get(d, 0)))
         found = [
             _in_domain(view, gang, candidates, level, d, now, cfg)
             for d in domains[: cfg.preemption_domains]
@@ -59,6 +65,45 @@ def topology(
         if best is not None:
             return best
     return None
+
+
+_NEVER = (sys.maxsize, math.inf)  # the estimate finds no way to make room
+
+
+def estimates(
+    view: Snapshot, gang: GangRequest, candidates: Sequence[Running], level: int, now: float
+) -> dict[int, tuple[int, float]]:
+    """Per domain of `level`: (highest victim priority, GPU-seconds lost) of evicting its
+    candidates cheapest first until its free GPUs cover the gang's; (-1, 0) where they do
+    already, nothing where evicting every candidate is not enough."""
+    fabric = view.fabric
+    column, index = fabric.columns[level], fabric.host_index
+    free = np.bincount(column, weights=view.free_gpus * view.up_mask(), minlength=column.max() + 1)
+    need = gang.pods * max(1, gang.gpus_per_pod)
+    inside: dict[int, list[tuple[int, float, int]]] = {}
+    for r in sorted(candidates, key=lambda r: (r.gang.priority, _per_gpu(r, now))):
+        per: dict[int, int] = {}
+        for host, pods in r.placement.hosts().items():
+            d = int(column[index[host]])
+            per[d] = per.get(d, 0) + pods * max(1, r.gang.gpus_per_pod)
+        for d, gpus in per.items():
+            inside.setdefault(d, []).append((r.gang.priority, r.lost_gpu_s(now), gpus))
+    out: dict[int, tuple[int, float]] = {}
+    for d, victims in inside.items():
+        short, top, lost = need - free[d], -1, 0.0
+        for priority, loses, gpus in victims:
+            if short <= 0:
+                break
+            short, top, lost = short - gpus, priority, lost + loses
+        if short <= 0:
+            out[d] = (top, lost)
+    for d in np.flatnonzero(free >= need).tolist():
+        out.setdefault(d, (-1, 0.0))
+    return out
+
+
+def _per_gpu(r: Running, now: float) -> float:
+    return r.lost_gpu_s(now) / max(1, r.gang.gpus)
 
 
 def _in_domain(
@@ -73,7 +118,7 @@ def _in_domain(
     fabric = view.fabric
     column = fabric.columns[level]
     inside = [r for r in candidates if _pods_in(r, column, domain, fabric.host_index) > 0]
-    inside.sort(key=lambda r: (r.gang.priority, r.lost_gpu_s(now) / max(1, r.gang.gpus)))
+    inside.sort(key=lambda r: (r.gang.priority, _per_gpu(r, now)))
 
     def fits(victims: Sequence[Running]) -> bool:
         cap = Capacity.of(released(view, victims), gang)

@@ -10,7 +10,7 @@ import pytest
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason
-from scheduler.queue.preemption import lowest_first, released, topology
+from scheduler.queue.preemption import estimates, lowest_first, released, topology
 from tests.unit.queue.helpers import fabric, gang, running
 
 CONFIG = QueueConfig()
@@ -114,9 +114,10 @@ def test_the_preemptor_holds_its_hosts_until_the_victims_are_gone():
     assert started["p"].hosts() == nominated
 
 
-def test_with_a_domain_budget_the_freest_domains_are_examined():
-    """Rack 0: A and B busy, little lost; rack 1: C busy (much lost) and one host free. With
-    every domain examined, freeing rack 0 loses least; with one, the freest rack is examined."""
+def test_with_a_domain_budget_the_cheapest_domains_by_estimate_are_examined():
+    """Rack 0: A and B busy, little lost; rack 1: C busy (much lost) and one host free. Rack 1
+    is the freest, but the estimate of what freeing each costs ranks rack 0 first: with one
+    domain examined, the choice is the one every domain would give."""
     snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
     held = [
         running(snap, "A", ["h0-0"], started=99),
@@ -129,7 +130,20 @@ def test_with_a_domain_budget_the_freest_domains_are_examined():
     assert every is not None
     assert one is not None
     assert sorted(r.key for r in every.running) == ["A", "B"]
-    assert [r.key for r in one.running] == ["C"]
+    assert sorted(r.key for r in one.running) == ["A", "B"]
+
+
+def test_the_estimate_ranks_by_priority_then_loss_and_skips_domains_it_cannot_free():
+    """Rack 0 is freed by evicting A (priority 0, much lost), rack 1 by evicting B (priority
+    1, little lost); rack 2 has room already; rack 3 holds what the preemptor may not take."""
+    snap = Snapshot(fabric(blocks=1, racks=4, hosts=1))
+    held = [
+        running(snap, "A", ["h0-0"], priority=0, started=0),
+        running(snap, "B", ["h1-0"], priority=1, started=99),
+    ]
+    running(snap, "mine", ["h3-0"], priority=5)  # busy, not a candidate
+    estimate = estimates(snap, gang("p", 1, priority=3), held, 2, 100)
+    assert estimate == {0: (0, 800.0), 1: (1, 8.0), 2: (-1, 0.0)}
 
 
 def test_no_preemption_when_off():
