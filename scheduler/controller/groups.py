@@ -11,7 +11,8 @@ Topology requests come from the pods' annotations (set on the workload's pod tem
 rackwise's words or Kueue's: `rackwise.io/required-level`, `rackwise.io/preferred-level`,
 `rackwise.io/slice-level` + `rackwise.io/slice-size`, or `kueue.x-k8s.io/podset-required-
 topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-size`, which name
-a node label (mapped to the operator's level read from that label). The pool is the pod label
+a node label (mapped to the operator's level read from that label). A pod set other than the
+workers with `rackwise.io/gradients: "true"` joins their gradient ring. The pool is the pod label
 `rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
 
 Members may differ: the largest set of alike pods (same requests, node constraints and topology
@@ -180,7 +181,8 @@ def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, lis
 def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig) -> Role:
     named = {(p["metadata"].get("labels") or {}).get(ROLE_LABEL) for p in pods}
     name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
-    wanted = _topology(_notes(pods[0]), config)
+    notes = _notes(pods[0])
+    wanted = _topology(notes, config)
     return Role(
         name=str(name),
         pods=len(pods),
@@ -189,7 +191,16 @@ def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConf
         required_level=wanted["required_level"],
         preferred_level=next(iter(wanted.get("preferred_levels", {})), None),
         slices=wanted.get("slices", ()),
+        gradients=_gradients(notes),
     )
+
+
+def _gradients(notes: dict[str, str]) -> bool:
+    """`rackwise.io/gradients: "true"`: the pod set is a member of the workers' gradient ring."""
+    value = notes.get(OURS + "gradients", "false")
+    if value not in ("true", "false"):
+        raise InvalidSpecError(f'annotation {OURS}gradients: "true" or "false", not {value!r}')
+    return value == "true"
 
 
 def _group_fields(pod: Obj) -> tuple[object, ...]:

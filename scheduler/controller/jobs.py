@@ -141,6 +141,7 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
             required_level=topology.required_level,
             preferred_level=topology.preferred_level,
             slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
+            gradients=role.gradients,
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, f"spec.roles.{i}")) from exc

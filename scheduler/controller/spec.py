@@ -264,6 +264,7 @@ class RoleSpec(Closed):
     gpus_per_replica: StrictInt = Field(default=0, ge=0, le=64)
     cpu_per_replica: Quantity | None = None
     memory_per_replica: Quantity | None = None
+    gradients: StrictBool = False  # its pods join the workers' gradient ring
     topology: RoleTopology = Field(default_factory=RoleTopology)
     template: Template
 

@@ -71,8 +71,11 @@ class Slice(BaseModel):
 
 
 class Role(BaseModel):
-    """A pod set of a gang that exchanges no gradients with its workers (a launcher, a
-    parameter server, a leader): placed with them, all or nothing, as near them as it fits.
+    """A pod set of a gang besides its workers (a launcher, a parameter server, a leader, or a
+    data-parallel member of another shape): placed with them, all or nothing, as near them as
+    it fits. With `gradients`, its pods join the workers' all-reduce ring (pod sets of
+    different shapes in one data-parallel group, e.g. members with other TP widths): the
+    traffic model and J then count them; without, it exchanges nothing the fabric carries.
 
     Its own topology (placement/roles.py): `required_level` keeps every pod of the role inside
     one domain of that level, `preferred_level` does so when one domain holds them, `slices`
@@ -89,6 +92,7 @@ class Role(BaseModel):
     required_level: str | None = None
     preferred_level: str | None = None
     slices: tuple[Slice, ...] = ()
+    gradients: bool = False  # its pods are members of the workers' gradient ring
 
     @model_validator(mode="after")
     def _check(self) -> Role:
@@ -134,7 +138,8 @@ class GangRequest(BaseModel):
     # groups of pods kept inside one domain of a level (placement/slices.py); the TP group of
     # `shape` is one at the NVLink level
     slices: tuple[Slice, ...] = ()
-    # other pod sets placed with the workers (the fields above), after them in rank order
+    # other pod sets placed with the workers (the fields above), after them in rank order; those
+    # with `gradients` join the workers' all-reduce ring
     roles: tuple[Role, ...] = ()
 
     @model_validator(mode="after")
@@ -149,6 +154,12 @@ class GangRequest(BaseModel):
         names = [r.name for r in self.roles]
         if len(set(names)) != len(names) or WORKERS in names:
             raise ValueError(f"role names must be distinct and not {WORKERS!r}: {names}")
+        ring = [r.name for r in self.roles if r.gradients]
+        if ring and self.shape is not None and self.shape.pp > 1:
+            raise ValueError(
+                f"role {ring[0]}: a pod set in the gradient ring needs workers without pipeline "
+                f"stages (pp={self.shape.pp})"
+            )
         if any(v < 0 for v in self.extended_per_pod.values()):
             raise ValueError("extended resource requests must be >= 0")
         for s in self.slices:

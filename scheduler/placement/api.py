@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -93,7 +94,7 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
     broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
-    return _with_roles(snapshot, gang, placement, counts, start)
+    return _with_roles(snapshot, gang, placement, counts, start, config)
 
 
 def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> float:
@@ -110,6 +111,7 @@ def _with_roles(
     placement: Placement,
     counts: Mapping[int, int],
     start: float,
+    config: PlaceConfig,
 ) -> Placement:
     """The roles' pods after the workers', or the whole gang unplaceable (all or nothing)."""
     if not gang.roles:
@@ -120,7 +122,41 @@ def _with_roles(
     if isinstance(others, str):
         return _unplaceable(gang, placement.policy, others, start)
     pods = (*placement.pods, *others)
-    return placement.model_copy(update={"pods": pods, "solve_seconds": time.perf_counter() - start})
+    whole = placement.model_copy(update={"pods": pods})
+    if any(r.gradients for r in gang.roles):
+        whole = _in_ring(snapshot, gang, whole, config)
+    return whole.model_copy(update={"solve_seconds": time.perf_counter() - start})
+
+
+def _in_ring(
+    snapshot: Snapshot, gang: GangRequest, placement: Placement, config: PlaceConfig
+) -> Placement:
+    """J, the traffic and the domains of a gang whose roles join the gradient ring count their
+    pods too. The bound (the workers' alone) stays valid, since the ring only adds hosts; the
+    placement is optimal only where J still meets it (roles are placed greedily, nearest)."""
+    fabric = snapshot.fabric
+    ring = {r.name for r in gang.roles if r.gradients}
+    counts = Counter(fabric.host_index[p.host] for p in placement.pods if p.role in ring | {""})
+    value = j_value(Capacity.of(snapshot, gang), counts, config)
+    flow = traffic(fabric, gang, placement.pods)
+    bound = placement.bound
+    return placement.model_copy(
+        update={
+            "objective": value,
+            "cost": flow.cost,
+            "traffic_gb": {lv: round(gb, 6) for lv, gb in zip(fabric.levels, flow.gb, strict=True)},
+            "domains": domains_spanned(fabric, list(counts)),
+            **dict(zip(("optimal", "gap"), _claim(value, bound), strict=True)),
+        }
+    )
+
+
+def _claim(value: float, bound: float | None) -> tuple[bool, float | None]:
+    """(optimal, gap) of J `value` against a valid lower bound: optimal only where it is met."""
+    if bound is None:
+        return False, None
+    gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
+    return value <= bound * (1 + 1e-9) + 1e-12, gap
 
 
 def _bound(
@@ -152,8 +188,7 @@ def finalize(
     pods = assign_ranks(fabric, counts)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
-    optimal = bound is not None and value <= bound * (1 + 1e-9) + 1e-12
-    gap = None if bound is None else max(0.0, (value - bound) / value) if value > 0 else 0.0
+    optimal, gap = _claim(value, bound)
     return Placement(
         gang=gang.name,
         policy=policy,

@@ -5,7 +5,10 @@ Model (design.md section 6), per training step:
   edge carries 2 (k-1)/k of a pod's gradient;
 - pipeline parallel: pod i of stage s sends its activations to pod i of stage s+1;
 - tensor parallel stays inside a host or NVLink domain (a placement constraint), so it adds no
-  fabric traffic.
+  fabric traffic;
+- a role with `gradients` (a pod set of another shape in the same data-parallel group) joins
+  the ring after the workers, in rank order; each edge then carries 2 (k-1)/k of the sending
+  pod's gradient. Other roles exchange nothing the fabric carries.
 An edge crosses level L when its two hosts sit in different level-L domains. The cost sums, over
 levels, GB crossing that level times the level's cost weight (upper tiers are shared and
 oversubscribed, so they weigh more; see model.topology.DEFAULT_COST_WEIGHT).
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import PodAssignment
 from scheduler.topology.fabric import Fabric
 
@@ -48,16 +51,36 @@ def _edges(n: int, stages: int) -> list[tuple[int, int, float]]:
 def traffic(fabric: Fabric, gang: GangRequest, pods: Sequence[PodAssignment]) -> Traffic:
     by_rank = sorted(pods, key=lambda p: p.rank)
     index = fabric.host_index
-    hosts = [index[p.host] for p in by_rank]
-    stages = gang.shape.pp if gang.shape and len(hosts) % gang.shape.pp == 0 else 1
-    pod_gb = gang.gradient_gb * max(gang.gpus_per_pod, 1) / stages
+    ring = {r.name: r for r in gang.roles if r.gradients}
+    workers = [index[p.host] for p in by_rank if not p.role]
+    members = [p for p in by_rank if not p.role or p.role in ring]
     gb = [0.0] * fabric.depth
-    for a, b, share in _edges(len(hosts), stages):
-        top = fabric.lowest_common_level(hosts[a], hosts[b])
+    for a, b, volume in _flows(gang, workers, [(index[p.host], p.role) for p in members], ring):
+        top = fabric.lowest_common_level(a, b)
         for level in range(top):
-            gb[level] += share * pod_gb
+            gb[level] += volume
     cost = sum(g * w for g, w in zip(gb, fabric.gb_cost, strict=True))
     return Traffic(tuple(gb), cost)
+
+
+def _flows(
+    gang: GangRequest,
+    workers: list[int],
+    members: list[tuple[int, str]],
+    ring: dict[str, Role],
+) -> list[tuple[int, int, float]]:
+    """(host a, host b, GB) per communicating pair: the workers' own pattern, or one ring over
+    the workers and the roles that share their gradients."""
+    if len(members) == len(workers):
+        stages = gang.shape.pp if gang.shape and len(workers) % gang.shape.pp == 0 else 1
+        pod_gb = gang.gradient_gb * max(gang.gpus_per_pod, 1) / stages
+        return [(workers[a], workers[b], s * pod_gb) for a, b, s in _edges(len(workers), stages)]
+    share = 2.0 * (len(members) - 1) / len(members)
+    gpus = {"": gang.gpus_per_pod} | {name: r.gpus_per_pod for name, r in ring.items()}
+    return [
+        (host, members[(i + 1) % len(members)][0], share * gang.gradient_gb * max(gpus[role], 1))
+        for i, (host, role) in enumerate(members)
+    ]
 
 
 def domains_spanned(fabric: Fabric, hosts: Sequence[int]) -> dict[str, int]:

@@ -73,3 +73,14 @@ def test_a_roles_bad_annotation_is_reported():
     pods = [pod("a", 8, {}), pod("b", 8, {}), pod("c", 0, {"rackwise.io/required-level": "galaxy"})]
     with pytest.raises(InvalidSpecError, match="unknown level 'galaxy'"):
         read(pods)
+
+
+def test_a_pod_set_of_another_shape_joins_the_gradient_ring_when_annotated():
+    ring = {"rackwise.io/gradients": "true"}
+    pods = [pod("a", 8, {}), pod("b", 8, {}), pod("c", 4, ring)]
+    [member] = read(pods).roles
+    assert (member.pods, member.gpus_per_pod, member.gradients) == (1, 4, True)
+    [silent] = read([pod("a", 8, {}), pod("b", 8, {}), pod("c", 4, {})]).roles
+    assert not silent.gradients
+    with pytest.raises(InvalidSpecError, match="gradients"):
+        read([pod("a", 8, {}), pod("b", 8, {}), pod("c", 4, {"rackwise.io/gradients": "yes"})])

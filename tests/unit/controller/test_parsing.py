@@ -182,6 +182,24 @@ def test_a_role_carries_its_own_topology_and_its_errors_name_it():
         translate(job(roles=[odd]), OperatorConfig())
 
 
+def test_a_role_in_the_gradient_ring_is_read_and_refused_beside_pipeline_stages():
+    role = {
+        "name": "wide",
+        "replicas": 2,
+        "gpusPerReplica": 4,
+        "gradients": True,
+        "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}},
+    }
+    [wide] = translate(job(roles=[role]), OperatorConfig()).gang.roles
+    assert wide.gradients
+    staged = job(roles=[role], replicas=4, parallelism={"dp": 1, "tp": 8, "pp": 4})
+    with pytest.raises(InvalidSpecError, match="pipeline stages"):
+        translate(staged, OperatorConfig())
+    not_bool = {**role, "gradients": "yes"}
+    with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0\.gradients"):
+        translate(job(roles=[not_bool]), OperatorConfig())
+
+
 def test_priority_maps_to_the_configured_priority_class_unless_the_template_names_one():
     config = OperatorConfig(priorityClasses={100: "high"})
     assert translate(job(priority=100), config).pod_spec["priorityClassName"] == "high"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scheduler.model import GangRequest, PlaceConfig, Placement, Slice
+from scheduler.model import GangRequest, PlaceConfig, Placement, PodAssignment, Slice
 from scheduler.model.constraints import NodeConstraints
-from scheduler.model.gang import Role
+from scheduler.model.gang import ParallelShape, Role
 from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import InvalidPlacementError, Snapshot, place, validate
+from scheduler.placement.cost import traffic
 from scheduler.topology import Fabric
 
 
@@ -238,3 +239,52 @@ def test_the_validator_checks_a_roles_topology(topology, broken):
     )
     with pytest.raises(InvalidPlacementError, match=f"role ps: {broken}"):
         validate(snapshot, g, placement.model_copy(update={"pods": moved}))
+
+
+def test_a_role_in_the_gradient_ring_is_counted_by_the_traffic_model():
+    """Workers w0, w1 (8 GPUs) in rack r0, a ring member m (4 GPUs) in rack r1: one ring of 3,
+    each edge 2 x 2/3 of its sender's gradient (1 GB per GPU). w0->w1 stays in the rack;
+    w1->m and m->w0 cross it. Without `gradients` the role carries nothing."""
+    f = fabric()
+    pods = (
+        PodAssignment(rank=0, host="g0-0"),
+        PodAssignment(rank=1, host="g0-1"),
+        PodAssignment(rank=2, host="g1-0", role="m", role_rank=0),
+    )
+    member = Role(name="m", pods=1, gpus_per_pod=4, gradients=True)
+    ring = traffic(f, gang(member, pods=2), pods).gb
+    rack = f.levels.index("rack")
+    assert ring[0] == pytest.approx(4 / 3 * (8 + 8 + 4))  # every edge leaves a host
+    assert ring[rack] == pytest.approx(4 / 3 * (8 + 4))
+    silent = traffic(f, gang(member.model_copy(update={"gradients": False}), pods=2), pods).gb
+    assert silent[rack] == 0.0
+    assert silent[0] == pytest.approx(2 * 8)  # the workers' own ring of two
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_ring_member_that_lands_outside_the_workers_rack_costs_j_and_is_not_optimal(engine):
+    """r0 has room for the 4 workers only: the ring member goes to r1. J counts the rack
+    crossing it adds; the workers' bound stays a valid lower bound below it."""
+    snapshot = Snapshot(fabric())
+    member = Role(name="m", pods=1, gpus_per_pod=8, gradients=True)
+    config = PlaceConfig(engine=engine)
+    plain = place(snapshot, [gang(member.model_copy(update={"gradients": False}))], config)[0]
+    ring = place(snapshot, [gang(member)], config)[0]
+    validate(snapshot, gang(member), ring)
+    assert ring.domains["rack"] == 2
+    assert ring.objective > plain.objective
+    assert ring.bound is not None
+    assert ring.bound <= ring.objective
+    assert not ring.optimal
+
+
+def test_a_ring_member_needs_workers_without_pipeline_stages():
+    member = Role(name="m", pods=1, gpus_per_pod=8, gradients=True)
+    with pytest.raises(ValidationError, match="pipeline stages"):
+        GangRequest(
+            name="job",
+            pods=4,
+            gpus_per_pod=8,
+            shape=ParallelShape(dp=1, tp=8, pp=4),
+            roles=(member,),
+        )
