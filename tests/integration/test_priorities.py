@@ -127,3 +127,22 @@ def test_a_roles_own_topology_reaches_the_placement(env: Env, fabric):
     rack = env.node_rack()
     servers = [p for p in env.pods("ps") if p["metadata"]["name"].startswith("ps-ps-")]
     assert len({rack[p["spec"]["nodeName"]] for p in servers}) == 1
+
+
+def test_a_ring_role_is_kept_by_the_api_server_and_counted_in_the_placements_traffic(
+    env: Env, fabric
+):
+    """`roles[].gradients` survives the schema; the reported cost counts the member's ring
+    edges (it lands beside the workers' rack: the first rack holds the workers only)."""
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    placed: dict[str, Any] = {}
+    for name, gradients in (("ring", True), ("plain", False)):
+        job = training_job(name, 2)
+        job["spec"]["roles"] = [role("narrow", 1, 8, gradients=gradients)]
+        env.post(job)
+        env.wait_placed(name)
+        assert env.job(name)["spec"]["roles"][0]["gradients"] is gradients
+        placed[name] = env.job(name)["status"]["placement"]
+        env.kubectl("delete", "tj", name, "--wait=true")
+        env.wait(f"{name} gone", lambda name=name: not env.pods(name))
+    assert placed["ring"]["cost"] > placed["plain"]["cost"]
