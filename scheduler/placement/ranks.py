@@ -16,5 +16,8 @@ def assign_ranks(fabric: Fabric, counts: Mapping[int, int]) -> tuple[PodAssignme
     pods: list[PodAssignment] = []
     for h in ordered:
         name, base = fabric.hosts[h].name, len(pods)
-        pods.extend(PodAssignment(rank=base + i, host=name) for i in range(counts[h]))
+        # ranks and host names made here are valid by construction: skip re-validating each
+        pods.extend(
+            PodAssignment.model_construct(rank=base + i, host=name) for i in range(counts[h])
+        )
     return tuple(pods)
