@@ -55,6 +55,7 @@ from scheduler.queue.defrag import Defrag
 from scheduler.queue.joint import Start
 from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.reservation import reserve
+from scheduler.queue.shapes import ShapeIds
 from scheduler.queue.types import (
     Backfill,
     Decisions,
@@ -147,8 +148,7 @@ class SchedulingQueue:
         self.config = config or QueueConfig()
         self._entries: dict[str, Entry] = {}
         self._orders: dict[str, PoolOrder] = {}  # pool -> its entries in queue order
-        self._shapes: dict[tuple[object, ...], int] = {}  # shape and priority -> id
-        self._whose: list[tuple[int, str]] = []  # shape id -> (priority, tenant)
+        self._shapes = ShapeIds()  # shape and priority -> id, while a queued gang has it
         # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
         self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
         self._known_version = 0
@@ -174,9 +174,10 @@ class SchedulingQueue:
         """Queue a gang (no-op when queued already)."""
         if key not in self._entries:
             entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
-            shape = self._shapes.setdefault((*_shape(entry), gang.priority), len(self._shapes))
-            if shape == len(self._whose):
-                self._whose.append((gang.priority, tenant))
+            shape, fresh = self._shapes.take(_shape_key(entry), (gang.priority, tenant))
+            if fresh:  # an id freed by a shape no gang has any more: its knowledge goes too
+                for known in self._known.values():
+                    known.pop(shape, None)
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry, shape)
 
     def remove(self, key: str) -> None:
@@ -188,6 +189,7 @@ class SchedulingQueue:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._orders[entry.gang.pool].remove(entry)
+            self._shapes.release(_shape_key(entry))
 
     def keys(self) -> set[str]:
         return set(self._entries)
@@ -459,7 +461,7 @@ class SchedulingQueue:
         self._attempt(c, entry, p, v)
 
     def _shape_id(self, entry: Entry) -> int:
-        return self._shapes[(*_shape(entry), entry.gang.priority)]
+        return self._shapes[_shape_key(entry)]
 
     def _still_known(self, c: _Cycle, v: _View) -> dict[int, Known]:
         """What is known unplaceable on this view, per shape, that still holds: found when the
@@ -469,7 +471,7 @@ class SchedulingQueue:
 
     def _holds(self, c: _Cycle, v: _View, shape: int, k: Known) -> bool:
         """Whether what is known still holds: the gangs it could preempt are the same."""
-        return k.victims == self._victims(c, v.pool, *self._whose[shape])
+        return k.victims == self._victims(c, v.pool, *self._shapes.owners[shape])
 
     def _victims(self, c: _Cycle, pool: str, priority: int, tenant: str) -> bytes:
         """A digest of the running gangs a gang of this priority and tenant may preempt in the
@@ -708,6 +710,10 @@ class SchedulingQueue:
 def _unreserve(c: _Cycle, key: str) -> None:
     """A gang that got its room this cycle holds no reservation any more."""
     c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
+
+
+def _shape_key(entry: Entry) -> tuple[object, ...]:
+    return (*_shape(entry), entry.gang.priority)
 
 
 def _shape(entry: Entry) -> tuple[object, ...]:

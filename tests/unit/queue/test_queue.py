@@ -144,6 +144,23 @@ def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
     )
 
 
+def test_shape_ids_are_as_many_as_the_queued_shapes_and_a_reused_one_knows_nothing():
+    """A 4 x 8-GPU gang on a 2-host fabric is found unplaceable, then leaves: its shape id is
+    freed. A 4 x 1-GPU gang of a new shape gets that id and must be tried (what was known under
+    it was another shape's), and it starts. Over many shapes coming and going, ids stay few."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 4), arrival=0)
+    assert queue.cycle(0, snap, []).waiting["big"].reason is WaitReason.UNPLACEABLE
+    queue.remove("big")
+    queue.add("small", gang("small", 4, gpus=1), arrival=1)
+    assert [g for g, _ in queue.cycle(1, snap, []).starts] == ["small"]
+    for i in range(50):
+        queue.add(f"g{i}", gang(f"g{i}", 1, gpus=1, priority=i), arrival=2 + i)
+        queue.remove(f"g{i}")
+    assert len(queue._shapes) <= 2
+
+
 def test_backoff_skips_until_it_ends():
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
     queue = SchedulingQueue(OFF)

@@ -1,0 +1,50 @@
+"""Shape ids: small integers for what decides whether a gang's pods fit (queue._shape), used to
+index the per-cycle arrays of what is known unplaceable. An id is freed when no queued gang has
+its shape any more and reused by the next new shape, so a long-lived queue holds as many shapes
+as its gangs have, not every shape it ever saw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Key = tuple[object, ...]
+
+
+@dataclass
+class ShapeIds:
+    ids: dict[Key, int] = field(default_factory=dict)
+    owners: list[tuple[int, str]] = field(default_factory=list)  # id -> (priority, tenant)
+    refs: list[int] = field(default_factory=list)  # id -> queued gangs of that shape
+    free: list[int] = field(default_factory=list)
+
+    def take(self, key: Key, owner: tuple[int, str]) -> tuple[int, bool]:
+        """The id of `key`, held by one more gang; True when it was free until now (whatever
+        was known under it belongs to another shape)."""
+        found = self.ids.get(key)
+        if found is not None:
+            self.refs[found] += 1
+            return found, False
+        if self.free:
+            new = self.free.pop()
+            self.owners[new], self.refs[new] = owner, 1
+        else:
+            new = len(self.owners)
+            self.owners.append(owner)
+            self.refs.append(1)
+        self.ids[key] = new
+        return new, True
+
+    def release(self, key: Key) -> None:
+        """One gang of `key` fewer; its id is freed when none is left."""
+        shape = self.ids[key]
+        self.refs[shape] -= 1
+        if self.refs[shape] == 0:
+            del self.ids[key]
+            self.free.append(shape)
+
+    def __getitem__(self, key: Key) -> int:
+        return self.ids[key]
+
+    def __len__(self) -> int:
+        """How long an array indexed by id must be (ids in use and free)."""
+        return len(self.owners)
