@@ -13,6 +13,9 @@ Promises: the optimum of that objective, exactly, with `bound == value`; except 
 knapsack is wider than `work` cells (the top levels, gangs of thousands of pods), whose merge is
 solved in units of several pods (knapsack.py): then `value` is a feasible placement's and
 `bound` a valid lower bound within TOLERANCE of it, or the whole tree is solved again exactly.
+The same answer, faster: each level's exact merges run as one batch (knapsack.merge_many), and
+levels or domains that cannot hold anything cheaper than the best found are not built
+(treejudge.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -33,32 +36,16 @@ from scheduler.placement.knapsack import (
     INF,
     WORK,
     Ints,
-    Merged,
     Vector,
     frontier,
     merge,
     merge_many,
     scale_for,
 )
+from scheduler.placement.treejudge import Judge, Node, Prior
 
 HOST, NVLINK, RACK = Tier.HOST, Tier.NVLINK, Tier.RACK
 TOLERANCE = 0.01  # a coarse solve is kept when within this share of its own lower bound
-
-
-@dataclass
-class Node:
-    level: int
-    domain: int
-    cost: Vector  # F: least cost for capacity >= x, levels below this node only; inf past its end
-    hosts: tuple[Ints, Ints] | None = None  # a leaf's (hosts, slots), largest first
-    group: int = 1  # capacity counts whole groups of this many pods (slices, TP groups)
-    children: list[Node] = field(default_factory=list)
-    merged: Merged | None = None  # a parent's knapsack, to trace back
-    floor: Vector | None = None  # a lower bound on F where `cost` is not exact
-
-    @property
-    def low(self) -> Vector:
-        return self.cost if self.floor is None else self.floor
 
 
 @dataclass(frozen=True)
@@ -70,18 +57,6 @@ class Racks:
     nodes: list[Node]
     tops: dict[int, Node]  # rack -> its node
     work: float
-
-
-@dataclass(frozen=True)
-class Prior:
-    """What an earlier solve of the same gang on the same capacity knows, for a solve that only
-    adds prices: a lower bound per domain (level -> per domain) on any placement whose lowest
-    single domain it is, and a ceiling the new optimum cannot exceed (the earlier answer's value
-    with the prices added). A domain whose bound is above the ceiling cannot hold the optimum;
-    it is built only when an ancestor can."""
-
-    lows: dict[int, Vector]
-    ceiling: float
 
 
 @dataclass(frozen=True)
@@ -111,15 +86,7 @@ class TreeDP:
         self.fabric = capacity.snapshot.fabric
         self.n = capacity.gang.pods
         self.weights = weights  # ring weight + preferred-level penalty, per level
-        self.penalty = penalty
-        self.allowed_top = allowed_top
-        # the cheapest eligible node so far (value, node) and the least lower bound of any
-        self.best: tuple[float, Node] | None = None
-        self.bound = INF
-        self.lows = {
-            level: np.full(self._count(level), self._floor(level)) for level in self._above
-        }
-        self.keep = self._keep(prior) if prior is not None else None
+        self.judge = Judge(self.fabric, weights, penalty, allowed_top, breaks or {}, self.n, prior)
         self.fresh_rack = fresh_rack
         self.breaks = breaks or {}  # level -> price per domain touched (fragments.py)
         self.nodes: list[Node] = []
@@ -178,8 +145,9 @@ class TreeDP:
     def parents(self, level: int, families: dict[int, list[tuple[Node, float]]]) -> dict[int, Node]:
         """`parent` for every domain of a level, the exact merges done together (merge_many);
         one whose children carry lower bounds, or whose knapsack is wide, is merged alone."""
-        if self.keep is not None and level in self.keep:  # racks are always built
-            keep = self.keep[level]
+        keeping = self.judge.keep
+        if keeping is not None and level in keeping:  # racks are always built
+            keep = keeping[level]
             families = {d: kids for d, kids in families.items() if keep[d]}
         group = self.size[min(level, self.fabric.top)]
         plain = [d for d, kids in families.items() if all(k.floor is None for k, _ in kids)]
@@ -209,17 +177,17 @@ class TreeDP:
         """(value, lower bound, node) of the cheapest domain of level <= allowed_top, if any.
 
         Levels are built from the bottom up while a domain there could still beat the best
-        found below (`_worth`). A coarse merge may miss a placement its lower bound allows:
+        found below (treejudge.py). A coarse merge may miss a placement its lower bound allows:
         then the value is inf."""
         fabric, w = self.fabric, self.weights
         if self.racks is None:
             self.racks = self._up_to_racks()
         self.nodes = list(self.racks.nodes)
-        self._judge(self.nodes)
+        self.judge.judge(self.nodes)
         level_nodes = self.racks.tops
         fresh = self._fresh_racks()
         for level in range(RACK, fabric.depth):
-            if not self._worth(level + 1):
+            if not self.judge.worth(level + 1):
                 break
             groups: dict[int, list[tuple[Node, float]]] = {}
             for d, node in level_nodes.items():
@@ -228,105 +196,11 @@ class TreeDP:
                 extra += self._price(level, d)
                 groups.setdefault(up, []).append((node, extra))
             level_nodes = self.parents(level + 1, groups)
-            self._judge(list(level_nodes.values()))
-        if self.best is None or not np.isfinite(self.bound):
+            self.judge.judge(list(level_nodes.values()))
+        best, bound = self.judge.best, self.judge.bound
+        if best is None or not np.isfinite(bound):
             return None
-        return self.best[0], self.bound, self.best[1]
-
-    def _eligible(self, level: int) -> bool:
-        """Within the required level; the root (above the top level) only when unrestricted."""
-        top = self.fabric.top
-        return level <= self.allowed_top or (level > top and self.allowed_top == top)
-
-    def _worth(self, level: int) -> bool:
-        """Whether a domain of `level` or above can still beat the best found. A placement whose
-        lowest single domain is there uses >= 2 domains of every level below, each paying its
-        ring weight and penalty, less the one domain's penalty it is relieved of: at least
-        2 w + p per level (scoring.py). Prices and the fresh-rack weight only add to that."""
-        if not self._eligible(level):
-            return False
-        return self.best is None or self._floor(level) < self.best[0]
-
-    def _floor(self, level: int) -> float:
-        """The least a placement whose lowest single domain is at `level` can be worth."""
-        return sum(2 * wp - p for wp, p in zip(self.weights[:level], self.penalty, strict=False))
-
-    @property
-    def _above(self) -> range:
-        """The levels built by merging (above the racks), the root (depth) last."""
-        return range(RACK + 1, self.fabric.depth + 1)
-
-    def _count(self, level: int) -> int:
-        return len(self.fabric.names[level]) if level <= self.fabric.top else 1
-
-    def _keep(self, prior: Prior) -> dict[int, npt.NDArray[np.bool_]]:
-        """Per level above the racks, the domains worth building: those whose bound does not
-        exceed the ceiling, and every domain below one that is kept (its vector feeds it)."""
-        fabric, keep = self.fabric, {}
-        margin = prior.ceiling + 1e-9 * (1 + abs(prior.ceiling))  # sums in another order
-        above: npt.NDArray[np.bool_] = np.zeros(1, dtype=bool)
-        for level in reversed(self._above):
-            mine = prior.lows[level] <= margin
-            if level < fabric.depth:
-                up = np.asarray(fabric.parent[level], dtype=np.int64) if level < fabric.top else 0
-                mine |= above[up]
-            keep[level], above = mine, mine
-        return keep
-
-    def _judge(self, nodes: list[Node]) -> None:
-        """Fold `nodes` (in build order: the first of equal value wins) into best and bound.
-        A node's value is F[n], less the penalties of the levels below it (one domain there
-        never pays them), plus what touching it and its ancestors is priced (`chain`)."""
-        levels = np.fromiter((node.level for node in nodes), dtype=np.int64, count=len(nodes))
-        eligible = [self._eligible(level) for level in range(self.fabric.depth + 1)]
-        if not all(eligible[lv] for lv in np.unique(levels).tolist()):
-            nodes = [node for node in nodes if eligible[node.level]]
-            levels = levels[np.asarray(eligible)[levels]]
-        if not nodes:
-            return
-        n = self.n
-        relief = np.cumsum([0.0, *self.penalty])
-        adjust = self._chains(nodes, levels) - relief[np.minimum(levels, len(self.penalty))]
-        values = _column(nodes, n, low=False) + adjust
-        lows = _column(nodes, n, low=True) + adjust
-        self.bound = min(self.bound, float(lows.min()))
-        self._remember(nodes, levels, lows)
-        i = int(values.argmin())
-        if self.best is None or values[i] < self.best[0]:
-            self.best = (float(values[i]), nodes[i])
-
-    def _remember(self, nodes: list[Node], levels: Ints, lows: Vector) -> None:
-        """Each merged domain's lower bound, for a later solve that adds prices (Prior)."""
-        for level in np.unique(levels[levels > RACK]).tolist():
-            at = np.flatnonzero(levels == level)
-            domains = np.fromiter((nodes[i].domain for i in at), dtype=np.int64, count=len(at))
-            self.lows[level][domains] = lows[at]
-
-    def _chains(self, nodes: list[Node], levels: Ints) -> Vector:
-        """`chain` of every node: what touching it and its ancestors is priced."""
-        out = np.zeros(len(nodes))
-        if not self.breaks:
-            return out
-        domains = np.fromiter((node.domain for node in nodes), dtype=np.int64, count=len(nodes))
-        for level in np.unique(levels).tolist():
-            if level <= self.fabric.top:
-                at = levels == level
-                out[at] = self._chain_table(level)[domains[at]]
-        return out
-
-    def _chain_table(self, level: int) -> Vector:
-        """Per domain of `level`: the prices of it and its ancestors up to the top."""
-        fabric = self.fabric
-        if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
-            return self._chain_table(RACK)[np.asarray(fabric.parent[NVLINK], dtype=np.int64)]
-        table = self._prices(fabric.top)
-        for up in range(fabric.top - 1, level - 1, -1):
-            table = self._prices(up) + table[np.asarray(fabric.parent[up], dtype=np.int64)]
-        return table
-
-    def _prices(self, level: int) -> Vector:
-        prices = self.breaks.get(level)
-        return np.zeros(len(self.fabric.names[level])) if prices is None else prices
+        return best[0], bound, best[1]
 
     def _up_to_racks(self) -> Racks:
         fabric, w = self.fabric, self.weights
@@ -423,7 +297,7 @@ def solve_tree(
     hosts: dict[int, int] = {}
     dp.collect(node, n, hosts)
     counts = spread_pods(capacity, hosts)
-    return None if counts is None else DPResult(counts, value, bound, dp.racks, dp.lows)
+    return None if counts is None else DPResult(counts, value, bound, dp.racks, dp.judge.lows)
 
 
 @contextmanager
@@ -439,17 +313,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
-
-
-def _column(nodes: list[Node], x: int, low: bool) -> Vector:
-    """Each node's F[x] (its lower bound on it, if `low`); inf where its vector ends first
-    (most nodes of a wide fabric: their domains cannot hold the gang alone)."""
-    vectors = [node.low for node in nodes] if low else [node.cost for node in nodes]
-    out = np.full(len(vectors), INF)
-    reach = [i for i, v in enumerate(vectors) if len(v) > x]
-    if reach:
-        out[reach] = [vectors[i][x] for i in reach]
-    return out
 
 
 def best_fit_host(

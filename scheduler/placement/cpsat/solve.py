@@ -23,7 +23,8 @@ from scheduler.placement.scoring import (
     preference_weights,
     ring_cost,
 )
-from scheduler.placement.treedp import DPResult, Prior, Racks, solve_tree
+from scheduler.placement.treedp import DPResult, Racks, solve_tree
+from scheduler.placement.treejudge import Prior
 
 
 @dataclass(frozen=True)

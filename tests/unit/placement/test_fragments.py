@@ -13,7 +13,8 @@ from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.fragments import Breakage
 from scheduler.placement.scoring import level_weights, preference_weights
-from scheduler.placement.treedp import Prior, TreeDP, solve_tree
+from scheduler.placement.treedp import TreeDP, solve_tree
+from scheduler.placement.treejudge import Prior
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
 from tests.unit.placement.bruteforce import minimum
