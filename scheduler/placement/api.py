@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import cpsat, roles, slices
+from scheduler.placement import collector, cpsat, roles, slices
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -58,6 +58,11 @@ def place(
 
 
 def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
+    with collector.paused():
+        return _place_one(snapshot, gang, config)
+
+
+def _place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
     start = time.perf_counter()
     capacity = Capacity.of(snapshot, gang)
     fabric = snapshot.fabric

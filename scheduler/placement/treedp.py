@@ -20,9 +20,6 @@ levels or domains that cannot hold anything cheaper than the best found are not 
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -281,16 +278,11 @@ def solve_tree(
         host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
-    with _collector_paused():
-        dp = TreeDP(
-            capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks, prior
-        )
+    dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks, prior)
+    found = dp.solve()
+    if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
+        dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks, None, prior)
         found = dp.solve()
-        if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse, too loose
-            dp = TreeDP(
-                capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks, None, prior
-            )
-            found = dp.solve()
     if found is None:
         return None
     value, bound, node = found
@@ -298,21 +290,6 @@ def solve_tree(
     dp.collect(node, n, hosts)
     counts = spread_pods(capacity, hosts)
     return None if counts is None else DPResult(counts, value, bound, dp.racks, dp.judge.lows)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """A solve makes tens of thousands of short-lived objects, none in a cycle (a tree of
-    nodes and their vectors), on a heap that holds the whole fabric: a cyclic collection
-    started mid-solve scans that heap and costs more than the solve (at 400k GPUs, about a
-    third of it). Reference counting frees what the solve drops; the collector runs again after."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def best_fit_host(
