@@ -118,6 +118,16 @@ def test_switched_off_it_is_the_j_optimum(seed):
             assert p.objective == pytest.approx(best)
 
 
+def first_solve(snapshot: Snapshot, pods: int):
+    """A gang of `pods` x 2 GPUs: its capacity, weights, preference weights and the J solve."""
+    fabric = snapshot.fabric
+    gang = GangRequest(name="g", pods=pods, gpus_per_pod=2)
+    capacity = Capacity.of(snapshot, gang)
+    weights = level_weights(fabric, gang)
+    prefs = preference_weights(fabric, gang, weights)
+    return capacity, weights, prefs, solve_tree(capacity, weights, fabric.top, 0.0, prefs)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_priced_solve_from_the_first_solves_racks_is_the_solve_from_scratch(seed):
     """The second solve reuses the tree below the racks (no prices there): same answer as
@@ -128,14 +138,10 @@ def test_the_priced_solve_from_the_first_solves_racks_is_the_solve_from_scratch(
     ):
         snapshot = fragmented(fabric, busy=0.4, seed=seed)
         for pods in (3, 9, 17):
-            gang = GangRequest(name="g", pods=pods, gpus_per_pod=2)
-            capacity = Capacity.of(snapshot, gang)
-            weights = level_weights(fabric, gang)
-            prefs = preference_weights(fabric, gang, weights)
-            first = solve_tree(capacity, weights, fabric.top, 0.0, prefs)
+            capacity, weights, prefs, first = first_solve(snapshot, pods)
             if first is None or first.racks is None:
                 continue
-            breaks = Breakage.of(snapshot, gang.pool).scaled(0.3)
+            breaks = Breakage.of(snapshot, capacity.gang.pool).scaled(0.3)
             reused = solve_tree(
                 capacity, weights, fabric.top, 0.0, prefs, breaks=breaks, racks=first.racks
             )
@@ -160,14 +166,10 @@ def test_the_priced_solve_skips_only_domains_that_cannot_hold_its_optimum():
     ):
         for seed, pods, share in itertools.product(range(5), (9, 17, 30), (0.05, 0.3)):
             snapshot = fragmented(fabric, busy=0.4, seed=seed)
-            gang = GangRequest(name="g", pods=pods, gpus_per_pod=2)
-            capacity = Capacity.of(snapshot, gang)
-            weights = level_weights(fabric, gang)
-            prefs = preference_weights(fabric, gang, weights)
-            first = solve_tree(capacity, weights, fabric.top, 0.0, prefs)
+            capacity, weights, prefs, first = first_solve(snapshot, pods)
             if first is None or first.lows is None:
                 continue
-            breakage = Breakage.of(snapshot, gang.pool)
+            breakage = Breakage.of(snapshot, capacity.gang.pool)
             lam = share * first.value / breakage.value(snapshot, first.counts)
             prior = Prior(first.lows, first.value + lam * breakage.value(snapshot, first.counts))
             solves = [
