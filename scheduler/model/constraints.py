@@ -107,6 +107,12 @@ class NodeConstraints(_Frozen):
     affinity: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
 
+    @property
+    def label_keys(self) -> tuple[str, ...]:
+        """The node labels whose values decide `admits` (with the taints): nothing else does."""
+        keys = [k for k, _ in self.selector] + [r.key for t in self.affinity for r in t]
+        return tuple(dict.fromkeys(keys))
+
     def admits(self, labels: dict[str, str], taints: tuple[Taint, ...]) -> bool:
         if any(labels.get(k) != v for k, v in self.selector):
             return False

@@ -27,7 +27,6 @@ Offers = tuple[Ints, Vector]  # a child's (capacities, costs), both increasing
 INF = float("inf")
 WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exactly
 HISTORY = 1_000_000  # cost cells merge_many keeps for the trace-back; past it, it recomputes
-FEW = 0  # offers per child up to which merge_many compares them one by one
 
 
 @dataclass
@@ -59,7 +58,7 @@ class Replay:
         return int(self.choices[child][x])
 
 
-Choices = list[npt.NDArray[np.int32]] | npt.NDArray[np.int32] | Replay
+Choices = list[npt.NDArray[np.int32]] | Replay  # merge's, or merge_many's made again
 
 
 @dataclass(frozen=True)

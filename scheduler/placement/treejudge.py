@@ -125,7 +125,7 @@ class Judge:
     def judge(self, nodes: list[Node]) -> None:
         """Fold `nodes` (in build order: the first of equal value wins) into best and bound.
         A node's value is F[n], less the penalties of the levels below it (one domain there
-        never pays them), plus what touching it and its ancestors is priced (`chain`)."""
+        never pays them), plus what touching it and its ancestors is priced (`_chains`)."""
         levels = np.fromiter((node.level for node in nodes), dtype=np.int64, count=len(nodes))
         eligible = [self.eligible(level) for level in range(self.fabric.depth + 1)]
         if not all(eligible[lv] for lv in np.unique(levels).tolist()):

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.model.constraints import NodeConstraints, Taint
+from scheduler.model.constraints import NodeConstraints
 from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 
 ROOT = "fabric"
@@ -171,31 +171,22 @@ class Fabric:
         a handful of constraint sets, so each mask is computed once per fabric."""
         mask = self._admits.get(constraints)
         if mask is None:
-            kinds, kind_of = self._node_kinds
-            mask = np.asarray([constraints.admits(*kind) for kind in kinds], dtype=bool)[kind_of]
+            keys = constraints.label_keys
+            kinds: dict[tuple[object, ...], bool] = {}
+            mask = np.empty(len(self.hosts), dtype=bool)
+            for h, host in enumerate(self.hosts):
+                # hosts alike in the labels it reads and in their taints get the same answer
+                kind = (host.taints, *(host.labels.get(k) for k in keys))
+                found = kinds.get(kind)
+                if found is None:
+                    found = kinds[kind] = constraints.admits(host.labels, host.taints)
+                mask[h] = found
             self._admits[constraints] = mask
         return mask
 
     @cached_property
     def _admits(self) -> dict[NodeConstraints, npt.NDArray[np.bool_]]:
         return {}
-
-    @cached_property
-    def _node_kinds(
-        self,
-    ) -> tuple[list[tuple[dict[str, str], tuple[Taint, ...]]], npt.NDArray[np.int64]]:
-        """The distinct (labels, taints) the hosts carry, and each host's: thousands of nodes
-        share a handful, so a constraint set is checked once per kind, not per host."""
-        index: dict[tuple[frozenset[tuple[str, str]], tuple[Taint, ...]], int] = {}
-        kinds: list[tuple[dict[str, str], tuple[Taint, ...]]] = []
-        kind_of = np.empty(len(self.hosts), dtype=np.int64)
-        for h, host in enumerate(self.hosts):
-            key = (frozenset(host.labels.items()), host.taints)
-            if key not in index:
-                index[key] = len(kinds)
-                kinds.append((host.labels, host.taints))
-            kind_of[h] = index[key]
-        return kinds, kind_of
 
     @cached_property
     def dfs_position(self) -> dict[int, int]:
