@@ -45,13 +45,13 @@ class PoolOrder:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def add(self, entry: Entry, shape: int) -> None:
+    def add(self, entry: Entry) -> None:
         i = bisect.bisect_left(self.orders, entry.order)
         self.orders.insert(i, entry.order)
         self.keys.insert(i, entry.key)
         estimate = np.nan if entry.estimate_s is None else entry.estimate_s
         self.pods = np.insert(self.pods, i, entry.gang.pods)
-        self.shapes = np.insert(self.shapes, i, shape)
+        self.shapes = np.insert(self.shapes, i, entry.shape)
         self.estimates = np.insert(self.estimates, i, estimate)
 
     def remove(self, entry: Entry) -> None:

@@ -174,11 +174,12 @@ class SchedulingQueue:
         """Queue a gang (no-op when queued already)."""
         if key not in self._entries:
             entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
-            shape, fresh = self._shapes.take(_shape_key(entry), (gang.priority, tenant))
-            if fresh:  # an id freed by a shape no gang has any more: its knowledge goes too
+            shape, reused = self._shapes.take(_shape_key(entry), (gang.priority, tenant))
+            if reused:  # freed by a shape no gang has any more: what was known goes with it
                 for known in self._known.values():
                     known.pop(shape, None)
-            self._orders.setdefault(gang.pool, PoolOrder()).add(entry, shape)
+            entry.shape = shape
+            self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
 
     def remove(self, key: str) -> None:
         self._drop(key)
@@ -189,7 +190,7 @@ class SchedulingQueue:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._orders[entry.gang.pool].remove(entry)
-            self._shapes.release(_shape_key(entry))
+            self._shapes.release(entry.shape)
 
     def keys(self) -> set[str]:
         return set(self._entries)
@@ -450,7 +451,7 @@ class SchedulingQueue:
         if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
             self._still_patient(c, entry)
             return
-        shape = self._shape_id(entry)
+        shape = entry.shape
         known = self._known.get((v.seen(), v.held), {}).get(shape)
         if known is not None and known.pods <= entry.gang.pods and self._holds(c, v, shape, known):
             self._known_unplaceable(c, entry, p, v, known)
@@ -459,9 +460,6 @@ class SchedulingQueue:
             return
         p.attempts += 1
         self._attempt(c, entry, p, v)
-
-    def _shape_id(self, entry: Entry) -> int:
-        return self._shapes[_shape_key(entry)]
 
     def _still_known(self, c: _Cycle, v: _View) -> dict[int, Known]:
         """What is known unplaceable on this view, per shape, that still holds: found when the
@@ -558,7 +556,7 @@ class SchedulingQueue:
         at = (v.seen(), v.held)
         known = self._known.setdefault(at, {})
         self._known.move_to_end(at)
-        shape = self._shape_id(entry)
+        shape = entry.shape
         victims = self._victims(c, v.pool, entry.gang.priority, entry.tenant)
         old = known.get(shape)
         if old is None or old.victims != victims or entry.gang.pods < old.pods:

@@ -13,37 +13,36 @@ Key = tuple[object, ...]
 @dataclass
 class ShapeIds:
     ids: dict[Key, int] = field(default_factory=dict)
+    keys: list[Key] = field(default_factory=list)  # id -> its shape (while in use)
     owners: list[tuple[int, str]] = field(default_factory=list)  # id -> (priority, tenant)
     refs: list[int] = field(default_factory=list)  # id -> queued gangs of that shape
     free: list[int] = field(default_factory=list)
 
     def take(self, key: Key, owner: tuple[int, str]) -> tuple[int, bool]:
-        """The id of `key`, held by one more gang; True when it was free until now (whatever
-        was known under it belongs to another shape)."""
+        """The id of `key`, held by one more gang; True when that id was another shape's
+        before (whatever was known under it is not this shape's)."""
         found = self.ids.get(key)
         if found is not None:
             self.refs[found] += 1
             return found, False
-        if self.free:
+        reused = bool(self.free)
+        if reused:
             new = self.free.pop()
-            self.owners[new], self.refs[new] = owner, 1
+            self.keys[new], self.owners[new], self.refs[new] = key, owner, 1
         else:
             new = len(self.owners)
+            self.keys.append(key)
             self.owners.append(owner)
             self.refs.append(1)
         self.ids[key] = new
-        return new, True
+        return new, reused
 
-    def release(self, key: Key) -> None:
-        """One gang of `key` fewer; its id is freed when none is left."""
-        shape = self.ids[key]
+    def release(self, shape: int) -> None:
+        """One gang of that shape fewer; its id is freed when none is left."""
         self.refs[shape] -= 1
         if self.refs[shape] == 0:
-            del self.ids[key]
+            del self.ids[self.keys[shape]]
             self.free.append(shape)
-
-    def __getitem__(self, key: Key) -> int:
-        return self.ids[key]
 
     def __len__(self) -> int:
         """How long an array indexed by id must be (ids in use and free)."""

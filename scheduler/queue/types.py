@@ -117,6 +117,7 @@ class Entry:
     reserved: tuple[bytes, Reservation | None] | None = None
     # queue order: priority (higher first), arrival, name, key; fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
+    shape: int = field(init=False, default=-1)  # its shape id while queued (queue/shapes.py)
 
     def __post_init__(self) -> None:
         self.order = (-self.gang.priority, self.arrival, self.gang.name, self.key)
