@@ -99,7 +99,7 @@ def _place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pl
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
     broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
-    return _with_roles(snapshot, gang, placement, counts, start, config)
+    return _with_roles(capacity, placement, counts, start, config)
 
 
 def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> float:
@@ -111,14 +111,14 @@ def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) 
 
 
 def _with_roles(
-    snapshot: Snapshot,
-    gang: GangRequest,
+    capacity: Capacity,
     placement: Placement,
     counts: Mapping[int, int],
     start: float,
     config: PlaceConfig,
 ) -> Placement:
     """The roles' pods after the workers', or the whole gang unplaceable (all or nothing)."""
+    snapshot, gang = capacity.snapshot, capacity.gang
     if not gang.roles:
         return placement
     work = snapshot.copy()
@@ -129,20 +129,18 @@ def _with_roles(
     pods = (*placement.pods, *others)
     whole = placement.model_copy(update={"pods": pods})
     if any(r.gradients for r in gang.roles):
-        whole = _in_ring(snapshot, gang, whole, config)
+        whole = _in_ring(capacity, whole, config)
     return whole.model_copy(update={"solve_seconds": time.perf_counter() - start})
 
 
-def _in_ring(
-    snapshot: Snapshot, gang: GangRequest, placement: Placement, config: PlaceConfig
-) -> Placement:
+def _in_ring(capacity: Capacity, placement: Placement, config: PlaceConfig) -> Placement:
     """J, the traffic and the domains of a gang whose roles join the gradient ring count their
     pods too. The bound (the workers' alone) stays valid, since the ring only adds hosts; the
     placement is optimal only where J still meets it (roles are placed greedily, nearest)."""
-    fabric = snapshot.fabric
+    fabric, gang = capacity.snapshot.fabric, capacity.gang
     ring = {r.name for r in gang.roles if r.gradients}
     counts = Counter(fabric.host_index[p.host] for p in placement.pods if p.role in ring | {""})
-    value = j_value(Capacity.of(snapshot, gang), counts, config)
+    value = j_value(capacity, counts, config)
     flow = traffic(fabric, gang, placement.pods)
     bound = placement.bound
     return placement.model_copy(
