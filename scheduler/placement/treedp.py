@@ -83,9 +83,9 @@ class TreeDP:
         self.fabric = capacity.snapshot.fabric
         self.n = capacity.gang.pods
         self.weights = weights  # ring weight + preferred-level penalty, per level
+        # what is kept of the nodes built, with the prices of touching domains (fragments.py)
         self.judge = Judge(self.fabric, weights, penalty, allowed_top, breaks or {}, self.n, prior)
         self.fresh_rack = fresh_rack
-        self.breaks = breaks or {}  # level -> price per domain touched (fragments.py)
         self.nodes: list[Node] = []
         # whole groups per domain at each level (slices, TP groups)
         self.size = slices.sizes(self.fabric, capacity.gang)
@@ -187,10 +187,11 @@ class TreeDP:
             if not self.judge.worth(level + 1):
                 break
             groups: dict[int, list[tuple[Node, float]]] = {}
+            prices = self.judge.prices(level)
             for d, node in level_nodes.items():
                 up = fabric.parent[level][d] if level < fabric.top else 0
                 extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
-                extra += self._price(level, d)
+                extra += float(prices[d])
                 groups.setdefault(up, []).append((node, extra))
             level_nodes = self.parents(level + 1, groups)
             self.judge.judge(list(level_nodes.values()))
@@ -223,10 +224,6 @@ class TreeDP:
         order = np.lexsort((hosts, -slots, key))
         key, hosts, slots = key[order], hosts[order], slots[order]
         return key, hosts, slots, np.flatnonzero(np.diff(key, prepend=key[0] - 1))
-
-    def _price(self, level: int, domain: int) -> float:
-        prices = self.breaks.get(level)
-        return 0.0 if prices is None else float(prices[domain])
 
     def _fresh_racks(self) -> set[int]:
         return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()

@@ -81,6 +81,7 @@ class Judge:
             level: np.full(self._count(level), self._floor(level)) for level in self._above
         }
         self.keep = self._keep(prior) if prior is not None else None
+        self._tables: dict[int, Vector] = {}  # level -> `_chain_table`
 
     def eligible(self, level: int) -> bool:
         """Within the required level; the root (above the top level) only when unrestricted."""
@@ -117,7 +118,7 @@ class Judge:
         for level in reversed(self._above):
             mine = prior.lows[level] <= margin
             if level < fabric.depth:
-                up = np.asarray(fabric.parent[level], dtype=np.int64) if level < fabric.top else 0
+                up = fabric.parent_columns[level] if level < fabric.top else 0
                 mine |= above[up]
             keep[level], above = mine, mine
         return keep
@@ -164,16 +165,24 @@ class Judge:
         return out
 
     def _chain_table(self, level: int) -> Vector:
-        """Per domain of `level`: the prices of it and its ancestors up to the top."""
-        fabric = self.fabric
-        if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
-            return self._chain_table(RACK)[np.asarray(fabric.parent[NVLINK], dtype=np.int64)]
-        table = self._prices(fabric.top)
-        for up in range(fabric.top - 1, level - 1, -1):
-            table = self._prices(up) + table[np.asarray(fabric.parent[up], dtype=np.int64)]
+        """Per domain of `level`: the prices of it and its ancestors up to the top (each level's
+        is made once, from the one above it)."""
+        table = self._tables.get(level)
+        if table is None:
+            fabric = self.fabric
+            if level < RACK:  # an NVLink domain: its rack is the first priced ancestor
+                table = self._chain_table(RACK)[fabric.parent_columns[NVLINK]]
+            elif level == fabric.top:
+                table = self.prices(level)
+            else:
+                table = (
+                    self.prices(level) + self._chain_table(level + 1)[fabric.parent_columns[level]]
+                )
+            self._tables[level] = table
         return table
 
-    def _prices(self, level: int) -> Vector:
+    def prices(self, level: int) -> Vector:
+        """What touching each domain of `level` is priced (0 where nothing is)."""
         prices = self.breaks.get(level)
         return np.zeros(len(self.fabric.names[level])) if prices is None else prices
 

@@ -153,6 +153,11 @@ class Fabric:
         return tuple(np.asarray(c, dtype=np.int64) for c in self.domain)
 
     @cached_property
+    def parent_columns(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """parent[level] as numpy arrays (empty for the top level)."""
+        return tuple(np.asarray(p, dtype=np.int64) for p in self.parent)
+
+    @cached_property
     def extended_names(self) -> tuple[str, ...]:
         """Extended resources any host offers."""
         return tuple(sorted({name for h in self.hosts for name in h.extended}))
