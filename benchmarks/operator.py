@@ -46,7 +46,6 @@ from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
 from scheduler.controller.jobs import translate
 from scheduler.controller.pods import pod
-from scheduler.controller.state import NODE_ANNOTATION as NODE
 from scheduler.topology import generate
 
 Obj = dict[str, Any]
@@ -234,7 +233,7 @@ def main() -> None:
         spec = generate(blocks=5, racks=25, hosts=8, gpus=8)
         create_nodes(admin, spec, OperatorConfig())
         nodes = [h.name for h in spec.hosts for _ in range(8)][:total]
-        rows.append(show(phase_null(admin, the_same_pods(admin, sizes, nodes))))
+        rows.append(show(phase_null(admin, the_same_pods(admin, sizes), nodes)))
         clean(admin)
         operator = Operator(cluster, workdir)
         rows.append(show(phase_training(admin, operator, sizes)))
@@ -247,7 +246,7 @@ def main() -> None:
         peak = operator.peak
         operator.close()
         clean(admin)
-        rows.append(show(phase_kube_scheduler(admin, the_same_pods(admin, sizes, nodes))))
+        rows.append(show(phase_kube_scheduler(admin, the_same_pods(admin, sizes))))
     finally:
         cluster.stop()
     report(rows, total, idle, peak)
@@ -258,11 +257,12 @@ def show(row: list[str]) -> list[str]:
     return row
 
 
-def the_same_pods(admin: Gateway, sizes: list[int], nodes: list[str]) -> list[Obj]:
+def the_same_pods(admin: Gateway, sizes: list[int]) -> list[Obj]:
     """The pods rackwise makes for the 200 TrainingJobs (env, labels, owner references, pool
-    selector and toleration), each meant for a precomputed node: what the null scheduler and
-    kube-scheduler get, so that every path handles the same objects. The jobs exist (created
-    here with no operator running), so the garbage collector keeps their pods."""
+    selector and toleration), in rank order: what the null scheduler (which binds pod i to the
+    i-th precomputed node) and kube-scheduler get, so that every path handles the same objects.
+    The jobs exist (created here with no operator running), so the garbage collector keeps
+    their pods."""
     pool_map(
         lambda i: admin.custom.create_namespaced_custom_object(
             GROUP, VERSION, "default", PLURAL, training_job(i, sizes[i])
@@ -271,21 +271,21 @@ def the_same_pods(admin: Gateway, sizes: list[int], nodes: list[str]) -> list[Ob
     )
     config = OperatorConfig()
     jobs = sorted(admin.jobs(), key=lambda j: int(j["metadata"]["name"].split("-")[1]))
-    bodies, at = [], 0
-    for job in jobs:
-        view = translate(job, config)
-        for rank in range(view.gang.pods):
-            bodies.append(pod(view, rank, nodes[at], config))
-            at += 1
-    return bodies
+    return [
+        pod(view, rank, config)
+        for view in (translate(j, config) for j in jobs)
+        for rank in range(view.gang.pods)
+    ]
 
 
-def phase_null(admin: Gateway, bodies: list[Obj]) -> list[str]:
-    def one(body: Obj) -> None:
+def phase_null(admin: Gateway, bodies: list[Obj], nodes: list[str]) -> list[str]:
+    def one(item: tuple[Obj, str]) -> None:
+        body, node = item
         admin.create_pod("default", body | {"spec": body["spec"] | {"schedulerName": "null"}})
-        admin.bind("default", body["metadata"]["name"], body["metadata"]["annotations"][NODE])
+        admin.bind("default", body["metadata"]["name"], node)
 
-    seconds, bound = timed(admin, len(bodies), lambda: pool_map(one, bodies))
+    pairs = list(zip(bodies, nodes, strict=False))
+    seconds, bound = timed(admin, len(bodies), lambda: pool_map(one, pairs))
     return ["null scheduler (create + bind)", f"{seconds:.1f}", str(bound), "", ""]
 
 

@@ -2,7 +2,8 @@
 done and the cache does not show yet.
 
 Contract. After binding a gang's pods (its own, or a pod group's members) the operator expects
-each pod to show on its node; after deleting pods it expects them gone. Until the cache shows
+each pod to show on its node; after creating pods, to see them; after deleting pods, to see
+them gone. Until the cache shows
 that, the owner (a job's uid, a group's key) is not judged again (a judgment on the stale
 picture would bind twice, roll back a complete gang, or count one failure twice), and the hosts
 of expected pods the cache does not show at all are charged, so no other gang is placed on
@@ -28,6 +29,7 @@ PodKey = tuple[str, str]  # (namespace, name)
 class Expected:
     bound: dict[PodKey, str] = field(default_factory=dict)  # pod -> the node it must show
     gone: set[str] = field(default_factory=set)  # uids of pods that must disappear
+    made: set[PodKey] = field(default_factory=set)  # pods created that must appear
     # the bound pods' charges, for as long as the cache does not show them
     charge: list[tuple[GangRequest, list[tuple[PodAssignment, PodKey]]]] = field(
         default_factory=list
@@ -50,9 +52,9 @@ class Expectations:
             entry.bound[key] = pod.host
         entry.charge.append((gang, list(zip(placement.pods, keys, strict=True))))
 
-    def shown(self, owner: str, bound: dict[PodKey, str]) -> None:
-        """Pods (already charged where the cache shows them) must show on these nodes."""
-        self._entry(owner).bound.update(bound)
+    def created(self, owner: str, namespace: str, names: list[str]) -> None:
+        """Pods `names` were created: judged again once the cache shows them all."""
+        self._entry(owner).made.update((namespace, name) for name in names)
 
     def gone(self, owner: str, pods: list[Obj]) -> None:
         """`pods` were deleted: expected gone, and no longer expected bound (nor charged)."""
@@ -74,7 +76,8 @@ class Expectations:
         for owner, entry in list(self.owners.items()):
             entry.bound = {k: h for k, h in entry.bound.items() if _node(seen.get(k)) != h}
             entry.gone &= uids
-            if (not entry.bound and not entry.gone) or now > entry.deadline:
+            entry.made -= seen.keys()
+            if (not entry.bound and not entry.gone and not entry.made) or now > entry.deadline:
                 del self.owners[owner]
 
     def waiting(self, owner: str) -> bool:

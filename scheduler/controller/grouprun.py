@@ -6,7 +6,11 @@ have arrived by then are placed together; a group without a PodGroup object wait
 event (rackwise cannot know its size). New members of a group placed before (a replaced pod) go
 near the others (placement.repair) without queueing. Each group is handled on its own: a
 malformed one gets an event and the others go on. Pod groups are never preemption victims:
-rackwise does not delete pods it did not create."""
+rackwise does not delete pods it did not create.
+
+A TrainingJob's gang takes the same path once its pods exist (launch.py): it is queued as a
+`Waiting` of its unbound pods and started by `bind`; only its status and events are the
+job's own (reconciler.py)."""
 
 from __future__ import annotations
 
@@ -34,12 +38,14 @@ log = structlog.get_logger("rackwise")
 
 @dataclass(frozen=True)
 class Waiting:
-    """A group the queue decides about: its waiting members, rank i = pods[i]."""
+    """A gang the queue decides about: its unbound pods, rank i = pods[i]."""
 
+    key: str  # the queue's key: a group's `podgroup:<ns>/<name>`, a TrainingJob's uid
     members: Members
     gang: GangRequest
     pods: list[Obj]
     arrival: float
+    expected_s: float | None = None  # the run time its owner declared
 
 
 @dataclass
@@ -58,16 +64,16 @@ class GroupRunner:
 
     def forget(self, live: set[str]) -> None:
         self.reasons = {k: v for k, v in self.reasons.items() if k in live}
-        self.queued = {k: v for k, v in self.queued.items() if k in live}
 
-    def enqueue(self, groups: dict[str, Waiting]) -> None:
-        """Into the queue; a group whose gang changed (more members) is queued anew, keeping
-        its arrival."""
-        for key, w in groups.items():
+    def enqueue(self, waiting: dict[str, Waiting]) -> None:
+        """Into the queue, every gang that waits this cycle (pod groups and TrainingJobs); one
+        whose gang changed (more members, an edited spec) is queued anew, keeping its
+        arrival."""
+        for key, w in waiting.items():
             if self.queued.get(key) not in (None, w.gang):
                 self.queue.remove(key)
-            self.queued[key] = w.gang
-            self.queue.add(key, w.gang, w.arrival, w.members.namespace)
+            self.queue.add(key, w.gang, w.arrival, w.members.namespace, w.expected_s)
+        self.queued = {key: w.gang for key, w in waiting.items()}
 
     def one(self, members: Members, state: ClusterState | None) -> Waiting | None:
         waiting, bound = members.waiting, members.bound
@@ -86,7 +92,7 @@ class GroupRunner:
             return None
         arrival = min(created(p) for p in waiting)
         request, ordered = gang(members, waiting, self.config)
-        return Waiting(members, request, ordered, arrival)
+        return Waiting(members.key, members, request, ordered, arrival)
 
     def _incomplete(self, members: Members, arrived: int, need: int) -> None:
         first = min(created(p) for p in members.pods)
@@ -120,33 +126,45 @@ class GroupRunner:
         state.snapshot.apply(waiting.gang, placement)
         ok = self._bind(waiting.members, waiting.gang, placement, dict(enumerate(waiting.pods)))
         if ok:
-            self.queue.succeeded(waiting.members.key)
+            self.queue.succeeded(waiting.key)
             self.metrics.placed(waiting.gang, self.wall() - waiting.arrival)
         else:
-            self.queue.backoff(waiting.members.key, self.clock())
+            self.queue.backoff(waiting.key, self.clock())
         return ok
 
     def _bind(
         self, members: Members, whole: GangRequest, placement: Placement, pods: dict[int, Obj]
     ) -> bool:
-        """Bind pods[rank] where `placement` puts that rank; the cache is expected to show
-        every binding that succeeded before the group is judged again."""
+        results = self.bind(members.key, members.namespace, whole, placement, pods)
+        if all(results):
+            spans = ", ".join(f"{n} {lv}" for lv, n in placement.domains.items() if n > 1)
+            message = f"bound {len(results)} pods" + (f" spanning {spans}" if spans else "")
+            self.tell(members, "Normal", "Scheduled", message)
+            return True
+        failed = len(results) - sum(results)
+        message = f"{failed} of {len(results)} bindings failed; the rest will be placed near"
+        self.tell(members, "Warning", "BindFailed", message)
+        return False
+
+    def bind(
+        self,
+        owner: str,
+        namespace: str,
+        whole: GangRequest,
+        placement: Placement,
+        pods: dict[int, Obj],
+    ) -> list[bool]:
+        """Bind pods[rank] where `placement` puts that rank (for every rank in `pods`); the
+        cache is expected to show every binding that succeeded before `owner` is judged
+        again. One result per pod bound, in placement order."""
         todo = [a for a in placement.pods if a.rank in pods]
-        pairs = [(members.namespace, pods[a.rank]["metadata"]["name"], a.host) for a in todo]
+        pairs = [(namespace, pods[a.rank]["metadata"]["name"], a.host) for a in todo]
         results = self.bind_all(pairs)
         done = [a for a, ok in zip(todo, results, strict=True) if ok]
         names = [pods[a.rank]["metadata"]["name"] for a in done]
         only = placement.model_copy(update={"pods": tuple(done)})
-        self.expect.bound(members.key, whole, only, names)
-        if all(results):
-            spans = ", ".join(f"{n} {lv}" for lv, n in placement.domains.items() if n > 1)
-            message = f"bound {len(pairs)} pods" + (f" spanning {spans}" if spans else "")
-            self.tell(members, "Normal", "Scheduled", message)
-            return True
-        failed = len(results) - sum(results)
-        message = f"{failed} of {len(pairs)} bindings failed; the rest will be placed near"
-        self.tell(members, "Warning", "BindFailed", message)
-        return False
+        self.expect.bound(owner, whole, only, names)
+        return results
 
     def wait(self, waiting: Waiting, reason: str, message: str) -> None:
         kind = "Warning" if reason == "Unplaceable" else "Normal"

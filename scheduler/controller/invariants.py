@@ -3,8 +3,8 @@ the kill test and `make soak`; written without the reconciler's code paths).
 
 - no node holds more than its allocatable of any resource rackwise charges, or more pods than
   its `pods` allocatable (every non-finished pod counts, bound or reserved, whoever placed it);
-- once the operator has settled, no gang is half there: a TrainingJob's pods are either none
-  or all of its replicas, all bound."""
+- once the operator has settled, no gang is half bound: a TrainingJob's pods are either none,
+  all of them unbound (waiting to be placed), or all of them bound."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ Obj = dict[str, Any]
 class Report:
     oversubscribed: list[str] = field(default_factory=list)  # "node: resource used/allocatable"
     half_bound: list[str] = field(default_factory=list)  # job keys
-    unplaced: list[str] = field(default_factory=list)  # valid jobs with no pods
+    unplaced: list[str] = field(default_factory=list)  # jobs with no pod bound
 
     @property
     def violations(self) -> int:
@@ -68,7 +68,7 @@ def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) ->
 
 
 def half_bound(jobs: list[Obj], pods: list[Obj]) -> tuple[list[str], list[str]]:
-    """(jobs with some but not all pods, or unbound pods; jobs with no pods at all)."""
+    """(jobs with some pods bound but not all of their pods; jobs with no pod bound)."""
     by_owner: dict[str, list[Obj]] = {}
     for pod in pods:
         uid = owned_by(pod)
@@ -79,13 +79,17 @@ def half_bound(jobs: list[Obj], pods: list[Obj]) -> tuple[list[str], list[str]]:
         meta = job["metadata"]
         name = f"{meta['namespace']}/{meta['name']}"
         mine = by_owner.get(meta["uid"], [])
-        if not mine:
+        bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+        if not bound:
             empty.append(name)
-        elif len(mine) != job["spec"]["replicas"] or not all(
-            p["spec"].get("nodeName") for p in mine
-        ):
+        elif bound != len(mine) or len(mine) != _pods(job):
             partial.append(name)
     return partial, empty
+
+
+def _pods(job: Obj) -> int:
+    spec = job["spec"]
+    return int(spec["replicas"]) + sum(int(r["replicas"]) for r in spec.get("roles") or [])
 
 
 def check(nodes: list[Obj], pods: list[Obj], jobs: list[Obj], config: OperatorConfig) -> Report:

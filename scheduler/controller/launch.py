@@ -1,11 +1,12 @@
-"""Launching placed gangs: create every pod (each annotated with its node, which reserves the
-capacity), then bind them all, within a budget of API writes per cycle.
+"""Creating a TrainingJob's pods, unbound, within a budget of API writes per cycle.
 
-Contract. A launch is all-or-nothing: no pod of a gang is bound before all its pods exist, and
-a launch that fails at any step deletes exactly the pods it created. The budget is shared by
-every launch in progress, smallest remaining work first, so a huge gang advances every cycle
-without holding back the small ones behind it; ranks not yet created stay reserved in the
-snapshot (`reserve`), so nothing else is placed onto them meanwhile."""
+Contract. A TrainingJob's pods are made before it is placed, as a Job controller makes a Job's:
+unbound, `schedulerName` the operator's, one per rank. From then on the gang goes the way of
+any pod group (grouprun.py): queued once all its pods exist, bound where the queue places it.
+A creation is all-or-nothing: a creation that fails deletes exactly the pods it made. The
+budget is shared by every creation in progress, smallest remaining work first, so a huge gang
+advances every cycle without holding back the small ones behind it. Pods that are not bound
+hold no capacity, so nothing is reserved while they are made."""
 
 from __future__ import annotations
 
@@ -13,12 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.controller.expect import charge_unseen
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.jobs import JobView
 from scheduler.controller.pods import pod_name
-from scheduler.model import Placement
-from scheduler.placement import Snapshot
 
 Obj = dict[str, Any]
 
@@ -26,34 +24,24 @@ Obj = dict[str, Any]
 @dataclass
 class Launch:
     view: JobView
-    todo: Placement  # the ranks to create: every rank of a new gang, the lost ones of a repair
-    whole: Placement  # the gang as it will stand (for status)
-    repair: bool = False
+    ranks: tuple[int, ...]  # the ranks to make: all of a new gang, the missing ones of a repair
     created: set[int] = field(default_factory=set)
-    bound: set[int] = field(default_factory=set)
     error: tuple[str, ApiError] | None = None  # (pod, what the API server said)
 
     @property
     def size(self) -> int:
-        return len(self.todo.pods)
+        return len(self.ranks)
 
     @property
     def work_left(self) -> int:
-        return 2 * self.size - len(self.created) - len(self.bound)
+        return self.size - len(self.created)
 
     def pod_name(self, rank: int) -> str:
         return pod_name(self.view, rank)
 
-    def reserve(self, snapshot: Snapshot, present: set[tuple[str, str]]) -> None:
-        """Charge the ranks whose pods are not `present` (namespace, name) in what the cycle
-        read: those are charged from their pods (their intended node)."""
-        namespace = self.view.namespace
-        unseen = (p for p in self.todo.pods if (namespace, self.pod_name(p.rank)) not in present)
-        charge_unseen(snapshot, self.view.gang, unseen)
-
     @property
     def finished(self) -> bool:
-        return self.error is None and len(self.bound) == self.size
+        return self.error is None and len(self.created) == self.size
 
 
 Call = Callable[..., None]
@@ -63,54 +51,29 @@ Mapper = Callable[[Callable[[Any], ApiError | None], list[Any]], list[ApiError |
 @dataclass
 class Launcher:
     create: Call  # (namespace, body)
-    bind: Call  # (namespace, pod, node)
-    build: Callable[[Launch, int, str], Obj]  # the pod body for (launch, rank, host)
+    build: Callable[[Launch, int], Obj]  # the pod body for (launch, rank)
     run: Mapper  # runs calls on the API thread pool
     budget: int
 
     def step(self, launches: list[Launch]) -> None:
-        """Advance every launch as far as the budget allows; failures land in `error`. The
-        budget is planned per launch, smallest first: its creations, then (if those complete
-        it) its bindings; then all creations run, then the bindings of gangs now whole."""
+        """Advance every creation as far as the budget allows, smallest first; failures land
+        in `error`."""
         left = self.budget
-        creates: list[tuple[Launch, int, str]] = []
-        binds: list[tuple[Launch, int, str]] = []
+        creates: list[tuple[Launch, int]] = []
         for launch in sorted(launches, key=lambda launch: launch.work_left):
-            missing = [p for p in launch.todo.pods if p.rank not in launch.created][:left]
+            missing = [r for r in launch.ranks if r not in launch.created][:left]
             left -= len(missing)
-            creates += [(launch, p.rank, p.host) for p in missing]
-            if len(launch.created) + len(missing) == launch.size:
-                unbound = [p for p in launch.todo.pods if p.rank not in launch.bound][:left]
-                left -= len(unbound)
-                binds += [(launch, p.rank, p.host) for p in unbound]
-        self._apply(creates, self._create, "created")
-        ready = [b for b in binds if b[0].error is None and len(b[0].created) == b[0].size]
-        self._apply(ready, self._bind, "bound")
-
-    def _create(self, item: tuple[Launch, int, str]) -> ApiError | None:
-        launch, rank, host = item
-        return _attempt(self.create, launch.view.namespace, self.build(launch, rank, host))
-
-    def _bind(self, item: tuple[Launch, int, str]) -> ApiError | None:
-        launch, rank, host = item
-        return _attempt(self.bind, launch.view.namespace, launch.pod_name(rank), host)
-
-    def _apply(
-        self,
-        items: list[tuple[Launch, int, str]],
-        fn: Callable[[tuple[Launch, int, str]], ApiError | None],
-        into: str,
-    ) -> None:
-        for (launch, rank, _), error in zip(items, self.run(fn, items), strict=True):
+            creates += [(launch, r) for r in missing]
+        for (launch, rank), error in zip(creates, self.run(self._create, creates), strict=True):
             if error is None:
-                getattr(launch, into).add(rank)
+                launch.created.add(rank)
             elif launch.error is None:
                 launch.error = (launch.pod_name(rank), error)
 
-
-def _attempt(fn: Call, *args: Any) -> ApiError | None:
-    try:
-        fn(*args)
-    except ApiError as exc:
-        return exc
-    return None
+    def _create(self, item: tuple[Launch, int]) -> ApiError | None:
+        launch, rank = item
+        try:
+            self.create(launch.view.namespace, self.build(launch, rank))
+        except ApiError as exc:
+            return exc
+        return None

@@ -1,4 +1,5 @@
-"""The gang's pods and rendezvous Service, built from the job's template."""
+"""The gang's pods and rendezvous Service, built from the job's template. The pods are made
+unbound, before the gang is placed (launch.py); nothing in them depends on where they go."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from typing import Any
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.jobs import JobView
-from scheduler.controller.state import JOB_LABEL, NODE_ANNOTATION
-from scheduler.model import Placement
+from scheduler.controller.state import JOB_LABEL
 from scheduler.model.gang import WORKERS, Objective, objective_of
 
 Obj = dict[str, Any]
@@ -61,12 +61,9 @@ def _declared_ports(job: JobView) -> list[Obj]:
     return [{"name": name, "port": port} for port, name in sorted(declared.items())]
 
 
-def gang_pods(job: JobView, placement: Placement, config: OperatorConfig) -> list[Obj]:
-    return [pod(job, rank, host, config) for rank, host in _ranks(placement)]
-
-
-def _ranks(placement: Placement) -> list[tuple[int, str]]:
-    return sorted((p.rank, p.host) for p in placement.pods)
+def gang_pods(job: JobView, config: OperatorConfig) -> list[Obj]:
+    """Every rank's pod, in rank order."""
+    return [pod(job, rank, config) for rank in range(job.total_pods)]
 
 
 def pod_name(job: JobView, rank: int) -> str:
@@ -76,7 +73,7 @@ def pod_name(job: JobView, rank: int) -> str:
     return f"{job.name}-{rank}" if not role else f"{job.name}-{role}-{index}"
 
 
-def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
+def pod(job: JobView, rank: int, config: OperatorConfig) -> Obj:
     role, index = job.role_of(rank)
     spec = copy.deepcopy(job.role_specs[role] if role else job.pod_spec)
     template = job.obj["spec"]["roles"][_role_index(job, role)]["template"] if role else None
@@ -103,13 +100,7 @@ def pod(job: JobView, rank: int, host: str, config: OperatorConfig) -> Obj:
                 RANK_LABEL: str(rank),
                 ROLE_LABEL: role or WORKERS,
             },
-            # the intended node: capacity stays reserved while binding, and a restarted operator
-            # finishes (or rolls back) a gang it finds half bound
-            "annotations": {
-                **(meta.get("annotations") or {}),
-                NODE_ANNOTATION: host,
-                GANG_ANNOTATION: job.uid,
-            },
+            "annotations": {**(meta.get("annotations") or {}), GANG_ANNOTATION: job.uid},
             "ownerReferences": [owner(job)],
         },
         "spec": spec,

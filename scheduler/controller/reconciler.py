@@ -5,12 +5,18 @@ so a restarted or newly elected operator resumes exactly where the cluster is. E
 handled on its own: a job that cannot be read becomes that job's InvalidSpec condition, an
 unexpected failure in one job is logged with the job's key and stack and counted, and the cycle
 goes on with the others. The operator touches only pods it created (controller owner reference
-to a live TrainingJob's uid); it charges every pod on a node, whoever placed it. A running gang
-keeps its pods through a NotReady blip shorter than the grace period and through a cordon;
-after that only the lost pods are put back, near the survivors, unless the job asks for a
-whole-gang move. Finished jobs are never run again. Which pending gang starts, waits or
-preempts is the scheduling queue's decision (scheduler/queue), the same object the simulator
-drives; this module applies its decisions through the API server."""
+to a live TrainingJob's uid); it charges every bound pod on a node, whoever placed it.
+
+A TrainingJob is run as a Job controller runs a Job, and scheduled as any pod group: its pods
+are made first, unbound (launch.py), then its gang is queued and bound exactly as a pod
+group's (grouprun.py). A gang is never left half bound: pods that are not all bound are
+completed near the bound ones when the job allows piecemeal repair, and otherwise deleted and
+placed again whole. A running gang keeps its pods through a NotReady blip shorter than the
+grace period and through a cordon; after that only the lost pods are made again and bound near
+the survivors, unless the job asks for a whole-gang move. Finished jobs are never run again.
+Which waiting gang starts, waits or preempts is the scheduling queue's decision
+(scheduler/queue), the same object the simulator drives; this module applies its decisions
+through the API server."""
 
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ log = structlog.get_logger("rackwise")
 CHECKPOINTED = "rackwise.io/checkpointed-at"
 WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
 WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
+Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
 
 
 class Api(Protocol):
@@ -121,12 +128,11 @@ class Reconciler:
         self.recorder = Recorder(api, identity)
         self.launcher = Launcher(
             create=api.create_pod,
-            bind=api.bind,
-            build=lambda launch, rank, host: pod(launch.view, rank, host, config),
+            build=lambda launch, rank: pod(launch.view, rank, config),
             run=self._map,
             budget=config.launch_budget,
         )
-        self.launches: dict[str, Launch] = {}  # job uid -> launch in progress
+        self.launches: dict[str, Launch] = {}  # job uid -> its pods being made
         self.started: dict[str, float] = {}  # job uid -> when its current run began
         self.not_ready_since: dict[str, float] = {}  # node -> first seen NotReady
         self.noted_nodes: set[tuple[str, str]] = set()  # (node, reason) already reported
@@ -168,18 +174,15 @@ class Reconciler:
         self._forget(set(live) | {g.key for g in groups})
         self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
-            present = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
-            for launch in self.launches.values():
-                launch.reserve(state.snapshot, present)
             self.expect.reserve(state.snapshot, pods)
-        pending: list[JobView] = []
+        pending: Pending = {}
         running: dict[str, tuple[JobView, list[Obj]]] = {}
         for job in jobs:
             handle = functools.partial(self._job, job, owned, state, pending, running)
             self._isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
         self._place(pending, running, state, report, waiting)
-        self._launch(report)
+        self._launch()
         refs = {str(g.ref()["uid"]) for g in groups}
         self.recorder.forget(set(live) | refs | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
@@ -263,7 +266,7 @@ class Reconciler:
         job: Obj,
         owned: dict[str, list[Obj]],
         state: ClusterState | None,
-        pending: list[JobView],
+        pending: Pending,
         running: dict[str, tuple[JobView, list[Obj]]],
     ) -> None:
         uid = str(job["metadata"]["uid"])
@@ -271,43 +274,68 @@ class Reconciler:
             self._finished(job, owned.get(uid, []))
             return
         if uid in self.launches or self.expect.waiting(uid):
-            return  # being launched, or the cache does not show what was just done to it
+            return  # its pods being made, or the cache does not show what was just done to it
         view = translate(job, self.config)
         pods = owned.get(uid, [])
         if view.spec.suspend:
             self._suspend(view, pods)
-        elif not pods:
-            pending.append(view)
-        elif self._existing(view, pods, state):
-            running[uid] = (view, pods)
+        elif len(pods) < view.total_pods:
+            self._make(view, pods)
+        else:
+            self._existing(view, pods, state, pending, running)
 
-    def _existing(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> bool:
-        """Bring a gang with pods to its next step; True when it holds all its hosts."""
+    def _make(self, view: JobView, pods: list[Obj]) -> None:
+        """Make the pods it lacks, unbound: every rank of a gang not placed yet, the lost
+        ranks of one that may be repaired near its bound pods; one that may not goes whole."""
+        if any(p["spec"].get("nodeName") for p in pods) and not self._repairable(view):
+            self._rollback(view, pods, "IncompleteGang", "the gang will be placed again")
+            return
+        if self.queue.backing_off(view.uid, self.clock()):
+            return  # a failed creation or a restart: not before its backoff has passed
+        if not self._try(self.api.ensure_service, view.namespace, service(view)):
+            # without it MASTER_ADDR does not resolve: no pod is made, try again later
+            self.queue.backoff(view.uid, self.clock())
+            self._pending(view, "BindFailed", "could not create the rendezvous Service; retrying")
+            return
+        have = {_rank(p) for p in pods}
+        missing = tuple(r for r in range(view.total_pods) if r not in have)
+        self.launches[view.uid] = Launch(view, missing)
+
+    def _existing(
+        self,
+        view: JobView,
+        pods: list[Obj],
+        state: ClusterState | None,
+        pending: Pending,
+        running: dict[str, tuple[JobView, list[Obj]]],
+    ) -> None:
+        """Bring a gang whose pods all exist to its next step: queued while none is bound,
+        running once all are."""
         phases = [p.get("status", {}).get("phase") for p in pods]
         if "Failed" in phases:
             self._pod_failed(view, pods)
-            return False
-        if len(pods) == view.total_pods and all(p == "Succeeded" for p in phases):
+            return
+        if all(p == "Succeeded" for p in phases):
             self._running_status(view, pods)
-            return False
-        lost = [p for p in pods if self._lost(host_of(p))]
+            return
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        lost = [p for p in bound if self._lost(host_of(p))]
         if lost:
             self._node_lost(view, pods, lost)
-            return False
-        if len(pods) < view.total_pods:
-            if self._was_placed(view) and all(p["spec"].get("nodeName") for p in pods):
-                self._repair(view, pods, state)
-            else:
-                self._rollback(view, pods, "IncompleteGang", "the gang will be placed again")
-            return False
-        unbound = [p for p in pods if not p["spec"].get("nodeName")]
-        if unbound and not self._bind_all(unbound):
-            self._rollback(
-                view, pods, "BindFailed", "binding failed; the gang will be placed again"
-            )
-            return False
-        self._running_status(view, pods)
-        return True
+        elif len(bound) == len(pods):
+            self._running_status(view, pods)
+            running[view.uid] = (view, pods)
+        elif bound:
+            self._complete(view, pods, state)
+        else:
+            pending[view.uid] = (view, self._waiting(view, pods))
+
+    def _waiting(self, view: JobView, pods: list[Obj]) -> Waiting:
+        """Its unbound gang, as the queue sees a pod group: rank i = pods[i]."""
+        ordered = sorted(pods, key=_rank)
+        members = Members(view.namespace, view.name, ordered, None)
+        expected = _seconds(view.spec.expected_runtime_seconds)
+        return Waiting(view.uid, members, view.gang, ordered, st.created(view.obj), expected)
 
     def _pod_failed(self, view: JobView, pods: list[Obj]) -> None:
         """The whole gang restarts (its pods deleted, queued again in its place) until the
@@ -349,10 +377,6 @@ class Reconciler:
             meta = job["metadata"]
             self._try(self.api.delete_job, meta["namespace"], meta["name"])
 
-    def _was_placed(self, view: JobView) -> bool:
-        phase = (view.obj.get("status") or {}).get("phase")
-        return phase in ("Placed", "Running", "Repairing") and self._repairable(view)
-
     def _repairable(self, view: JobView) -> bool:
         return view.spec.repair is RepairPolicy.LOST_PODS and piecemeal(view.gang)
 
@@ -366,20 +390,28 @@ class Reconciler:
         message = f"node {where} lost; re-placing {len(lost)} of {len(pods)} pods near the rest"
         self._set(view, "Repairing", [self._cond(view, "Placed", False, "NodeLost", message)])
 
-    def _repair(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+    def _complete(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+        """Some pods bound, some not (lost ones made again, a binding that failed, an operator
+        that stopped mid-binding): the unbound ones go near the bound, all or none of them, or
+        the gang goes whole when the job does not allow piecemeal repair."""
+        if not self._repairable(view):
+            self._rollback(view, pods, "IncompleteGang", "the gang will be placed again")
+            return
         if state is None or self.queue.backing_off(view.uid, self.clock()):
             return
-        survivors = {_rank(p): str(host_of(p)) for p in pods}
-        missing = sorted(set(range(view.gang.pods)) - set(survivors))
-        found = repair(state.snapshot, view.gang, survivors, missing, self.place_config)
+        survivors = {_rank(p): str(host_of(p)) for p in pods if p["spec"].get("nodeName")}
+        unbound = {_rank(p): p for p in pods if not p["spec"].get("nodeName")}
+        found = repair(state.snapshot, view.gang, survivors, sorted(unbound), self.place_config)
         if found is None:
-            message = f"no room for {len(missing)} lost pods near the rest of the gang yet"
+            message = f"no room for {len(unbound)} pods near the rest of the gang yet"
             cond = self._cond(view, "Placed", False, "RepairWaiting", message)
             self._set(view, "Repairing", [cond])
             return
         state.snapshot.apply(view.gang, found)
-        whole = self._combined(state, view, survivors, found)
-        self.launches[view.uid] = Launch(view, found, whole, repair=True)
+        if not all(self.groups.bind(view.uid, view.namespace, view.gang, found, unbound)):
+            self.queue.backoff(view.uid, self.clock())  # the rest are completed next time
+            return
+        self._placed(view, self._combined(state, view, survivors, found), repair=True)
 
     def _combined(
         self, state: ClusterState, view: JobView, survivors: dict[int, str], found: Placement
@@ -404,28 +436,24 @@ class Reconciler:
     # pending jobs: the queue decides, this applies
     def _place(
         self,
-        pending: list[JobView],
+        pending: Pending,
         running: dict[str, tuple[JobView, list[Obj]]],
         state: ClusterState | None,
         report: CycleReport,
         groups: dict[str, Waiting],
     ) -> None:
-        report.pending += len(pending) + len(groups)
+        """Every waiting gang, pod group or TrainingJob, goes into the queue the same way."""
+        waiting = {**groups, **{uid: w for uid, (_, w) in pending.items()}}
+        report.pending += len(waiting)
         depth = dict.fromkeys(self.config.pool_names, 0)
-        for gang in [*(v.gang for v in pending), *(g.gang for g in groups.values())]:
-            depth[gang.pool] = depth.get(gang.pool, 0) + 1
+        for w in waiting.values():
+            depth[w.gang.pool] = depth.get(w.gang.pool, 0) + 1
         self.metrics.depth(depth)
-        views = {v.uid: v for v in pending}
-        for uid in self.queue.keys() - set(views) - set(groups):
+        for uid in self.queue.keys() - set(waiting):
             self.queue.remove(uid)
-        self.groups.enqueue(groups)
-        for view in pending:
-            expected = view.spec.expected_runtime_seconds
-            self.queue.add(
-                view.uid, view.gang, st.created(view.obj), view.namespace, _seconds(expected)
-            )
+        self.groups.enqueue(waiting)
         if state is None:
-            for view in pending:
+            for view, _ in pending.values():
                 self._pending(view, "NoNodes", "the cluster has no labelled nodes")
             return
         if not len(self.queue):
@@ -433,7 +461,7 @@ class Reconciler:
             return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
-        self._apply(decisions, views, running, state, report, groups)
+        self._apply(decisions, pending, running, state, report, groups)
 
     def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
         """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
@@ -472,13 +500,16 @@ class Reconciler:
     def _apply(
         self,
         decisions: Decisions,
-        views: dict[str, JobView],
+        pending: Pending,
         running: dict[str, tuple[JobView, list[Obj]]],
         state: ClusterState,
         report: CycleReport,
         groups: dict[str, Waiting],
     ) -> None:
-        gangs = {**{u: g.gang for u, g in groups.items()}, **{u: v.gang for u, v in views.items()}}
+        gangs = {
+            **{u: g.gang for u, g in groups.items()},
+            **{u: v.gang for u, (v, _) in pending.items()},
+        }
         by_name = {g.name: g for g in gangs.values()}
         for placement in decisions.tried:
             report.solve_seconds += placement.solve_seconds
@@ -501,7 +532,7 @@ class Reconciler:
             if uid in groups:
                 self.groups.wait(groups[uid], wait.reason.value, wait.message)
                 continue
-            view = views[uid]
+            view = pending[uid][0]
             self._isolated(
                 view.obj,
                 report,
@@ -513,8 +544,9 @@ class Reconciler:
                     report.placed += 1
                     report.pods_bound += len(placement.pods)
                 continue
-            view = views[uid]
-            self._isolated(view.obj, report, functools.partial(self._start, view, placement, state))
+            view, gang = pending[uid]
+            start = functools.partial(self._start, view, gang, placement, state, report)
+            self._isolated(view.obj, report, start)
 
     def _evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
@@ -546,30 +578,42 @@ class Reconciler:
         self.metrics.moved(view.gang)
         self._pending(view, "Moved", f"moved at its checkpoint {why}; restarting on new hosts")
 
-    def _start(self, view: JobView, placement: Placement, state: ClusterState) -> None:
-        if not self._try(self.api.ensure_service, view.namespace, service(view)):
-            # without it MASTER_ADDR does not resolve: no pod is created, try again later
-            self.queue.backoff(view.uid, self.clock())
-            self._pending(view, "BindFailed", "could not create the rendezvous Service; retrying")
-            return
+    def _start(
+        self,
+        view: JobView,
+        gang: Waiting,
+        placement: Placement,
+        state: ClusterState,
+        report: CycleReport,
+    ) -> None:
+        """Bind its pods where the queue placed them, as a pod group's are bound."""
         state.snapshot.apply(view.gang, placement)
-        self.launches[view.uid] = Launch(view, placement, placement)
+        pods = dict(enumerate(gang.pods))
+        results = self.groups.bind(view.uid, view.namespace, view.gang, placement, pods)
+        if not all(results):
+            self.queue.backoff(view.uid, self.clock())
+            failed = len(results) - sum(results)
+            message = (
+                f"{failed} of {len(results)} bindings failed; the gang is completed or placed again"
+            )
+            self._pending(view, "BindFailed", message)
+            return
+        self.queue.succeeded(view.uid)
+        self.started[view.uid] = self.clock()
+        report.placed += 1
+        report.pods_bound += len(results)
+        self._placed(view, placement, repair=False)
 
-    # launches
-    def _launch(self, report: CycleReport) -> None:
+    # pods being made
+    def _launch(self) -> None:
         if not self.launches:
             return
         self.launcher.step(list(self.launches.values()))
         for uid, launch in list(self.launches.items()):
             if launch.finished:
                 del self.launches[uid]
-                names = [launch.pod_name(p.rank) for p in launch.todo.pods]
-                self.expect.bound(uid, launch.view.gang, launch.todo, names)
-                self.queue.succeeded(uid)
-                self.started[uid] = self.clock()
-                report.placed += 1
-                report.pods_bound += launch.size
-                self._placed(launch)
+                names = [launch.pod_name(r) for r in launch.ranks]
+                self.expect.created(uid, launch.view.namespace, names)
             elif launch.error is not None:
                 del self.launches[uid]
                 ns = launch.view.namespace
@@ -586,20 +630,13 @@ class Reconciler:
             message = f"the API server rejected pod {name}: {error.message}"
         else:
             reason = "BindFailed"
-            message = f"could not create or bind pod {name} ({error.message}); retrying"
+            message = f"could not create pod {name} ({error.message}); retrying"
         self.queue.backoff(view.uid, self.clock(), long=error.rejected)
-        phase = "Repairing" if launch.repair else "Pending"
+        phase = "Repairing" if launch.size < view.total_pods else "Pending"
         self._set(view, phase, [self._cond(view, "Placed", False, reason, message)])
 
     def _bind_pairs(self, pairs: list[tuple[str, str, str]]) -> list[bool]:
         return self._map(lambda t: self._try(self.api.bind, *t), pairs)
-
-    def _bind_all(self, pods: list[Obj]) -> bool:
-        pairs = [(p["metadata"]["namespace"], p["metadata"]["name"], str(host_of(p))) for p in pods]
-        done = all(self._map(lambda t: self._try(self.api.bind, *t), pairs))
-        for uid in {owned_by(p) for p in pods} - {None}:  # judged again once the cache shows them
-            self.expect.shown(str(uid), {(ns, name): host for ns, name, host in pairs})
-        return done
 
     def _try(self, fn: Callable[..., None], *args: Any) -> bool:
         try:
@@ -652,22 +689,21 @@ class Reconciler:
             conditions.append(self._cond(view, "MoveRequested", True, "Defragmentation", message))
         self._set(view, phase, conditions, old.get("placement"))
 
-    def _placed(self, launch: Launch) -> None:
-        view, whole = launch.view, launch.whole
+    def _placed(self, view: JobView, whole: Placement, repair: bool) -> None:
         message = (
             f"{view.total_pods} pods across "
             + " ".join(f"{level}={n}" for level, n in whole.domains.items())
-            + (" (lost pods re-placed)" if launch.repair else "")
+            + (" (lost pods re-placed)" if repair else "")
         )
         placed = self._cond(view, "Placed", True, "Placed", message)
         running = self._cond(view, "Running", False, "Starting", "waiting for pods to start")
-        if _first_placement(view) and not launch.repair:
+        if _first_placement(view) and not repair:
             self.metrics.placed(view.gang, time.time() - st.created(view.obj))
         self._set(view, "Placed", [placed, running], st.summary(whole))
         log.info(
             "placed",
             job=view.gang.name,
-            repair=launch.repair,
+            repair=repair,
             cost=round(whole.cost, 3),
             engine=whole.engine,
             seconds=round(whole.solve_seconds, 4),

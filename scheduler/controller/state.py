@@ -22,7 +22,6 @@ from scheduler.topology import Fabric, from_node_labels
 from scheduler.topology.sources import HOSTNAME
 
 Obj = dict[str, Any]
-NODE_ANNOTATION = "rackwise.io/node"
 JOB_LABEL = "rackwise.io/job"
 DONE = ("Succeeded", "Failed")
 
@@ -42,9 +41,9 @@ def schedulable(node: Obj) -> bool:
 
 
 def host_of(pod: Obj) -> str | None:
-    """The node a pod holds capacity on: bound, or reserved by rackwise mid-binding."""
+    """The node a pod holds capacity on: the one it is bound to (an unbound pod holds none)."""
     node = pod.get("spec", {}).get("nodeName")
-    return node or (pod["metadata"].get("annotations") or {}).get(NODE_ANNOTATION)
+    return str(node) if node else None
 
 
 @dataclass

@@ -101,6 +101,10 @@ class Env:
             and (p["metadata"].get("labels") or {}).get("rackwise.io/job") == name
         ]
 
+    def bound(self, name: str, namespace: str = "default") -> list[Obj]:
+        """The job's pods that are bound: a waiting TrainingJob's pods exist, unbound."""
+        return [p for p in self.pods(name, namespace) if p["spec"].get("nodeName")]
+
     def wait(self, what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -100,7 +100,7 @@ def test_gang_size_and_the_node_pod_limit_bound_a_launch(env: Env, fabric):
         per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
     assert sorted(per_node.values()) == [5, 5]
     assert env.pods("huge") == []
-    assert env.pods("too-many") == []
+    assert env.bound("too-many") == []
 
 
 # 3. oversubscription from templates
@@ -245,7 +245,7 @@ def test_unlabelled_nodes_are_left_out_with_an_event(env: Env, fabric):
     assert "no pool label" in event["message"]
     settle(env)
     assert len([e for e in env.events("bare") if e["reason"] == "NodeIgnored"]) == 1
-    assert env.pods("two") == []
+    assert env.bound("two") == []
 
 
 # 6. rejected pods never say why

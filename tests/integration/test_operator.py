@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def test_pools_stay_isolated_when_training_is_full(env: Env, fabric):
     env.apply(training_job("more", 1))
     env.wait("more unplaceable", lambda: env.condition("more").get("reason") == "Unplaceable")
     assert "pool training" in env.condition("more")["message"]
-    assert env.pods("more") == []
+    assert env.bound("more") == []
     pools = env.node_pool()
     assert {pools[p["spec"]["nodeName"]] for p in env.pods("fill")} == {"training"}
     events = env.kubectl("get", "events", "-o", "json").stdout
@@ -140,34 +139,26 @@ def test_lost_node_replaces_the_gang(env: Env, fabric):
 
 
 def test_restarted_operator_completes_a_half_bound_gang(env: Env, fabric):
-    """Pods as a crashed operator leaves them: both created with their nodes, one bound. The
-    split across two racks is one the operator would never choose, so ending on exactly those
-    nodes proves it completed the gang rather than placing it again."""
-    from scheduler.controller.config import OperatorConfig
-    from scheduler.controller.fake import set_ready
-    from scheduler.controller.jobs import translate
-    from scheduler.controller.pods import gang_pods
-    from scheduler.model import Placement, PlacementStatus, PodAssignment
-
+    """Pods as an operator stopped mid-binding leaves them: all made, one bound (here by the
+    test, on a node the operator would not have chosen first). The bound pod keeps its node
+    and its uid, and the other is bound beside it: the gang is completed, not placed again."""
     spec = fabric(blocks=1, racks=2, hosts=2, gpus=8)
     for host in spec.hosts:  # nothing may be placed while the debris is laid out
-        set_ready(env.admin, host.name, False)
+        env.kubectl("cordon", host.name)
     env.apply(training_job("halfway", 2))
     env.wait("halfway pending", lambda: env.condition("halfway").get("reason") == "Unplaceable")
-    job = env.job("halfway")
-    split = (PodAssignment(rank=0, host="h0-0"), PodAssignment(rank=1, host="h1-1"))
-    placement = Placement(
-        gang="default/halfway", policy="rackwise", status=PlacementStatus.PLACED, pods=split
-    )
-    for body in gang_pods(translate(job, OperatorConfig()), placement, OperatorConfig()):
-        env.admin.create_pod("default", copy.deepcopy(body))
-    env.admin.bind("default", "halfway-0", "h0-0")
-    for host in spec.hosts:
-        set_ready(env.admin, host.name, True)
+    env.wait("its pods made, unbound", lambda: len(env.pods("halfway")) == 2)
+    assert env.bound("halfway") == []
+    env.admin.bind("default", "halfway-0", "h1-1")
+    uid = next(p for p in env.pods("halfway") if p["metadata"]["name"] == "halfway-0")
+    for host in sorted(spec.hosts, key=lambda h: h.name != "h1-0"):  # its rack's first
+        env.kubectl("uncordon", host.name)
     env.wait_placed("halfway")
-    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in env.pods("halfway")} == {
-        "halfway-0": "h0-0",
-        "halfway-1": "h1-1",
+    pods = {p["metadata"]["name"]: p for p in env.pods("halfway")}
+    assert pods["halfway-0"]["metadata"]["uid"] == uid["metadata"]["uid"]
+    assert {n: p["spec"]["nodeName"] for n, p in pods.items()} == {
+        "halfway-0": "h1-1",
+        "halfway-1": "h1-0",
     }
 
 

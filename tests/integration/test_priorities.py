@@ -27,7 +27,7 @@ def test_a_higher_priority_gang_preempts_and_the_victim_returns(env: Env, fabric
     racks = {env.node_rack()[h] for h in hosts}
     assert len(racks) == 1, placed["status"]
     # low needs all four hosts: it waits for high, then comes back
-    assert not env.pods("low")
+    assert not env.bound("low")
     env.kubectl("delete", "tj", "high", "--wait=false")
     env.wait_placed("low")
     assert env.condition("low", "Preempted") == {}
@@ -58,7 +58,7 @@ def test_a_blocked_large_gang_holds_its_hosts_against_later_small_ones(env: Env,
     env.post(training_job("small", 1))
     env.wait("small held", lambda: env.condition("small").get("reason") == "WaitingForReservation")
     assert env.condition("small")["message"].startswith("hosts are held for default/big")
-    assert not env.pods("small")
+    assert not env.bound("small")
     env.kubectl("delete", "tj", "first", "--wait=false")
     env.wait_placed("big")
 
@@ -108,7 +108,7 @@ def test_a_role_that_cannot_fit_holds_the_whole_job_back(env: Env, fabric):
     env.post(job)
     env.wait("tight waits", lambda: env.condition("tight").get("reason") == "Unplaceable")
     assert env.condition("tight")["message"].startswith("role ps: needs 1 pods x 8 GPUs")
-    assert not env.pods("tight")
+    assert not env.bound("tight")
 
 
 def test_a_roles_own_topology_reaches_the_placement(env: Env, fabric):

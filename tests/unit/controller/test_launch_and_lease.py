@@ -12,7 +12,6 @@ from scheduler.controller.gateway import ApiError
 from scheduler.controller.jobs import translate
 from scheduler.controller.launch import Launch, Launcher
 from scheduler.controller.leader import Elector
-from scheduler.model import Placement, PlacementStatus, PodAssignment
 
 
 def view(name: str, pods: int):
@@ -28,34 +27,24 @@ def view(name: str, pods: int):
 
 
 def launch(name: str, pods: int) -> Launch:
-    placement = Placement(
-        gang=name,
-        policy="rackwise",
-        status=PlacementStatus.PLACED,
-        pods=tuple(PodAssignment(rank=r, host="h") for r in range(pods)),
-    )
-    return Launch(view(name, pods), placement, placement)
+    return Launch(view(name, pods), tuple(range(pods)))
 
 
 class Calls:
     def __init__(self, fail: str | None = None) -> None:
-        self.log: list[tuple[str, str]] = []
+        self.log: list[str] = []
         self.fail = fail
 
     def create(self, namespace: str, body: dict) -> None:
-        self.log.append(("create", body["metadata"]["name"]))
-
-    def bind(self, namespace: str, pod: str, node: str) -> None:
-        if pod == self.fail:
+        if body["metadata"]["name"] == self.fail:
             raise ApiError(422, "no")
-        self.log.append(("bind", pod))
+        self.log.append(body["metadata"]["name"])
 
 
 def launcher(calls: Calls, budget: int) -> Launcher:
     return Launcher(
         create=calls.create,
-        bind=calls.bind,
-        build=lambda launch, rank, _host: {"metadata": {"name": launch.pod_name(rank)}},
+        build=lambda launch, rank: {"metadata": {"name": launch.pod_name(rank)}},
         run=lambda fn, items: [fn(i) for i in items],
         budget=budget,
     )
@@ -66,22 +55,21 @@ def test_a_huge_gang_cannot_hold_back_a_small_one():
     big, small = launch("big", 50), launch("small", 3)
     step = launcher(calls, budget=10).step
     step([big, small])
-    assert small.finished  # 3 creates + 3 binds fit in the first cycle's budget
+    assert small.finished  # its 3 creations come first within the cycle's budget
     assert not big.finished
     assert len(calls.log) == 10
     for _ in range(20):
         step([big])
     assert big.finished
+    assert sorted(calls.log) == sorted({*calls.log})  # no pod is made twice
 
 
-def test_no_pod_is_bound_before_every_pod_of_its_gang_exists():
+def test_only_the_missing_ranks_are_made():
     calls = Calls()
-    gang = launch("g", 7)
-    step = launcher(calls, budget=3).step
-    while not gang.finished:
-        step([gang])
-    first_bind = next(i for i, (kind, _) in enumerate(calls.log) if kind == "bind")
-    assert sum(kind == "create" for kind, _ in calls.log[:first_bind]) == 7
+    repair = Launch(view("g", 5), (1, 3))
+    launcher(calls, budget=10).step([repair])
+    assert repair.finished
+    assert calls.log == ["g-1", "g-3"]
 
 
 def test_a_failure_is_recorded_with_the_pod_and_the_servers_message():
@@ -92,6 +80,7 @@ def test_a_failure_is_recorded_with_the_pod_and_the_servers_message():
     pod, error = gang.error
     assert pod == "g-1"
     assert error.rejected
+    assert gang.created == {0}  # what was made, for the reconciler to delete
 
 
 class Store:
