@@ -15,6 +15,9 @@ Obj = dict[str, Any]
 RANK_LABEL = "rackwise.io/rank"  # the global rank: workers first, then each role's pods
 ROLE_LABEL = "rackwise.io/role"
 GANG_ANNOTATION = "rackwise.io/gang-uid"
+# the job's metadata.generation the pod was made from: a spec edited while the gang waits is
+# made again, so no pod is bound with requests other than those its gang was placed for
+GENERATION_ANNOTATION = "rackwise.io/generation"
 API_VERSION = "rackwise.io/v1alpha1"
 MASTER_PORT = 29500
 
@@ -100,7 +103,11 @@ def pod(job: JobView, rank: int, config: OperatorConfig) -> Obj:
                 RANK_LABEL: str(rank),
                 ROLE_LABEL: role or WORKERS,
             },
-            "annotations": {**(meta.get("annotations") or {}), GANG_ANNOTATION: job.uid},
+            "annotations": {
+                **(meta.get("annotations") or {}),
+                GANG_ANNOTATION: job.uid,
+                GENERATION_ANNOTATION: generation(job.obj),
+            },
             "ownerReferences": [owner(job)],
         },
         "spec": spec,
@@ -133,6 +140,16 @@ def _env(job: JobView, index: int, role: str) -> list[Obj]:
             "PET_MASTER_PORT": MASTER_PORT,
         }
     return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def generation(obj: Obj) -> str:
+    """The object's metadata.generation as pods record it ("" when it has none)."""
+    return str(obj["metadata"].get("generation", ""))
+
+
+def made_from(pod: Obj) -> str:
+    """The generation of its job a pod was made from."""
+    return str((pod["metadata"].get("annotations") or {}).get(GENERATION_ANNOTATION, ""))
 
 
 def _role_index(job: JobView, role: str) -> int:

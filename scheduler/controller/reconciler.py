@@ -40,7 +40,14 @@ from scheduler.controller.groups import Members, collect
 from scheduler.controller.jobs import InvalidSpecError, JobView, key, total_gpus, translate
 from scheduler.controller.launch import Launch, Launcher
 from scheduler.controller.observability import Metrics
-from scheduler.controller.pods import RANK_LABEL, owned_by, pod, service
+from scheduler.controller.pods import (
+    RANK_LABEL,
+    generation,
+    made_from,
+    owned_by,
+    pod,
+    service,
+)
 from scheduler.controller.spec import RepairPolicy
 from scheduler.controller.state import ClusterState, StateBuilder, host_of
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
@@ -101,6 +108,11 @@ def _first_placement(view: JobView) -> bool:
 
 def _seconds(value: int | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _stale(view: JobView, pod: Obj) -> bool:
+    """An unbound pod made from an earlier generation of its job's spec (a bound one runs on)."""
+    return not pod["spec"].get("nodeName") and made_from(pod) != generation(view.obj)
 
 
 def _rank(pod: Obj) -> int:
@@ -277,8 +289,13 @@ class Reconciler:
             return  # its pods being made, or the cache does not show what was just done to it
         view = translate(job, self.config)
         pods = owned.get(uid, [])
+        stale = [p for p in pods if _stale(view, p)]
         if view.spec.suspend:
             self._suspend(view, pods)
+        elif stale:
+            self._delete(stale)  # made from a spec since edited: made again from the new one
+        elif len(pods) > view.total_pods:
+            self._rollback(view, pods, "Resized", "its size changed; it is placed again")
         elif len(pods) < view.total_pods:
             self._make(view, pods)
         else:

@@ -92,6 +92,7 @@ class MemoryApi:
                 "name": name,
                 "namespace": "default",
                 "uid": f"job-{name}",
+                "generation": 1,
                 "creationTimestamp": at,
             },
             "spec": {
@@ -101,6 +102,12 @@ class MemoryApi:
                 **spec,
             },
         }
+
+    def edit(self, name: str, **spec: Any) -> None:
+        """A spec change: the API server counts a new generation."""
+        job = self.job_objs[name]
+        job["spec"] |= spec
+        job["metadata"]["generation"] += 1
 
     def add_member(self, group: str, rank: int, at: str) -> None:
         """A pod of a pod group, as another controller makes it."""
@@ -256,3 +263,38 @@ def test_a_waiting_job_and_a_pod_group_wait_in_one_queue_in_arrival_order(api, r
     reconciler.cycle()
     assert all(p["spec"].get("nodeName") for p in api.members("g"))
     assert not any(api.nodes_of("later").values())
+
+
+def gpus(pod: Obj) -> str:
+    return str(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+
+
+def test_a_waiting_jobs_pods_are_made_again_when_its_spec_is_edited(api, reconciler):
+    """Its unbound pods were made from the old spec: bound as they are, they would ask for
+    other GPUs than the gang was placed for."""
+    api.submit("fill", 4)
+    api.submit("edited", 1, at="2026-12-01T00:00:05Z")
+    for _ in range(2):
+        reconciler.cycle()
+    assert [gpus(p) for p in api.of("edited").values()] == ["8"]
+    api.edit("edited", gpusPerReplica=4, replicas=2)
+    for _ in range(2):
+        reconciler.cycle()
+    assert sorted(api.of("edited")) == ["edited-0", "edited-1"]
+    assert [gpus(p) for p in api.of("edited").values()] == ["4", "4"]
+    assert not any(api.nodes_of("edited").values())
+
+
+def test_a_running_gang_whose_size_shrinks_is_placed_again_at_its_new_size(api, reconciler):
+    api.submit("shrink", 3)
+    for _ in range(2):
+        reconciler.cycle()
+    assert all(api.nodes_of("shrink").values())
+    api.edit("shrink", replicas=2)
+    reconciler.cycle()
+    assert api.of("shrink") == {}
+    assert api.reason("shrink") == "Resized"
+    for _ in range(2):
+        reconciler.cycle()
+    assert sorted(api.nodes_of("shrink")) == ["shrink-0", "shrink-1"]
+    assert all(api.nodes_of("shrink").values())
