@@ -48,6 +48,17 @@ class Waiting:
     expected_s: float | None = None  # the run time its owner declared
 
 
+@dataclass(frozen=True)
+class Binding:
+    """pods[rank] of `owner` (in `namespace`) to bind where `placement` puts that rank."""
+
+    owner: str
+    namespace: str
+    whole: GangRequest  # the gang as it stands once bound (what is charged)
+    placement: Placement
+    pods: dict[int, Obj]
+
+
 @dataclass
 class GroupRunner:
     config: OperatorConfig
@@ -120,11 +131,13 @@ class GroupRunner:
             self.tell(members, "Normal", "Waiting", message)
             return
         state.snapshot.apply(whole, found)
-        self._bind(members, whole, found, dict(zip(missing, waiting, strict=True)))
+        pods = dict(zip(missing, waiting, strict=True))
+        results = self.bind(members.key, members.namespace, whole, found, pods)
+        self._told(members, found, results)
 
-    def start(self, waiting: Waiting, placement: Placement, state: ClusterState) -> bool:
-        state.snapshot.apply(waiting.gang, placement)
-        ok = self._bind(waiting.members, waiting.gang, placement, dict(enumerate(waiting.pods)))
+    def started(self, waiting: Waiting, placement: Placement, results: list[bool]) -> bool:
+        """A group the queue started, once its members' bindings (`results`) were asked for."""
+        ok = self._told(waiting.members, placement, results)
         if ok:
             self.queue.succeeded(waiting.key)
             self.metrics.placed(waiting.gang, self.wall() - waiting.arrival)
@@ -132,10 +145,7 @@ class GroupRunner:
             self.queue.backoff(waiting.key, self.clock())
         return ok
 
-    def _bind(
-        self, members: Members, whole: GangRequest, placement: Placement, pods: dict[int, Obj]
-    ) -> bool:
-        results = self.bind(members.key, members.namespace, whole, placement, pods)
+    def _told(self, members: Members, placement: Placement, results: list[bool]) -> bool:
         if all(results):
             spans = ", ".join(f"{n} {lv}" for lv, n in placement.domains.items() if n > 1)
             message = f"bound {len(results)} pods" + (f" spanning {spans}" if spans else "")
@@ -157,14 +167,27 @@ class GroupRunner:
         """Bind pods[rank] where `placement` puts that rank (for every rank in `pods`); the
         cache is expected to show every binding that succeeded before `owner` is judged
         again. One result per pod bound, in placement order."""
-        todo = [a for a in placement.pods if a.rank in pods]
-        pairs = [(namespace, pods[a.rank]["metadata"]["name"], a.host) for a in todo]
-        results = self.bind_all(pairs)
-        done = [a for a, ok in zip(todo, results, strict=True) if ok]
-        names = [pods[a.rank]["metadata"]["name"] for a in done]
-        only = placement.model_copy(update={"pods": tuple(done)})
-        self.expect.bound(owner, whole, only, names)
-        return results
+        return self.bind_many([Binding(owner, namespace, whole, placement, pods)])[0]
+
+    def bind_many(self, items: list[Binding]) -> list[list[bool]]:
+        """`bind` for every item, all their pods in one batch on the API threads (one gang at a
+        time would leave most threads idle behind a small gang); results per item."""
+        todos = [[a for a in b.placement.pods if a.rank in b.pods] for b in items]
+        pairs = [
+            (b.namespace, b.pods[a.rank]["metadata"]["name"], a.host)
+            for b, todo in zip(items, todos, strict=True)
+            for a in todo
+        ]
+        flat = iter(self.bind_all(pairs))
+        out = []
+        for b, todo in zip(items, todos, strict=True):
+            results = [next(flat) for _ in todo]
+            done = [a for a, ok in zip(todo, results, strict=True) if ok]
+            names = [b.pods[a.rank]["metadata"]["name"] for a in done]
+            only = b.placement.model_copy(update={"pods": tuple(done)})
+            self.expect.bound(b.owner, b.whole, only, names)
+            out.append(results)
+        return out
 
     def wait(self, waiting: Waiting, reason: str, message: str) -> None:
         kind = "Warning" if reason == "Unplaceable" else "Normal"

@@ -35,7 +35,7 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder, job_ref, node_ref
 from scheduler.controller.expect import Expectations
 from scheduler.controller.gateway import ApiError
-from scheduler.controller.grouprun import GroupRunner, Waiting
+from scheduler.controller.grouprun import Binding, GroupRunner, Waiting
 from scheduler.controller.groups import Members, collect
 from scheduler.controller.jobs import InvalidSpecError, JobView, key, total_gpus, translate
 from scheduler.controller.launch import Launch, Launcher
@@ -233,7 +233,8 @@ class Reconciler:
                 out[members.key] = found
         return out
 
-    def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> None:
+    def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
+        """Run one job's handling; False when it raised (reported on the job, or logged)."""
         try:
             handle()
         except InvalidSpecError as exc:
@@ -243,6 +244,9 @@ class Reconciler:
             report.errors += 1
             self.metrics.job_errors.inc()
             log.exception("job handling failed", job=key(job))
+        else:
+            return True
+        return False
 
     # nodes
     def _watch_nodes(self, nodes: list[Obj], state: ClusterState | None) -> None:
@@ -555,15 +559,35 @@ class Reconciler:
                 report,
                 functools.partial(self._pending, view, wait.reason.value, wait.message),
             )
-        for uid, placement in decisions.starts:
-            if uid in groups:
-                if self.groups.start(groups[uid], placement, state):
-                    report.placed += 1
-                    report.pods_bound += len(placement.pods)
-                continue
-            view, gang = pending[uid]
-            start = functools.partial(self._start, view, gang, placement, state, report)
-            self._isolated(view.obj, report, start)
+        self._starts(decisions.starts, pending, groups, state, report)
+
+    def _starts(
+        self,
+        starts: list[tuple[str, Placement]],
+        pending: Pending,
+        groups: dict[str, Waiting],
+        state: ClusterState,
+        report: CycleReport,
+    ) -> None:
+        """Every gang the queue started, pod groups and TrainingJobs alike: all their pods
+        bound in one batch, then each told how it went."""
+        chosen = [(groups.get(uid) or pending[uid][1], placement) for uid, placement in starts]
+        for waiting, placement in chosen:
+            state.snapshot.apply(waiting.gang, placement)
+        batch = [
+            Binding(w.key, w.members.namespace, w.gang, p, dict(enumerate(w.pods)))
+            for w, p in chosen
+        ]
+        for (waiting, placement), results in zip(chosen, self.groups.bind_many(batch), strict=True):
+            if waiting.key in groups:
+                ok = self.groups.started(waiting, placement, results)
+            else:
+                view = pending[waiting.key][0]
+                done = functools.partial(self._started, view, placement, results)
+                ok = self._isolated(view.obj, report, done) and all(results)
+            if ok:
+                report.placed += 1
+                report.pods_bound += len(results)
 
     def _evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
@@ -595,18 +619,8 @@ class Reconciler:
         self.metrics.moved(view.gang)
         self._pending(view, "Moved", f"moved at its checkpoint {why}; restarting on new hosts")
 
-    def _start(
-        self,
-        view: JobView,
-        gang: Waiting,
-        placement: Placement,
-        state: ClusterState,
-        report: CycleReport,
-    ) -> None:
-        """Bind its pods where the queue placed them, as a pod group's are bound."""
-        state.snapshot.apply(view.gang, placement)
-        pods = dict(enumerate(gang.pods))
-        results = self.groups.bind(view.uid, view.namespace, view.gang, placement, pods)
+    def _started(self, view: JobView, placement: Placement, results: list[bool]) -> None:
+        """Its pods were bound where the queue placed them (`results`), as a group's are."""
         if not all(results):
             self.queue.backoff(view.uid, self.clock())
             failed = len(results) - sum(results)
@@ -617,8 +631,6 @@ class Reconciler:
             return
         self.queue.succeeded(view.uid)
         self.started[view.uid] = self.clock()
-        report.placed += 1
-        report.pods_bound += len(results)
         self._placed(view, placement, repair=False)
 
     # pods being made
