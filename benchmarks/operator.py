@@ -252,6 +252,7 @@ def main() -> None:
         rows.append(show(phase_training(admin, operator, sizes)))
         clean(admin)
         rows.append(show(phase_batch(admin, operator, sizes)))
+        time.sleep(15)  # the last phase's events and status writes land before the idle minute
         before = operator.by_verb()
         time.sleep(60)
         after = operator.by_verb()
