@@ -570,7 +570,8 @@ class Reconciler:
         report: CycleReport,
     ) -> None:
         """Every gang the queue started, pod groups and TrainingJobs alike: all their pods
-        bound in one batch, then each told how it went."""
+        bound in one batch, then each told how it went (its status and event writes, too, on
+        the API threads: each touches only its own gang's entries)."""
         chosen = [(groups.get(uid) or pending[uid][1], placement) for uid, placement in starts]
         for waiting, placement in chosen:
             state.snapshot.apply(waiting.gang, placement)
@@ -578,16 +579,28 @@ class Reconciler:
             Binding(w.key, w.members.namespace, w.gang, p, dict(enumerate(w.pods)))
             for w, p in chosen
         ]
-        for (waiting, placement), results in zip(chosen, self.groups.bind_many(batch), strict=True):
-            if waiting.key in groups:
-                ok = self.groups.started(waiting, placement, results)
-            else:
-                view = pending[waiting.key][0]
-                done = functools.partial(self._started, view, placement, results)
-                ok = self._isolated(view.obj, report, done) and all(results)
+        bound = list(zip(chosen, self.groups.bind_many(batch), strict=True))
+        told = functools.partial(self._told, pending=pending, groups=groups, report=report)
+        for (_, results), ok in zip(bound, self._map(told, bound), strict=True):
             if ok:
                 report.placed += 1
                 report.pods_bound += len(results)
+
+    def _told(
+        self,
+        item: tuple[tuple[Waiting, Placement], list[bool]],
+        pending: Pending,
+        groups: dict[str, Waiting],
+        report: CycleReport,
+    ) -> bool:
+        """A started gang's status and events, once its bindings are known; True when all
+        its pods were bound."""
+        (waiting, placement), results = item
+        if waiting.key in groups:
+            return self.groups.started(waiting, placement, results)
+        view = pending[waiting.key][0]
+        done = functools.partial(self._started, view, placement, results)
+        return self._isolated(view.obj, report, done) and all(results)
 
     def _evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
