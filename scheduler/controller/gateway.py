@@ -255,6 +255,17 @@ class Gateway:
             {"status": status},
         )
 
+    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
+        """Merge patch of a PodGroup's .status (its conditions)."""
+        self._call(
+            self.custom.patch_namespaced_custom_object_status,
+            *PODGROUP_API[:2],
+            namespace,
+            PODGROUP_API[2],
+            name,
+            {"status": status},
+        )
+
     def create_event(self, namespace: str, body: Obj) -> str:
         """Create an Event; returns its name for later aggregation."""
         made = self._call(self.core.create_namespaced_event, namespace, body)

@@ -27,7 +27,7 @@ from scheduler.controller.gateway import ApiError
 from scheduler.controller.groups import Members, gang
 from scheduler.controller.observability import Metrics
 from scheduler.controller.state import ClusterState, host_of
-from scheduler.controller.status import created
+from scheduler.controller.status import condition, created
 from scheduler.model import GangRequest, Placement
 from scheduler.placement.repair import repair
 from scheduler.queue import SchedulingQueue
@@ -69,6 +69,7 @@ class GroupRunner:
     wall: Callable[[], float]
     metrics: Metrics
     expect: Expectations
+    patch_status: Callable[[str, str, Obj], None]  # a PodGroup's (namespace, name, status)
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
 
     queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
@@ -194,7 +195,9 @@ class GroupRunner:
         self.tell(waiting.members, kind, reason, message)
 
     def tell(self, members: Members, kind: str, reason: str, message: str) -> None:
-        """An event when the group's reason changes (the recorder aggregates repeats)."""
+        """When the group's reason changes: an event (the recorder aggregates repeats) and its
+        PodGroup's condition Scheduled (True once every member is bound, else False with the
+        reason it waits)."""
         if self.reasons.get(members.key) == reason:
             return
         try:
@@ -203,4 +206,19 @@ class GroupRunner:
             self.metrics.api_error("record")
             log.warning("event not written", group=members.key, error=str(exc))
             return
+        try:
+            if members.podgroup is not None:
+                self._condition(members.podgroup, reason, message)
+        except ApiError as exc:  # the same: the repeated event is aggregated
+            self.metrics.api_error("patch_podgroup_status")
+            log.warning("condition not written", group=members.key, error=str(exc))
+            return
         self.reasons[members.key] = reason
+
+    def _condition(self, podgroup: Obj, reason: str, message: str) -> None:
+        meta = podgroup["metadata"]
+        old = (podgroup.get("status") or {}).get("conditions") or []
+        scheduled = condition("Scheduled", reason == "Scheduled", reason, message, old)
+        others = [c for c in old if c.get("type") != "Scheduled"]
+        status = {"conditions": [*others, scheduled]}
+        self.patch_status(meta["namespace"], meta["name"], status)

@@ -28,6 +28,7 @@ CALLS = {
     "delete_job": ("delete", "trainingjobs"),
     "ensure_service": ("create", "services"),
     "patch_status": ("patch", "trainingjobs/status"),
+    "patch_podgroup_status": ("patch", "podgroups/status"),
     "record": ("create", "events"),
     "create_event": ("create", "events"),
     "patch_event": ("patch", "events"),

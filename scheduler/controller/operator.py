@@ -77,6 +77,10 @@ class Fenced:
         self._check()
         self.gw.patch_status(namespace, name, status)
 
+    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
+        self._check()
+        self.gw.patch_podgroup_status(namespace, name, status)
+
     def create_event(self, namespace: str, body: Obj) -> str:
         self._check()
         return self.gw.create_event(namespace, body)

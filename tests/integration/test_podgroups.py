@@ -100,6 +100,16 @@ def reasons(env: Env, name: str) -> set[str]:
     return {e["reason"] for e in env.events(name)}
 
 
+def scheduled(env: Env, name: str) -> tuple[str, str] | None:
+    """The PodGroup's Scheduled condition: (status, reason)."""
+    group = env.admin.custom.get_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups", name
+    )
+    conditions = (group.get("status") or {}).get("conditions") or []
+    found = next((c for c in conditions if c["type"] == "Scheduled"), None)
+    return None if found is None else (found["status"], found["reason"])
+
+
 def test_a_batch_job_created_by_the_job_controller_is_gang_placed_in_one_rack(env, fabric):
     fabric(blocks=1, racks=2, hosts=4, gpus=8)
     env.apply(podgroup("train", 4))
@@ -110,6 +120,7 @@ def test_a_batch_job_created_by_the_job_controller_is_gang_placed_in_one_rack(en
     racks = {env.node_rack()[p["spec"]["nodeName"]] for p in pods}
     assert len(racks) == 1  # 4 x 8 GPUs fit one rack of 4 hosts: rackwise keeps them there
     env.wait("a Scheduled event on the PodGroup", lambda: "Scheduled" in reasons(env, "train"))
+    env.wait("its condition", lambda: scheduled(env, "train") == ("True", "Scheduled"))
 
 
 def test_a_group_is_not_placed_before_min_member_pods_exist(env, fabric):
@@ -118,6 +129,7 @@ def test_a_group_is_not_placed_before_min_member_pods_exist(env, fabric):
     env.apply(batch_job("short", 2))
     env.wait("2 pods created", lambda: len(group_pods(env, "short")) == 2, timeout=60)
     env.wait("GroupIncomplete", lambda: "GroupIncomplete" in reasons(env, "short"), timeout=30)
+    env.wait("its condition", lambda: scheduled(env, "short") == ("False", "GroupIncomplete"))
     assert not any(p["spec"].get("nodeName") for p in group_pods(env, "short"))
     # the third member arrives (a second Job in the same group): all three are placed together
     more = batch_job("short-more", 1)

@@ -75,6 +75,10 @@ class MemoryApi:
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:
         self.job_objs[name]["status"] = status
 
+    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
+        group = next(g for g in self.podgroup_objs if g["metadata"]["name"] == name)
+        group["status"] = status
+
     def create_event(self, namespace: str, body: Obj) -> str:
         return f"event-{next(self.ids)}"
 
@@ -298,3 +302,29 @@ def test_a_running_gang_whose_size_shrinks_is_placed_again_at_its_new_size(api, 
         reconciler.cycle()
     assert sorted(api.nodes_of("shrink")) == ["shrink-0", "shrink-1"]
     assert all(api.nodes_of("shrink").values())
+
+
+def scheduled(api: MemoryApi, group: str) -> Obj:
+    podgroup = next(g for g in api.podgroup_objs if g["metadata"]["name"] == group)
+    conditions = (podgroup.get("status") or {}).get("conditions") or []
+    return next(c for c in conditions if c["type"] == "Scheduled")
+
+
+def test_a_pod_groups_condition_says_why_it_waits_then_that_it_is_scheduled(api, reconciler):
+    api.submit("fill", 4)
+    for _ in range(2):
+        reconciler.cycle()
+    for rank in range(2):
+        api.add_member("g", rank, at="2026-12-01T00:00:01Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    reconciler.cycle()
+    waiting = scheduled(api, "g")
+    assert (waiting["status"], waiting["reason"]) == ("False", "Unplaceable")
+    for name in api.of("fill"):
+        api.delete_pod("default", name)
+    del api.job_objs["fill"]
+    reconciler.cycle()
+    done = scheduled(api, "g")
+    assert (done["status"], done["reason"]) == ("True", "Scheduled")
