@@ -3,14 +3,18 @@
 Contract. A TrainingJob's pods are made before it is placed, as a Job controller makes a Job's:
 unbound, `schedulerName` the operator's, one per rank. From then on the gang goes the way of
 any pod group (grouprun.py): queued once all its pods exist, bound where the queue places it.
-A creation is all-or-nothing: a creation that fails deletes exactly the pods it made. The
-budget is shared by every creation in progress, smallest remaining work first, so a huge gang
-advances every cycle without holding back the small ones behind it. Pods that are not bound
-hold no capacity, so nothing is reserved while they are made."""
+A creation is all-or-nothing: a creation that fails deletes exactly the pods it made, once
+none of its calls is in flight. The budget (creations in flight at once) is shared by every
+creation in progress, smallest remaining work first, so a huge gang advances every cycle
+without holding back the small ones behind it. Calls run on the API threads while the cycle
+that sent them ends and the next one starts; their results are collected by the next step.
+Pods that are not bound hold no capacity, so nothing is reserved while they are made."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +30,7 @@ class Launch:
     view: JobView
     ranks: tuple[int, ...]  # the ranks to make: all of a new gang, the missing ones of a repair
     created: set[int] = field(default_factory=set)
+    inflight: dict[int, Future[ApiError | None]] = field(default_factory=dict)  # rank -> call
     error: tuple[str, ApiError] | None = None  # (pod, what the API server said)
 
     @property
@@ -36,6 +41,24 @@ class Launch:
     def work_left(self) -> int:
         return self.size - len(self.created)
 
+    @property
+    def to_send(self) -> list[int]:
+        """Ranks neither made nor being made; none once a creation failed."""
+        if self.error is not None:
+            return []
+        return [r for r in self.ranks if r not in self.created and r not in self.inflight]
+
+    def collect(self) -> None:
+        """Take in the calls that have finished: made, or the first failure."""
+        for rank, call in list(self.inflight.items()):
+            if call.done():
+                del self.inflight[rank]
+                error = call.result()
+                if error is None:
+                    self.created.add(rank)
+                elif self.error is None:
+                    self.error = (self.pod_name(rank), error)
+
     def pod_name(self, rank: int) -> str:
         return pod_name(self.view, rank)
 
@@ -45,33 +68,29 @@ class Launch:
 
 
 Call = Callable[..., None]
-Mapper = Callable[[Callable[[Any], ApiError | None], list[Any]], list[ApiError | None]]
+Submit = Callable[[Callable[[], ApiError | None]], Future[ApiError | None]]
 
 
 @dataclass
 class Launcher:
     create: Call  # (namespace, body)
     build: Callable[[Launch, int], Obj]  # the pod body for (launch, rank)
-    run: Mapper  # runs calls on the API thread pool
+    submit: Submit  # runs a call on the API thread pool
     budget: int
 
     def step(self, launches: list[Launch]) -> None:
-        """Advance every creation as far as the budget allows, smallest first; failures land
-        in `error`."""
-        left = self.budget
-        creates: list[tuple[Launch, int]] = []
+        """Collect what finished since the last step, then send more creations while fewer
+        than the budget are in flight, smallest remaining work first; failures land in
+        `error`."""
+        for launch in launches:
+            launch.collect()
+        left = self.budget - sum(len(launch.inflight) for launch in launches)
         for launch in sorted(launches, key=lambda launch: launch.work_left):
-            missing = [r for r in launch.ranks if r not in launch.created][:left]
-            left -= len(missing)
-            creates += [(launch, r) for r in missing]
-        for (launch, rank), error in zip(creates, self.run(self._create, creates), strict=True):
-            if error is None:
-                launch.created.add(rank)
-            elif launch.error is None:
-                launch.error = (launch.pod_name(rank), error)
+            for rank in launch.to_send[: max(left, 0)]:
+                left -= 1
+                launch.inflight[rank] = self.submit(functools.partial(self._create, launch, rank))
 
-    def _create(self, item: tuple[Launch, int]) -> ApiError | None:
-        launch, rank = item
+    def _create(self, launch: Launch, rank: int) -> ApiError | None:
         try:
             self.create(launch.view.namespace, self.build(launch, rank))
         except ApiError as exc:

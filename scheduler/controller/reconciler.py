@@ -142,7 +142,7 @@ class Reconciler:
         self.launcher = Launcher(
             create=api.create_pod,
             build=lambda launch, rank: pod(launch.view, rank, config),
-            run=self._map,
+            submit=self.pool.submit,
             budget=config.launch_budget,
         )
         self.launches: dict[str, Launch] = {}  # job uid -> its pods being made
@@ -174,6 +174,7 @@ class Reconciler:
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
         report = CycleReport()
+        self._made()
         nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
         groups = collect(pods, self.api.podgroups(), self.config)
         self.expect.settle(pods)
@@ -650,15 +651,22 @@ class Reconciler:
 
     # pods being made
     def _launch(self) -> None:
-        if not self.launches:
-            return
-        self.launcher.step(list(self.launches.values()))
+        """Send the creations the budget allows; they run while this cycle ends and the next
+        begins (`_made` takes them in)."""
+        if self.launches:
+            self.launcher.step(list(self.launches.values()))
+            self._made()
+
+    def _made(self) -> None:
+        """Gangs whose pods are all made are judged once the cache shows them; a failed
+        creation, once none of its calls is in flight, deletes what it made."""
         for uid, launch in list(self.launches.items()):
+            launch.collect()
             if launch.finished:
                 del self.launches[uid]
                 names = [launch.pod_name(r) for r in launch.ranks]
                 self.expect.created(uid, launch.view.namespace, names)
-            elif launch.error is not None:
+            elif launch.error is not None and not launch.inflight:
                 del self.launches[uid]
                 ns = launch.view.namespace
                 pairs = [(ns, launch.pod_name(r)) for r in launch.created]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import random
+from concurrent.futures import Future
 from typing import Any
 
 from scheduler.controller.config import LeaderElection, OperatorConfig
@@ -31,21 +32,29 @@ def launch(name: str, pods: int) -> Launch:
 
 
 class Calls:
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, hold: bool = False) -> None:
         self.log: list[str] = []
         self.fail = fail
+        self.hold = hold  # calls stay in flight (a slow API server)
 
     def create(self, namespace: str, body: dict) -> None:
         if body["metadata"]["name"] == self.fail:
             raise ApiError(422, "no")
         self.log.append(body["metadata"]["name"])
 
+    def submit(self, fn):
+        """Run at once, or hold the call in flight."""
+        future: Future = Future()
+        if not self.hold:
+            future.set_result(fn())
+        return future
+
 
 def launcher(calls: Calls, budget: int) -> Launcher:
     return Launcher(
         create=calls.create,
         build=lambda launch, rank: {"metadata": {"name": launch.pod_name(rank)}},
-        run=lambda fn, items: [fn(i) for i in items],
+        submit=calls.submit,
         budget=budget,
     )
 
@@ -55,32 +64,48 @@ def test_a_huge_gang_cannot_hold_back_a_small_one():
     big, small = launch("big", 50), launch("small", 3)
     step = launcher(calls, budget=10).step
     step([big, small])
-    assert small.finished  # its 3 creations come first within the cycle's budget
-    assert not big.finished
+    small.collect()
+    assert small.finished  # its 3 creations went first within the budget
     assert len(calls.log) == 10
     for _ in range(20):
         step([big])
+    big.collect()
     assert big.finished
     assert sorted(calls.log) == sorted({*calls.log})  # no pod is made twice
+
+
+def test_calls_in_flight_count_against_the_budget():
+    calls = Calls(hold=True)
+    gang = launch("g", 30)
+    step = launcher(calls, budget=10).step
+    for _ in range(3):
+        step([gang])
+    assert len(gang.inflight) == 10  # nothing more is sent while 10 are in flight
+    assert not gang.finished
 
 
 def test_only_the_missing_ranks_are_made():
     calls = Calls()
     repair = Launch(view("g", 5), (1, 3))
     launcher(calls, budget=10).step([repair])
+    repair.collect()
     assert repair.finished
     assert calls.log == ["g-1", "g-3"]
 
 
 def test_a_failure_is_recorded_with_the_pod_and_the_servers_message():
     calls = Calls(fail="g-1")
-    gang = launch("g", 2)
-    launcher(calls, budget=10).step([gang])
+    gang = launch("g", 3)
+    step = launcher(calls, budget=10).step
+    step([gang])
+    gang.collect()
     assert gang.error is not None
     pod, error = gang.error
     assert pod == "g-1"
     assert error.rejected
-    assert gang.created == {0}  # what was made, for the reconciler to delete
+    assert gang.created == {0, 2}  # what was made, for the reconciler to delete
+    step([gang])
+    assert gang.inflight == {}  # nothing more is sent once a creation failed
 
 
 class Store:

@@ -5,6 +5,7 @@ against the real kube-apiserver; these cases pin the rules one by one, fast."""
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import wait
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.fake import node_manifest
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.observability import Metrics
-from scheduler.controller.reconciler import Reconciler
+from scheduler.controller.reconciler import CycleReport, Reconciler
 from scheduler.topology import generate
 
 Obj = dict[str, Any]
@@ -164,9 +165,24 @@ def clock() -> Clock:
     return Clock()
 
 
+class Driven:
+    """The reconciler, each cycle followed by the pod creations it sent (they run on its API
+    threads while a real operator's next cycle begins)."""
+
+    def __init__(self, api: MemoryApi, clock: Clock) -> None:
+        self.inner = Reconciler(api, OperatorConfig(), Metrics(), clock=clock)
+        self.queue = self.inner.queue
+
+    def cycle(self) -> CycleReport:
+        report = self.inner.cycle()
+        for launch in self.inner.launches.values():
+            wait(launch.inflight.values())
+        return report
+
+
 @pytest.fixture
-def reconciler(api: MemoryApi, clock: Clock) -> Reconciler:
-    return Reconciler(api, OperatorConfig(), Metrics(), clock=clock)
+def reconciler(api: MemoryApi, clock: Clock) -> Driven:
+    return Driven(api, clock)
 
 
 def test_a_jobs_pods_are_made_unbound_then_bound_where_the_queue_places_them(api, reconciler):
