@@ -11,6 +11,7 @@ The operator runs here on a cluster of its own with no background loop: the test
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import wait
 from typing import Any
 
 import pytest
@@ -97,8 +98,12 @@ class Driven:
         self.hosts.pop(name, None)
 
     def settle(self) -> None:
+        """Cycles at this instant until its consequences are in: the operator's loop runs
+        again when the pods it made appear, so each cycle here waits for its creations."""
         for _ in range(4):
             self.reconciler.cycle()
+            for launch in self.reconciler.launches.values():
+                wait(launch.inflight.values())
         for name in {n for n, *_ in EVENTS}:
             self._observe(name)
 
