@@ -86,7 +86,7 @@ class OperatorConfig(BaseModel):
     group_timeout_s: float = Field(default=300.0, gt=0, alias="groupTimeoutSeconds")
     # the largest gang accepted; larger jobs are InvalidSpec
     max_gang_pods: int = Field(default=10_000, ge=1, alias="maxGangPods")
-    # TrainingJob pod creations per cycle, shared by every gang whose pods are being made
+    # TrainingJob pod creations in flight at once, shared by every gang whose pods are made
     launch_budget: int = Field(default=1_000, ge=1, alias="launchPodsPerCycle")
     # a NotReady node keeps its pods this long before their gang is repaired (as the node
     # lifecycle controller's default monitor grace period)
