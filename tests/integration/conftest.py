@@ -101,6 +101,23 @@ class Env:
             and (p["metadata"].get("labels") or {}).get("rackwise.io/job") == name
         ]
 
+    def finish(self, pod: Obj, phase: str) -> None:
+        """Set a pod's phase as its kubelet would, once the test cluster's stand-in kubelet has
+        started it: its Running patch, read before ours, must not land after ours."""
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"])
+
+        def running() -> bool:
+            now = [
+                p
+                for p in self.admin.pods()
+                if (p["metadata"]["namespace"], p["metadata"]["name"]) == key
+            ]
+            return bool(now) and now[0]["status"].get("phase") == "Running"
+
+        self.wait(f"{meta['name']} running", running)
+        self.admin.patch_pod_status(meta["namespace"], meta["name"], {"phase": phase})
+
     def bound(self, name: str, namespace: str = "default") -> list[Obj]:
         """The job's pods that are bound: a waiting TrainingJob's pods exist, unbound."""
         return [p for p in self.pods(name, namespace) if p["spec"].get("nodeName")]

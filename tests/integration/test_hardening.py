@@ -298,7 +298,7 @@ def test_finished_job_is_never_rerun(env: Env, fabric):
     env.apply(training_job("done", 2))
     env.wait_placed("done")
     for p in env.pods("done"):
-        env.admin.patch_pod_status("default", p["metadata"]["name"], {"phase": "Succeeded"})
+        env.finish(p, "Succeeded")
     env.wait("succeeded", lambda: env.job("done")["status"]["phase"] == "Succeeded")
     before = uids(env, "done")
     set_ready(env.admin, env.pods("done")[0]["spec"]["nodeName"], False)

@@ -16,8 +16,7 @@ Obj = dict[str, Any]
 
 
 def set_phase(env: Env, pod: Obj, phase: str) -> None:
-    meta = pod["metadata"]
-    env.admin.patch_pod_status(meta["namespace"], meta["name"], {"phase": phase})
+    env.finish(pod, phase)
 
 
 def uids(env: Env, name: str) -> set[str]:
