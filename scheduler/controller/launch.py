@@ -79,11 +79,8 @@ class Launcher:
     budget: int
 
     def step(self, launches: list[Launch]) -> None:
-        """Collect what finished since the last step, then send more creations while fewer
-        than the budget are in flight, smallest remaining work first; failures land in
-        `error`."""
-        for launch in launches:
-            launch.collect()
+        """Send more creations while fewer than the budget are in flight, smallest remaining
+        work first (the caller collects what finished first: `Launch.collect`)."""
         left = self.budget - sum(len(launch.inflight) for launch in launches)
         for launch in sorted(launches, key=lambda launch: launch.work_left):
             for rank in launch.to_send[: max(left, 0)]:

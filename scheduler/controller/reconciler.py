@@ -174,7 +174,7 @@ class Reconciler:
     def cycle(self) -> CycleReport:
         start = time.perf_counter()
         report = CycleReport()
-        self._made()
+        self._made(report)
         nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
         groups = collect(pods, self.api.podgroups(), self.config)
         self.expect.settle(pods)
@@ -197,7 +197,7 @@ class Reconciler:
             self._isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
         self._place(pending, running, state, report, waiting)
-        self._launch()
+        self._launch(report)
         refs = {str(g.ref()["uid"]) for g in groups}
         self.recorder.forget(set(live) | refs | {str(n["metadata"].get("uid")) for n in nodes})
         report.seconds = time.perf_counter() - start
@@ -650,19 +650,22 @@ class Reconciler:
         self._placed(view, placement, repair=False)
 
     # pods being made
-    def _launch(self) -> None:
+    def _launch(self, report: CycleReport) -> None:
         """Send the creations the budget allows; they run while this cycle ends and the next
         begins (`_made` takes them in)."""
         if self.launches:
+            self._made(report)
             self.launcher.step(list(self.launches.values()))
-            self._made()
+            self._made(report)
 
-    def _made(self) -> None:
+    def _made(self, report: CycleReport) -> None:
         """Gangs whose pods are all made are judged once the cache shows them; a failed
-        creation, once none of its calls is in flight, deletes what it made."""
+        creation, once none of its calls is in flight, deletes what it made. A call that
+        raised something unexpected is that job's alone: logged, and its making starts over."""
         for uid, launch in list(self.launches.items()):
-            launch.collect()
-            if launch.finished:
+            if not self._isolated(launch.view.obj, report, launch.collect):
+                del self.launches[uid]
+            elif launch.finished:
                 del self.launches[uid]
                 names = [launch.pod_name(r) for r in launch.ranks]
                 self.expect.created(uid, launch.view.namespace, names)

@@ -50,13 +50,25 @@ class Calls:
         return future
 
 
-def launcher(calls: Calls, budget: int) -> Launcher:
-    return Launcher(
-        create=calls.create,
-        build=lambda launch, rank: {"metadata": {"name": launch.pod_name(rank)}},
-        submit=calls.submit,
-        budget=budget,
-    )
+class Stepper:
+    """A launcher stepped as the reconciler steps it: what finished is collected first."""
+
+    def __init__(self, calls: Calls, budget: int) -> None:
+        self.launcher = Launcher(
+            create=calls.create,
+            build=lambda launch, rank: {"metadata": {"name": launch.pod_name(rank)}},
+            submit=calls.submit,
+            budget=budget,
+        )
+
+    def step(self, launches: list[Launch]) -> None:
+        for launch in launches:
+            launch.collect()
+        self.launcher.step(launches)
+
+
+def launcher(calls: Calls, budget: int) -> Stepper:
+    return Stepper(calls, budget)
 
 
 def test_a_huge_gang_cannot_hold_back_a_small_one():

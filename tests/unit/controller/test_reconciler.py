@@ -344,3 +344,21 @@ def test_a_pod_groups_condition_says_why_it_waits_then_that_it_is_scheduled(api,
     reconciler.cycle()
     done = scheduled(api, "g")
     assert (done["status"], done["reason"]) == ("True", "Scheduled")
+
+
+def test_a_creation_that_raises_the_unexpected_stops_only_its_own_job(api, reconciler):
+    """A bug in building one job's pods is logged against that job; the others are placed."""
+    build = reconciler.inner.launcher.build
+
+    def broken(launch, rank):
+        if launch.view.name == "cursed":
+            raise RuntimeError("a bug in building this job's pods")
+        return build(launch, rank)
+
+    reconciler.inner.launcher.build = broken
+    api.submit("cursed", 1)
+    api.submit("fine", 1)
+    errors = sum(reconciler.cycle().errors for _ in range(3))
+    assert errors >= 1
+    assert all(api.nodes_of("fine").values())
+    assert api.of("cursed") == {}
