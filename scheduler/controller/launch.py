@@ -1,4 +1,4 @@
-"""Creating a TrainingJob's pods, unbound, within a budget of API writes per cycle.
+"""Creating a TrainingJob's pods, unbound, within a budget of creations in flight.
 
 Contract. A TrainingJob's pods are made before it is placed, as a Job controller makes a Job's:
 unbound, `schedulerName` the operator's, one per rank. From then on the gang goes the way of
@@ -7,7 +7,8 @@ A creation is all-or-nothing: a creation that fails deletes exactly the pods it 
 none of its calls is in flight. The budget (creations in flight at once) is shared by every
 creation in progress, smallest remaining work first, so a huge gang advances every cycle
 without holding back the small ones behind it. Calls run on the API threads while the cycle
-that sent them ends and the next one starts; their results are collected by the next step.
+that sent them ends and the next one starts; the caller collects their results
+(`Launch.collect`) before it steps again.
 Pods that are not bound hold no capacity, so nothing is reserved while they are made."""
 
 from __future__ import annotations
