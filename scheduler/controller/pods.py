@@ -64,11 +64,6 @@ def _declared_ports(job: JobView) -> list[Obj]:
     return [{"name": name, "port": port} for port, name in sorted(declared.items())]
 
 
-def gang_pods(job: JobView, config: OperatorConfig) -> list[Obj]:
-    """Every rank's pod, in rank order."""
-    return [pod(job, rank, config) for rank in range(job.total_pods)]
-
-
 def pod_name(job: JobView, rank: int) -> str:
     """`<job>-<rank>` for a worker, `<job>-<role>-<i>` for a role's pod: also each pod's
     hostname, so MASTER_ADDR is `<job>-0.<job>`."""
