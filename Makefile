@@ -53,13 +53,15 @@ bench-priorities: $(STAMP)
 # the fair protocol: the topology-aware baselines, first-fit and rackwise with its mechanisms
 # off, same queue rules, 95% intervals: the whole Philly trace on Lingjun (5 seeds, about 3 h
 # on 2 cores: a rackwise run is about 20 CPU-minutes), then the LLM-era mix on 100k GPUs
-# (3 seeds, ~25 min)
+# (5 seeds, ~25 min). Each run's metrics are saved under simulations/results/compare as it
+# ends; a rerun of the same code reads them back, so a stopped protocol resumes.
 bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
-		--variants "rackwise (none)"
-	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 3 \
-		--policies rackwise kueue-best-fit --variants "rackwise (none)"
+		--variants "rackwise (none)" --save simulations/results/compare
+	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 5 \
+		--policies rackwise kueue-best-fit --variants "rackwise (none)" \
+		--save simulations/results/compare
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator

@@ -23,11 +23,15 @@ best baseline on that metric (best by mean), as the mean [interval] of the per-s
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
+import multiprocessing as mp
 import random
 import statistics
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,7 @@ from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.metrics import policy_metrics
 from scheduler.simulation.protocol import HEADLINE, ratios
 from scheduler.simulation.protocol import table as protocol_table
-from scheduler.simulation.runner import Task, run_all
+from scheduler.simulation.runner import Task, run_one
 from scheduler.simulation.trace import TraceJob, load_trace, transform
 from scheduler.topology import from_lingjun_csv, generate
 
@@ -129,33 +133,96 @@ def rows(policies: Sequence[str], variants: Sequence[str]) -> list[tuple[str, st
 
 
 def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace) -> None:
-    patience, workers = args.patience, args.workers
+    patience = args.patience
     days, max_hours = args.llm_days, args.llm_max_hours
-    tasks, keys = [], []
+    window = tuple(args.philly_days) if args.philly_days else None
+    todo: dict[Key, Task] = {}
     plan = rows(policies, args.variants)
     for seed in range(seeds):
-        window = tuple(args.philly_days) if args.philly_days else None
         spec, jobs, config = (
             philly(seed, window) if name == "philly" else llm(seed, days, max_hours)
         )
         config = config.model_copy(update={"compact_wait_s": patience})
         for label, policy, changes in plan:
-            tasks.append(Task(spec, jobs, policy, config.model_copy(update=changes)))
-            keys.append((label, seed))
+            todo[(label, seed)] = Task(spec, jobs, policy, config.model_copy(update=changes))
     started = time.perf_counter()
-    outcomes = run_all(tasks, workers)
-    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in plan}
-    for (label, _), result in zip(keys, outcomes, strict=True):
-        results[label].append(policy_metrics(result))
-    jobs_n = len(tasks[0].jobs)
+    setup = {"workload": name, "window": window, "llm": (days, max_hours), "patience": patience}
+    done = measure_all(todo, args.workers, Saved(args.save, setup) if args.save else None)
+    results = {label: [done[(label, s)] for s in range(seeds)] for label, _, _ in plan}
+    task = next(iter(todo.values()))
     rules = (
-        f"backfill {config.backfill}, preemption {config.preemption}, patience {patience:.0f} s "
-        "for every policy"
+        f"backfill {task.config.backfill}, preemption {task.config.preemption}, "
+        f"patience {patience:.0f} s for every policy"
     )
     took = time.perf_counter() - started
-    print(f"\n{name}: {jobs_n} jobs per seed; queue rules: {rules}; {took:.0f} s")
+    print(f"\n{name}: {len(task.jobs)} jobs per seed; queue rules: {rules}; {took:.0f} s")
     report(results, name)
     mechanisms(results)
+
+
+def measure(task: Task) -> dict[str, Any]:
+    """One run's metrics, computed in the worker (the full result stays there)."""
+    return policy_metrics(run_one(task))
+
+
+Key = tuple[str, int]  # (row label, seed)
+
+
+def measure_all(todo: dict[Key, Task], workers: int, saved: Saved | None) -> dict[Key, Any]:
+    """Every task's metrics: those saved by an earlier run of the same code and setup are read
+    back; the others run (`workers` at a time) and are saved as each ends, so a long protocol
+    that is stopped loses only the runs under way."""
+    done = {key: m for key in todo if saved is not None and (m := saved.load(key)) is not None}
+    left = [key for key in todo if key not in done]
+    if done:
+        print(f"{len(done)} runs read back from {saved}; {len(left)} to run", flush=True)
+    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited threads
+    with ProcessPoolExecutor(max_workers=max(workers, 1), mp_context=ctx) as pool:
+        futures = {pool.submit(measure, todo[key]): key for key in left}
+        for future in as_completed(futures):
+            key = futures[future]
+            done[key] = future.result()
+            print(f"  {key[0]}, seed {key[1]}: done ({len(done)} of {len(todo)})", flush=True)
+            if saved is not None:
+                saved.store(key, done[key])
+    return done
+
+
+class Saved:
+    """Per-run metrics on disk, valid for one version of the code and one setup: a file is
+    read back only when both digests match, so a changed simulator never reuses a result."""
+
+    def __init__(self, folder: Path, setup: dict[str, Any]) -> None:
+        self.folder = folder
+        self.setup = json.dumps(setup, sort_keys=True)
+        self.code = code_digest()
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def __str__(self) -> str:
+        return str(self.folder)
+
+    def path(self, key: Key) -> Path:
+        digest = hashlib.sha256(f"{self.setup}/{key[0]}/{key[1]}".encode()).hexdigest()[:16]
+        return self.folder / f"{key[0].replace(' ', '_')}-{key[1]}-{digest}.json"
+
+    def load(self, key: Key) -> Any:
+        path = self.path(key)
+        if not path.exists():
+            return None
+        found = json.loads(path.read_text())
+        return found["metrics"] if found.get("code") == self.code else None
+
+    def store(self, key: Key, metrics: dict[str, Any]) -> None:
+        body = {"code": self.code, "setup": self.setup, "row": key[0], "seed": key[1]}
+        self.path(key).write_text(json.dumps({**body, "metrics": metrics}, default=float))
+
+
+def code_digest() -> str:
+    """The simulator's and this protocol's sources, hashed: what a saved result depends on."""
+    digest = hashlib.sha256()
+    for path in sorted([*(REPO / "scheduler").rglob("*.py"), Path(__file__).resolve()]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def mechanisms(results: dict[str, list[dict[str, Any]]]) -> None:
@@ -181,6 +248,8 @@ def main() -> None:
     )
     parser.add_argument("--patience", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=2)
+    # each run's metrics are saved here as it ends and read back by a rerun of the same code
+    parser.add_argument("--save", type=Path, metavar="DIR")
     # arrivals must last several mean run times for the fabric to reach a steady load: 0.5 day
     # with a 7-day clip left 100k GPUs mostly idle (no job waited)
     # a window of the Philly trace (days from its first submission); default the whole trace

@@ -3,17 +3,22 @@
 Contract. Takes the capacity a blocked gang sees, the gang and the running gangs of its pool.
 Decides the hosts the gang would be placed on once enough running gangs have ended, releasing
 them in the order they are expected to end (unknown ends last, oldest start first), and the
-time that happens (the latest estimated end among them; inf when any is unknown). Promises: the
-hosts carry a valid placement of the gang on the capacity with those gangs released; None when
-even releasing every running gang would not make room (the gang is too big for the pool: it
-holds nothing back)."""
+time that happens (the latest estimated end among them; inf when any is unknown). Among the
+placements at that time it holds as few hosts that are free now as it can: the released hosts
+alone when they carry a placement that costs the gang no more traffic (`cost`) than the best
+on all of them. Why: only a held host that is free now keeps a later gang out (backfill sees
+the free capacity less the held hosts), and a reservation on free racks pushed backfilled
+gangs across spines. Promises: the hosts carry a valid placement of the gang on the capacity
+with those gangs released; None when even releasing every running gang would not make room
+(the gang is too big for the pool: it holds nothing back)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from scheduler.model.gang import GangRequest
+from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
 from scheduler.queue.types import QueueConfig, Reservation, Running
@@ -38,10 +43,31 @@ def reserve(
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
             index = view.fabric.host_index
-            hosts = frozenset(index[h] for h in placement.hosts())
+            hosts = _on_released(sim, gang, ordered[:n], placement, cfg)
             at = max(_end(g) for g in ordered[:n])
-            return Reservation(key, gang.name, hosts, at)
+            return Reservation(key, gang.name, frozenset(index[h] for h in hosts), at)
     return None
+
+
+def _on_released(
+    sim: Snapshot,
+    gang: GangRequest,
+    released: Sequence[Running],
+    best: Placement,
+    cfg: QueueConfig,
+) -> Iterable[str]:
+    """The hosts to hold: `best`'s, or a placement on the released hosts alone when `best`
+    holds hosts free now and that one costs no more."""
+    theirs = {h for r in released for h in r.placement.hosts()}
+    if set(best.hosts()) <= theirs:
+        return best.hosts()
+    index = sim.fabric.host_index
+    only = sim.copy()
+    only.down |= {i for h, i in index.items() if h not in theirs}
+    placement = place_one(only, gang, cfg.trial)
+    if placement.placed and placement.cost <= best.cost:
+        return placement.hosts()
+    return best.hosts()
 
 
 def _free_gpus(view: Snapshot, pool: str) -> int:

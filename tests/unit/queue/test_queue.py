@@ -192,6 +192,31 @@ def test_one_failing_gang_does_not_stop_the_others(monkeypatch):
     assert isinstance(decisions.failed["bad"], RuntimeError)
 
 
+def test_a_reservation_holds_the_hosts_ending_gangs_release_not_the_free_ones():
+    """a (ends at 100) frees h0-1 and h0-2; h0-0 is free now. big (2 hosts) holds the two a
+    releases, which cost it the same, so x starts at once on h0-0."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=4))
+    a = running(snap, "a", ["h0-1", "h0-2"], end=100)
+    c = running(snap, "c", ["h0-3"], end=math.inf)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    queue.add("x", gang("x", 1), arrival=1)
+    decisions = queue.cycle(0, snap, [a, c])
+    assert decisions.reservations["training"].hosts == {1, 2}
+    assert [(k, p.hosts()) for k, p in decisions.starts] == [("x", {"h0-0": 1})]
+
+
+def test_a_reservation_takes_a_free_host_when_the_released_ones_cost_the_gang_more():
+    """a frees h0-0 and h1-0, two racks; with the free h0-1, big fits in rack 0: it holds that."""
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    a = running(snap, "a", ["h0-0", "h1-0"], end=100)
+    c = running(snap, "c", ["h1-1"], end=math.inf)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    decisions = queue.cycle(0, snap, [a, c])
+    assert decisions.reservations["training"].hosts == {0, 1}
+
+
 def test_a_reservation_counts_the_gangs_started_in_the_same_cycle():
     """first starts this cycle on the free host and ends at 100 by its estimate; big, behind it,
     must reserve both hosts from 100 (counting first among the gangs that will end), so late,
