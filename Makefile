@@ -51,9 +51,9 @@ bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
 # the fair protocol: the topology-aware baselines, first-fit and rackwise with its mechanisms
-# off, same queue rules, 95% intervals: the whole Philly trace on Lingjun (5 seeds, about 3 h
-# on 2 cores: a rackwise run is about 20 CPU-minutes), then the LLM-era mix on 100k GPUs
-# (5 seeds, ~25 min). Each run's metrics are saved under simulations/results/compare as it
+# off, same queue rules, 95% intervals: the whole Philly trace on Lingjun (5 seeds, about 2 h
+# on 2 cores: a rackwise run is 13-20 CPU-minutes), then the LLM-era mix on 100k GPUs
+# (5 seeds, ~8 min). Each run's metrics are saved under simulations/results/compare as it
 # ends; a rerun of the same code reads them back, so a stopped protocol resumes.
 bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
