@@ -214,7 +214,10 @@ class Saved:
 
     def store(self, key: Key, metrics: dict[str, Any]) -> None:
         body = {"code": self.code, "setup": self.setup, "row": key[0], "seed": key[1]}
-        self.path(key).write_text(json.dumps({**body, "metrics": metrics}, default=float))
+        path = self.path(key)
+        part = path.with_suffix(".part")  # renamed when whole: a stopped write is never read
+        part.write_text(json.dumps({**body, "metrics": metrics}, default=float))
+        part.replace(path)
 
 
 def code_digest() -> str:

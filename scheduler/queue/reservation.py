@@ -2,15 +2,16 @@
 
 Contract. Takes the capacity a blocked gang sees, the gang and the running gangs of its pool.
 Decides the hosts the gang would be placed on once enough running gangs have ended, releasing
-them in the order they are expected to end (unknown ends last, oldest start first), and the
-time that happens (the latest estimated end among them; inf when any is unknown). Among the
-placements at that time it holds as few hosts that are free now as it can: the released hosts
-alone when they carry a placement that costs the gang no more traffic (`cost`) than the best
-on all of them. Why: only a held host that is free now keeps a later gang out (backfill sees
-the free capacity less the held hosts), and a reservation on free racks pushed backfilled
-gangs across spines. Promises: the hosts carry a valid placement of the gang on the capacity
-with those gangs released; None when even releasing every running gang would not make room
-(the gang is too big for the pool: it holds nothing back)."""
+them in the order they are expected to end (unknown ends last, oldest start first), and the time
+that happens (the latest estimated end among them; inf when any is unknown). Among the
+placements at that time it prefers the hosts those gangs release to hosts that are free now: it
+holds the released hosts alone when they carry a placement that costs the gang no more traffic
+(`cost`) than its best placement on all the free hosts, and that best one otherwise. Why: only a
+held host that is free now keeps a later gang out (backfill sees the free capacity less the held
+hosts), and a reservation on free racks pushed backfilled gangs across spines. Promises: the
+hosts carry a valid placement of the gang on the capacity with those gangs released; None when
+even releasing every running gang would not make room (the gang is too big for the pool: it
+holds nothing back)."""
 
 from __future__ import annotations
 
