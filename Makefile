@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-scale bench-sim bench-priorities bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-scale bench-sim bench-priorities bench-compare bench-operator
+bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-compare bench-operator
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
@@ -47,20 +47,25 @@ bench-scale: $(STAMP)
 
 # preemption (off / lowest-priority-first / topology) and reservations (greedy / EASY) over
 # Philly days at ~90% load, 5 seeds
+# one queue cycle at 100k GPUs on a 300-gang backlog, joint placement on and off (~75 s)
+bench-cycle: $(STAMP)
+	$(BIN)/python -m benchmarks.cycle
+
 bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
-# the fair protocol: the topology-aware baselines, first-fit and rackwise with its mechanisms
-# off, same queue rules, 95% intervals: the whole Philly trace on Lingjun (5 seeds, about 2 h
-# on 2 cores: a rackwise run is 13-20 CPU-minutes), then the LLM-era mix on 100k GPUs
-# (5 seeds, ~8 min). Each run's metrics are saved under simulations/results/compare as it
-# ends; a rerun of the same code reads them back, so a stopped protocol resumes.
+# the fair protocol: the topology-aware baselines, first-fit, and rackwise with each of its
+# mechanisms off and with all off, same queue rules, 95% intervals: the whole Philly trace on
+# Lingjun (5 seeds, about 3 h on 2 cores: a rackwise run is 12-20 CPU-minutes), then the
+# LLM-era mix on 100k GPUs (5 seeds, ~20 min). Each run's metrics are saved under
+# simulations/results/compare as it ends; a rerun of the same code reads them back, so a
+# stopped protocol resumes.
 bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
-		--variants "rackwise (none)" --save simulations/results/compare
+		--save simulations/results/compare
 	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 5 \
-		--policies rackwise kueue-best-fit --variants "rackwise (none)" \
+		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
 		--save simulations/results/compare
 
 bench-operator: $(STAMP) apiserver

@@ -216,8 +216,12 @@ class SchedulingQueue:
         self._backoff.pop(key, None)
 
     def forget(self, alive: set[str]) -> None:
-        """Drop what is kept of keys that no longer exist (deleted jobs)."""
+        """Drop what is kept of keys that no longer exist (deleted jobs), the hosts held for
+        them included: a moved gang is no entry while its pods are remade, so a job deleted
+        then would otherwise hold its new hosts for as long as the queue lives."""
         for key in set(self._entries) - alive:
+            self.remove(key)
+        for key in {*self._pinned, *self._held, *self._leaving} - alive:
             self.remove(key)
         self._backoff = {k: v for k, v in self._backoff.items() if k in alive}
 

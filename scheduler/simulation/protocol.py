@@ -67,7 +67,22 @@ HEADLINE: tuple[Measure, ...] = (
         "contended rate",
     ),
 )
-T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306}
+# two-sided 95% Student t quantiles by degrees of freedom (seeds - 1), 1..30
+T95: tuple[float, ...] = (
+    *(12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228),
+    *(2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086),
+    *(2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+)
+Z95 = 1.959964
+
+
+def t95(df: int) -> float:
+    """The quantile for df degrees of freedom; past the table, the Cornish-Fisher expansion
+    (within 0.001 there). The normal 1.96 alone would narrow a 12-seed interval by 11%."""
+    if df <= len(T95):
+        return T95[df - 1]
+    z = Z95
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -75,8 +90,7 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, math.nan
-    t = T95.get(len(values), 2.262 if len(values) <= 10 else 1.96)
-    return mean, t * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def cell(values: Sequence[float], scale: float = 1.0) -> str:
@@ -128,8 +142,22 @@ def ratios(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[R
         means = {p: statistics.fmean(m[measure.key] for m in per_seed[p]) for p in baselines}
         pick = min if measure.lower_is_better else max
         best = pick(means, key=lambda p: means[p])
-        pairs = zip(per_seed[ours], per_seed[best], strict=True)
-        values = [a[measure.key] / b[measure.key] for a, b in pairs if b[measure.key]]
-        if values:
-            out.append(Ratio(measure, best, *interval(values)))
+        out.extend(_paired(per_seed, ours, best, measure))
     return out
+
+
+def against(per_seed: dict[str, list[Metrics]], other: str, ours: str = "rackwise") -> list[Ratio]:
+    """For each measure, `ours` over one named row, per seed: what a mechanism switched off in
+    `other` is worth, judged by the same paired ratios as the baselines are."""
+    if ours not in per_seed or other not in per_seed:
+        return []
+    return [r for measure in HEADLINE for r in _paired(per_seed, ours, other, measure)]
+
+
+def _paired(
+    per_seed: dict[str, list[Metrics]], ours: str, other: str, measure: Measure
+) -> list[Ratio]:
+    """The mean and interval of the per-seed ratios (none when `other` is 0 on every seed)."""
+    pairs = zip(per_seed[ours], per_seed[other], strict=True)
+    values = [a[measure.key] / b[measure.key] for a, b in pairs if b[measure.key]]
+    return [Ratio(measure, other, *interval(values))] if values else []

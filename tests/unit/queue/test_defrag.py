@@ -93,6 +93,24 @@ def test_pinned_hosts_wait_for_the_moved_pods_then_lapse():
     assert move.placement.hosts() == {"h1-1": 1}
 
 
+def test_a_moved_gang_deleted_before_it_restarts_holds_nothing():
+    """The operator's moved job is no queue entry while its pods are remade; when it is
+    deleted then, `forget` gives its new hosts back (else they were held for ever)."""
+    snap, run = split_racks()
+    queue = SchedulingQueue(ON)
+    queue.add("b", one_rack_gang(), arrival=0)
+    queue.cycle(100, snap, run)
+    [move] = queue.cycle(CKPT, snap, run).moves
+    g, x = run
+    gone = snap.copy()
+    gone.release(g.gang, g.placement)
+    queue.forget({"b", "x", "c"})  # "g" was deleted
+    queue.add("c", GangRequest(name="c", pods=1, gpus_per_pod=8), arrival=1)
+    starts = dict(queue.cycle(CKPT + 5, gone, [x]).starts)
+    assert set(starts["c"].hosts()) == set(move.placement.hosts()) == {"h1-1"}
+    assert set(starts["b"].hosts()) == {"h0-0", "h0-1"}
+
+
 def test_switched_off_the_gang_waits():
     snap, run = split_racks()
     queue = SchedulingQueue(OFF)

@@ -98,13 +98,3 @@ def test_time_metrics_by_hand():
     assert m["comm_share_of_gpu_time"] == pytest.approx(0.70 / 1.35)
     assert m["by_size"]["9-32"]["slowdown_mean"] == pytest.approx(1.35)
     assert m["queue_delay_largest5_p99_s"] == 0
-
-
-def test_a_ratio_is_better_or_worse_only_outside_its_interval():
-    from scheduler.simulation.protocol import HEADLINE, Ratio
-
-    slowdown = HEADLINE[0]
-    assert Ratio(slowdown, "b", 0.9, 0.05).verdict == "better"
-    assert Ratio(slowdown, "b", 1.1, 0.05).verdict == "worse"
-    assert Ratio(slowdown, "b", 1.0, 0.0).verdict == "no difference within the interval"
-    assert Ratio(slowdown, "b", 0.97, 0.05).verdict == "no difference within the interval"

@@ -1,0 +1,82 @@
+"""The fair protocol's arithmetic (simulation/protocol.py): intervals, which baseline rackwise
+is held against, and rackwise over its own rows with mechanisms off; each computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.simulation.protocol import HEADLINE, Ratio, against, interval, ratios, t95
+
+GOODPUT = next(m for m in HEADLINE if m.key == "goodput")
+SLOWDOWN = HEADLINE[0]
+
+
+def runs(*values: float) -> list[dict[str, float]]:
+    """One run per value, every headline measure equal to it."""
+    return [{m.key: v for m in HEADLINE} for v in values]
+
+
+def by_measure(found: list[Ratio]) -> dict[str, Ratio]:
+    return {r.measure.key: r for r in found}
+
+
+def test_interval_is_students_t():
+    mean, half = interval([1.0, 2.0, 3.0])
+    assert mean == 2.0
+    assert half == pytest.approx(4.303 / math.sqrt(3))  # t(2 df) x stdev 1 / sqrt(3)
+    assert math.isnan(interval([5.0])[1])
+
+
+@pytest.mark.parametrize(("df", "t"), [(4, 2.776), (11, 2.201), (30, 2.042), (60, 2.000)])
+def test_t_quantiles_past_ten_seeds_are_not_the_normal_ones(df, t):
+    assert t95(df) == pytest.approx(t, abs=0.001)
+    assert t95(120) == pytest.approx(1.980, abs=0.001)
+
+
+def test_rackwise_is_held_against_the_best_baseline_on_each_measure():
+    per_seed = {
+        "rackwise": runs(1.0, 1.0),
+        "a": runs(2.0, 4.0),  # mean 3: best where lower is better
+        "b": runs(4.0, 4.0),  # mean 4: best where higher is better (goodput)
+        "rackwise (none)": runs(0.5, 0.5),  # better than both, never the baseline
+    }
+    found = by_measure(ratios(per_seed))
+    assert found[SLOWDOWN.key].baseline == "a"
+    assert found[SLOWDOWN.key].mean == pytest.approx(0.375)  # 1/2 and 1/4, paired
+    assert found[SLOWDOWN.key].half == pytest.approx(12.706 * math.sqrt(0.03125) / math.sqrt(2))
+    assert found[GOODPUT.key].baseline == "b"
+    assert found[GOODPUT.key].mean == pytest.approx(0.25)
+    assert found[GOODPUT.key].half == 0.0
+
+
+def test_rackwise_over_one_of_its_rows():
+    per_seed = {
+        "rackwise": runs(1.0, 2.0),
+        "kueue": runs(9.0, 9.0),
+        "rackwise -frag": runs(2.0, 2.0),
+    }
+    found = by_measure(against(per_seed, "rackwise -frag"))
+    assert set(found) == {m.key for m in HEADLINE}
+    slowdown = found[SLOWDOWN.key]
+    assert slowdown.baseline == "rackwise -frag"
+    assert slowdown.mean == pytest.approx(0.75)  # 1/2 and 2/2
+    assert slowdown.half == pytest.approx(12.706 * 0.5 / math.sqrt(2) / math.sqrt(2))
+    assert slowdown.verdict == "no difference within the interval"
+
+
+def test_seeds_where_the_other_row_is_zero_are_left_out():
+    per_seed = {"rackwise": runs(1.0, 1.0), "rackwise -joint": runs(0.0, 2.0)}
+    assert by_measure(against(per_seed, "rackwise -joint"))[SLOWDOWN.key].mean == 0.5
+    per_seed["rackwise -joint"] = runs(0.0, 0.0)
+    assert against(per_seed, "rackwise -joint") == []
+    assert against(per_seed, "rackwise -defrag") == []  # a row that was not run
+
+
+def test_a_ratio_is_better_or_worse_only_outside_its_interval():
+    assert Ratio(SLOWDOWN, "b", 0.9, 0.05).verdict == "better"
+    assert Ratio(SLOWDOWN, "b", 1.1, 0.05).verdict == "worse"
+    assert Ratio(SLOWDOWN, "b", 1.0, 0.0).verdict == "no difference within the interval"
+    assert Ratio(SLOWDOWN, "b", 0.97, 0.05).verdict == "no difference within the interval"
+    assert Ratio(GOODPUT, "b", 1.1, 0.05).verdict == "better"
