@@ -64,7 +64,7 @@ bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
 		--save simulations/results/compare
-	$(BIN)/python -m benchmarks.compare --workload llm --llm-days 1 --seeds 5 \
+	$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
 		--save simulations/results/compare
 

@@ -186,7 +186,7 @@ def main() -> None:
     # with a 7-day clip left 100k GPUs mostly idle (no job waited)
     # a window of the Philly trace (days from its first submission); default the whole trace
     parser.add_argument("--philly-days", type=float, nargs=2, metavar=("FIRST", "LAST"))
-    parser.add_argument("--llm-days", type=float, default=3.0)
+    parser.add_argument("--llm-days", type=float, default=1.0)  # what `make bench-compare` runs
     parser.add_argument("--llm-max-hours", type=float, default=24.0)
     args = parser.parse_args()
     for name in ("philly", "llm") if args.workload == "both" else (args.workload,):
