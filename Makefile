@@ -57,7 +57,8 @@ bench-priorities: $(STAMP)
 # the fair protocol: the topology-aware baselines, first-fit, and rackwise with each of its
 # mechanisms off and with all off, same queue rules, 95% intervals: the whole Philly trace on
 # Lingjun (5 seeds, about 3 h on 2 cores: a rackwise run is 12-20 CPU-minutes), then the
-# LLM-era mix on 100k GPUs (5 seeds, ~20 min). Each run's metrics are saved under
+# LLM-era mix on 100k GPUs at 70% offered load (5 seeds, ~20 min; no job waits there) and at
+# 100% (5 seeds, ~25 min). Each run's metrics are saved under
 # simulations/results/compare as it ends; a rerun of the same code reads them back, so a
 # stopped protocol resumes.
 bench-compare: $(STAMP)
@@ -65,6 +66,9 @@ bench-compare: $(STAMP)
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
 		--save simulations/results/compare
 	$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 \
+		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
+		--save simulations/results/compare
+	$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 --llm-load 1.0 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
 		--save simulations/results/compare
 

@@ -67,19 +67,20 @@ def rows(policies: Sequence[str], variants: Sequence[str]) -> list[tuple[str, st
 
 def run(name: str, seeds: int, policies: Sequence[str], args: argparse.Namespace) -> None:
     patience = args.patience
-    days, max_hours = args.llm_days, args.llm_max_hours
+    days, max_hours, load = args.llm_days, args.llm_max_hours, args.llm_load
     window = tuple(args.philly_days) if args.philly_days else None
     todo: dict[Key, Task] = {}
     plan = rows(policies, args.variants)
     for seed in range(seeds):
         spec, jobs, config = (
-            philly(seed, window) if name == "philly" else llm(seed, days, max_hours)
+            philly(seed, window) if name == "philly" else llm(seed, days, max_hours, load)
         )
         config = config.model_copy(update={"compact_wait_s": patience})
         for label, policy, changes in plan:
             todo[(label, seed)] = Task(spec, jobs, policy, config.model_copy(update=changes))
     started = time.perf_counter()
-    setup = {"workload": name, "window": window, "llm": (days, max_hours), "patience": patience}
+    llm_setup = (days, max_hours, load)
+    setup = {"workload": name, "window": window, "llm": llm_setup, "patience": patience}
     done = measure_all(todo, args.workers, Saved(args.save, setup) if args.save else None)
     results = {label: [done[(label, s)] for s in range(seeds)] for label, _, _ in plan}
     task = next(iter(todo.values()))
@@ -188,6 +189,8 @@ def main() -> None:
     parser.add_argument("--philly-days", type=float, nargs=2, metavar=("FIRST", "LAST"))
     parser.add_argument("--llm-days", type=float, default=1.0)  # what `make bench-compare` runs
     parser.add_argument("--llm-max-hours", type=float, default=24.0)
+    # offered load of the LLM mix: at 0.7 no job waits, so only traffic can differ
+    parser.add_argument("--llm-load", type=float, default=0.7)
     args = parser.parse_args()
     for name in ("philly", "llm") if args.workload == "both" else (args.workload,):
         run(name, args.seeds, args.policies, args)

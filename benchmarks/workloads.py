@@ -11,7 +11,7 @@ Workloads (each seed is a different draw, the same for every policy):
   llm     an LLM-era mix on a generated 100k-GPU fabric (16 spines x 98 racks x 8 hosts x 8
           GPUs): gang sizes 8..2,048 GPUs with most jobs small and most GPU time in few large
           gangs (the distribution is stated below; it is our assumption, not a published
-          trace), log-normal run times, Poisson arrivals offering ~70% of the GPUs.
+          trace), log-normal run times, Poisson arrivals offering ~70% of the GPUs (--llm-load).
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ def philly(
     return from_lingjun_csv(LINGJUN, gpus=8), jittered, SimConfig(seed=seed, failures=failures)
 
 
-def llm(seed: int, days: float, max_hours: float) -> tuple[Any, list[TraceJob], SimConfig]:
+def llm(
+    seed: int, days: float, max_hours: float, load: float = 0.7
+) -> tuple[Any, list[TraceJob], SimConfig]:
+    """Poisson arrivals offering `load` of the GPUs (GPU-seconds asked per GPU-second)."""
     spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
     capacity = sum(h.gpus for h in spec.hosts)
     rng = random.Random(f"llm/{seed}")
@@ -69,7 +72,7 @@ def llm(seed: int, days: float, max_hours: float) -> tuple[Any, list[TraceJob], 
     probe = random.Random(f"llm-mean/{seed}")
     draws = [min(probe.lognormvariate(math.log(median_s), sigma), cap_s) for _ in range(20_000)]
     mean_s = sum(draws) / len(draws)
-    rate = 0.7 * capacity / (mean_gpus * mean_s)  # jobs per second for ~70% offered load
+    rate = load * capacity / (mean_gpus * mean_s)  # jobs per second
     jobs, now, i = [], 0.0, 0
     while now < days * 86400:
         now += rng.expovariate(rate)
