@@ -45,12 +45,12 @@ bench-sim: $(STAMP)
 bench-scale: $(STAMP)
 	$(BIN)/python -m benchmarks.scale
 
-# preemption (off / lowest-priority-first / topology) and reservations (greedy / EASY) over
-# Philly days at ~90% load, 5 seeds
-# one queue cycle at 100k GPUs on a 300-gang backlog, joint placement on and off (~75 s)
+# one queue cycle at 100k GPUs on a 300-gang backlog, joint placement on and off (~1 min)
 bench-cycle: $(STAMP)
 	$(BIN)/python -m benchmarks.cycle
 
+# preemption (off / lowest-priority-first / topology) and reservations (greedy / EASY) over
+# Philly days at ~90% load, 5 seeds
 bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
@@ -65,12 +65,11 @@ bench-compare: $(STAMP)
 	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
 		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
 		--save simulations/results/compare
-	$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 \
-		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
-		--save simulations/results/compare
-	$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 --llm-load 1.0 \
-		--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
-		--save simulations/results/compare
+	for load in 0.7 1.0; do \
+		$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 --llm-load $$load \
+			--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
+			--save simulations/results/compare || exit 1; \
+	done
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator

@@ -59,7 +59,7 @@ def philly(
 
 
 def llm(
-    seed: int, days: float, max_hours: float, load: float = 0.7
+    seed: int, days: float, max_hours: float, load: float
 ) -> tuple[Any, list[TraceJob], SimConfig]:
     """Poisson arrivals offering `load` of the GPUs (GPU-seconds asked per GPU-second)."""
     spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
