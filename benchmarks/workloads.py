@@ -54,7 +54,7 @@ def philly(
         for j in jobs
     ]
     jittered.sort(key=lambda j: (j.submit_s, j.id))
-    failures = Failures(mtbf_hours=2000, mttr_hours=4, checkpoint_minutes=30, restart_minutes=5)
+    failures = Failures(mtbf_hours=2000, mttr_hours=4, checkpoint_minutes=30)
     return from_lingjun_csv(LINGJUN, gpus=8), jittered, SimConfig(seed=seed, failures=failures)
 
 

@@ -10,8 +10,7 @@ from scheduler.simulation.metrics import policy_metrics
 from scheduler.simulation.protocol import Ratio, ratios
 from scheduler.simulation.report import write_jobs, write_metrics, write_plots, write_reports
 from scheduler.simulation.runner import Progress, Task, run_all
-from scheduler.simulation.scenario import Scenario, build_jobs, build_topology
-from scheduler.simulation.trace import jitter
+from scheduler.simulation.scenario import Scenario, build_jobs, build_topology, seed_jobs
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,11 @@ def simulate(
     progress: Progress | None = None,
 ) -> Outcome:
     spec = build_topology(scenario, base)
-    jobs, bad_rows = build_jobs(scenario, base)
+    jobs, bad_rows = build_jobs(scenario, base, scenario.seed)
     seeds = [scenario.seed + i for i in range(scenario.seeds)]
+    drawn = {seed: seed_jobs(scenario, base, spec, seed) for seed in seeds}
     tasks = [
-        Task(spec, jitter(jobs, seed, scenario.jitter_minutes), policy, scenario.sim_config(seed))
+        Task(spec, drawn[seed], policy, scenario.sim_config(seed))
         for seed in seeds
         for policy in scenario.policies
     ]
@@ -45,11 +45,10 @@ def simulate(
     metrics = {p: runs[0] for p, runs in per_seed.items()}
     first = results[: len(scenario.policies)]
     gpus = sum(h.gpus for h in spec.hosts)
-    on = {True: "on", False: "off"}
     rules = (
         f"queue rules for every policy: backfill {scenario.backfill}, "
         f"preemption {scenario.preemption}, patience {scenario.compact_wait_s:.0f} s; "
-        f"contention {on[scenario.contention]}"
+        f"fabric {scenario.profile}{' with ECMP at ' + ', '.join(scenario.ecmp) if scenario.ecmp else ''}"
     )
     notes = [
         f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seeds {seeds[0]}..{seeds[-1]} "

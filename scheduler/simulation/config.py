@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.queue import Backfill, Preemption
-from scheduler.simulation.slowdown import Profile
+from scheduler.simulation.profiles import CommShare, FabricProfile, RestartCost
 
 
 class Failures(BaseModel):
@@ -13,7 +13,6 @@ class Failures(BaseModel):
     mtbf_hours: float = Field(gt=0, description="mean time between failures of one host")
     mttr_hours: float = Field(default=4.0, gt=0)
     checkpoint_minutes: float = Field(default=30.0, gt=0)
-    restart_minutes: float = Field(default=5.0, ge=0)
 
     @property
     def mtbf_s(self) -> float:
@@ -31,7 +30,10 @@ class Failures(BaseModel):
 class SimConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
     seed: int = 0
-    time_limit_s: float = Field(default=1.0, gt=0)
+    # the solver's work limit per gang (CP-SAT deterministic seconds): a seed gives the same
+    # decisions on a busy machine; the wall-clock limit is only a safety net far above it
+    work_limit: float = Field(default=1.0, gt=0)
+    time_limit_s: float = Field(default=60.0, gt=0)
     max_attempts: int = Field(default=64, ge=1, description="placement tries per pool per cycle")
     report_waits: bool = Field(
         default=False,
@@ -53,7 +55,13 @@ class SimConfig(BaseModel):
     preemption: Preemption = Preemption.TOPOLOGY
     # what a preempted job keeps: its work up to its last checkpoint (failures has its own)
     checkpoint_minutes: float = Field(default=30.0, gt=0)
-    profile: Profile = Profile()
+    # the world the runs assume (simulation/profiles.py): how links are provisioned and
+    # shared, each job's communication share, what a restart costs
+    fabric: FabricProfile = FabricProfile()
+    comm_share: CommShare = CommShare()
+    restart: RestartCost = RestartCost()
+    # jobs submitted before this are warm-up: run, but left out of the measures
+    warmup_s: float = Field(default=0.0, ge=0)
     # rackwise's own mechanisms: its policy, not queue rules, so baselines never get them (the
     # fair protocol reports rackwise with each switched off as rows of their own)
     # - J traded for breaking fewer whole domains (PlaceConfig.fragmentation_share)
@@ -63,14 +71,7 @@ class SimConfig(BaseModel):
     # - moves at checkpoints per hour (QueueConfig.defrag_moves_per_hour); every job
     #   checkpoints every checkpoint_s here
     defrag_moves_per_hour: float = Field(default=4.0, ge=0)
-    # rings crossing the same uplinks share it, max-min fair (simulation/network.py); off: each
-    # job runs at its uncontended rate, as the earlier model did
-    contention: bool = True
 
     @property
     def checkpoint_s(self) -> float:
         return (self.failures.checkpoint_minutes if self.failures else self.checkpoint_minutes) * 60
-
-    @property
-    def restart_s(self) -> float:
-        return self.failures.restart_minutes * 60 if self.failures else 0.0

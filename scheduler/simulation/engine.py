@@ -20,7 +20,7 @@ from scheduler.placement import Snapshot
 from scheduler.queue import Decisions, Eviction, Move, QueueConfig, Running, SchedulingQueue
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.network import Network
-from scheduler.simulation.slowdown import Reference, highest_spanned, ring_gbps, stretch
+from scheduler.simulation.slowdown import Reference, stretch, uncontended_gbps
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
@@ -46,14 +46,18 @@ class JobState:
     rack_gb: float = 0.0
     spine_gb: float = 0.0
     last_domains: dict[str, int] = field(default_factory=dict)
-    # the current run: work left when it started, the ring's share of a step, the compact
-    # reference bandwidth, and the time up to which work_left is counted
-    run_work: float = 0.0
+    # the ring's share of a compact step (drawn once per job), and for the current run: work
+    # left when it started, the compact reference rate, the rate alone on the fabric, and the
+    # time up to which work_left is counted
     share: float = 0.0
+    run_work: float = 0.0
     reference_gbps: float = 0.0
+    cap_gbps: float = 0.0
     progress_at: float = 0.0
     comm_gpu_s: float = 0.0  # GPU-seconds spent communicating, over every run
     run_gpu_s: float = 0.0  # GPU-seconds of running (restart overhead excluded), every run
+    held_gpu_s: float = 0.0  # GPU-seconds its GPUs were held, restarts included, every run
+    contended_s: float = 0.0  # seconds run below its uncontended rate (shared links)
 
 
 @dataclass
@@ -94,13 +98,14 @@ class Simulation:
         self.config = config
         self.snapshot = Snapshot(fabric)
         self.reference = Reference(fabric)
-        self.network = Network(fabric)
+        self.network = Network(fabric, config.fabric)
         # baselines' distance to the bound is not a simulator metric: skip computing it.
         # Queue rules (patience, backfill, preemption) are the same for every policy.
         ours = policy == "rackwise"
         place = PlaceConfig(
             policy=policy,
             time_limit_s=config.time_limit_s,
+            deterministic_time=config.work_limit,
             seed=config.seed,
             workers=1,
             report_bound=ours,
@@ -124,7 +129,8 @@ class Simulation:
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [
-            JobState(j, j.gang(self.per_host), i, j.duration_s) for i, j in enumerate(jobs)
+            JobState(j, j.gang(self.per_host), i, j.duration_s, share=self._share(j))
+            for i, j in enumerate(jobs)
         ]
         self.by_key = {s.job.id: s for s in self.states}
         self.events: list[Event] = []
@@ -135,6 +141,9 @@ class Simulation:
         self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
         self.result.gpus_per_host = self.per_host
         self._background(config.background_hosts)
+
+    def _share(self, job: TraceJob) -> float:
+        return self.config.comm_share.draw(job.id, job.gpus, self.config.seed)
 
     def _pool_gpus(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -259,10 +268,11 @@ class Simulation:
         state.placement = placement
         state.last_domains = placement.domains
         state.started = now
-        state.overhead = self.config.restart_s if state.restarts or state.moves else 0.0
+        hosts = [self.fabric.host_index[h] for h in placement.hosts()]
+        again = state.restarts or state.moves or state.preemptions
+        state.overhead = self.config.restart.seconds(len(hosts)) if again else 0.0
         state.run_work = state.work_left
         state.progress_at = now + state.overhead
-        state.share = self.config.profile.share(state.gang, self.per_host)
         state.reference_gbps = self.reference.gbps(state.gang)
         state.stretch = 1.0
         if state.first_start is None:
@@ -275,13 +285,19 @@ class Simulation:
             checkpoint_s=self.config.checkpoint_s,
             end_s=state.progress_at + state.run_work,
         )
-        hosts = [self.fabric.host_index[h] for h in placement.hosts()]
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
         self._busy(state.gang.pool, state.gang.all_gpus, now)
-        cap = ring_gbps(self.fabric, highest_spanned(self.fabric, placement.domains))
-        links = self.network.crossed(hosts) if state.share and self.config.contention else ()
-        for order in self.network.start(state.order, cap, links) | {state.order}:
+        self._ring(state, hosts, now)
+
+    def _ring(self, state: JobState, hosts: list[int], now: float) -> None:
+        """Join the network: the oracle's rings share nothing and run at their compact rate."""
+        shared = self.config.fabric.shared
+        state.cap_gbps = (
+            uncontended_gbps(self.fabric, hosts) if shared else state.reference_gbps
+        )
+        links = self.network.crossed(hosts) if state.share and shared else ()
+        for order in self.network.start(state.order, state.cap_gbps, links) | {state.order}:
             self._rerate(self.states[order], now)
 
     def _advance(self, state: JobState, now: float) -> None:
@@ -290,6 +306,8 @@ class Simulation:
             return
         elapsed = now - state.progress_at
         state.work_left = max(0.0, state.work_left - elapsed / state.stretch)
+        if state.stretch > stretch(state.share, state.reference_gbps, state.cap_gbps) + 1e-9:
+            state.contended_s += elapsed  # the stretch of the interval is still the old one
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0
         state.comm_gpu_s += state.gang.gpus * elapsed * max(comm, 0.0) / state.stretch
         state.run_gpu_s += state.gang.gpus * elapsed
@@ -298,9 +316,7 @@ class Simulation:
     def _rerate(self, state: JobState, now: float) -> None:
         """The ring's rate changed (or the run began): finish at the new pace."""
         self._advance(state, now)
-        rate = self.network.rates.get(state.order)
-        if rate is None:
-            rate = ring_gbps(self.fabric, highest_spanned(self.fabric, state.last_domains))
+        rate = self.network.rates.get(state.order, state.cap_gbps)
         state.stretch = stretch(state.share, state.reference_gbps, rate)
         state.due = state.progress_at + state.work_left * state.stretch
         self.push(state.due, FINISH, state.order)
@@ -313,6 +329,7 @@ class Simulation:
         for host in placement.hosts():
             self.on_host[self.fabric.host_index[host]].discard(state.order)
         self._advance(state, now)
+        state.held_gpu_s += state.gang.all_gpus * (now - state.started)
         worked = state.run_work - state.work_left
         state.work_left = state.run_work  # the caller decides what of the run is kept
         state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked

@@ -1,21 +1,24 @@
-"""Shared uplinks: how fast each running gang's ring really goes when others cross the same links.
+"""Shared links: how fast each running gang's ring really goes when others cross the same links.
 
-Contract. Takes the fabric and, as jobs start and stop, each job's ring: the domains it crosses
-and its uncontended rate (the bandwidth of the highest level it spans, as `slowdown` has it).
-Decides every job's ring rate as the max-min fair allocation (water-filling) over the uplinks
-it crosses, recomputed at each start and stop for the jobs connected to the change through
-shared uplinks. Promises: no uplink carries more than its capacity; no job exceeds its
-uncontended rate; a job sharing nothing runs at exactly its uncontended rate, so without
-contention the model reduces to the per-job slowdown model.
+Contract. Takes the fabric, a fabric profile (simulation/profiles.py) and, as jobs start and
+stop, each job's ring: the links it crosses and its uncontended rate (slowdown.uncontended_gbps:
+the NIC rate, or NVLink inside one NVLink domain). Decides every job's ring rate as the max-min
+fair allocation (water-filling) over the links it crosses, recomputed at each start and stop
+for the jobs connected to the change through shared links. Promises: no link carries more than
+its (usable) capacity; no job exceeds its uncontended rate; a job that shares no link runs at
+exactly its uncontended rate, so a lone ring is never slowed, wherever it goes.
 
-Model and its assumptions (documented in docs/simulation.md):
-- the uplink of a domain D at level l (l >= the NVLink level: the hosts' NICs, the ToR, spine
-  and core uplinks) has capacity hosts(D) x the per-host bandwidth of level l divided by its
-  oversubscription (LevelSpec.effective_gbps);
+Model and its assumptions (docs/design.md, "The fabric model"):
+- the links that leave a domain D of level l (l >= the NVLink level: the hosts' NICs, then the
+  ToR, spine and core uplinks) carry hosts(D) x the level's per-host bandwidth / the profile's
+  oversubscription at l; at the NVLink level that is the host's NIC, which every pod on the
+  host that talks to another host shares;
 - with depth-first ranks a ring spanning k >= 2 domains of level l enters and leaves each of
-  them once, so it is one flow (per direction) through the uplink of every domain of level l it
-  has pods in; links are full duplex and the two directions carry the same load;
+  them once, so it is one flow (per direction) through the links of every domain of level l
+  it has pods in; links are full duplex and both directions carry the same load;
 - a ring runs at the rate of its slowest edge, so a job's rate is one number across its links;
+- with ECMP at a level, that level's usable capacity depends on how many flows it carries
+  (profiles.ecmp_capacity);
 - traffic inside a host or NVLink domain is not contended.
 """
 
@@ -25,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.model.topology import Tier
+from scheduler.simulation.profiles import FabricProfile, ecmp_capacity
+from scheduler.simulation.slowdown import nic_gbps
 from scheduler.topology.fabric import Fabric
 
 Link = tuple[int, int]  # (level, domain)
@@ -34,6 +39,7 @@ NVLINK = Tier.NVLINK
 @dataclass
 class Network:
     fabric: Fabric
+    profile: FabricProfile = field(default_factory=FabricProfile)
     caps: dict[int, float] = field(default_factory=dict)  # job -> uncontended rate
     links: dict[int, tuple[Link, ...]] = field(default_factory=dict)  # job -> links it crosses
     users: dict[Link, set[int]] = field(default_factory=dict)  # link -> jobs crossing it
@@ -51,10 +57,20 @@ class Network:
         return tuple(out)
 
     def capacity(self, link: Link) -> float:
+        """Usable capacity of a link with the flows it carries now."""
+        full = self.full_capacity(link)
+        if self.fabric.levels[link[0]] not in self.profile.ecmp:
+            return full
+        return ecmp_capacity(full, nic_gbps(self.fabric), len(self.users.get(link, ())))
+
+    def full_capacity(self, link: Link) -> float:
+        """hosts below x per-host bandwidth / oversubscription, at the link's level."""
         if link not in self._capacity:
             level, domain = link
+            spec = self.fabric.spec.levels[level]
             hosts = sum(1 for h in self.fabric.domain[level] if h == domain)
-            self._capacity[link] = hosts * self.fabric.gbps[level]
+            ratio = self.profile.oversubscription(level, spec.oversubscription)
+            self._capacity[link] = hosts * spec.bandwidth_gbps / ratio
         return self._capacity[link]
 
     def start(self, job: int, cap: float, links: tuple[Link, ...]) -> set[int]:

@@ -3,6 +3,7 @@ Relative paths are resolved against the scenario file's folder."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,9 @@ from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
 from scheduler.queue import Backfill, Preemption
 from scheduler.simulation.config import Failures, SimConfig
-from scheduler.simulation.trace import TraceJob, load_trace, tag, transform
+from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName, RestartCost
+from scheduler.simulation.synthetic import llm_mix
+from scheduler.simulation.trace import TraceJob, jitter, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
 
 
@@ -47,8 +50,10 @@ class TopologySource(Strict):
 
 
 class TraceSource(Strict):
-    format: Literal["philly", "openb", "rackwise"]
-    path: str
+    # llm-mix: drawn per seed (simulation/synthetic.py), no file; `days` long, 20 jobs/hour
+    # before `load` rescales the arrivals
+    format: Literal["philly", "openb", "rackwise", "llm-mix"]
+    path: str | None = None
     pool: str | None = None
     start_days: float = Field(default=0.0, ge=0)
     days: float | None = Field(default=None, gt=0)
@@ -58,6 +63,12 @@ class TraceSource(Strict):
     max_duration_hours: float | None = Field(
         default=None, gt=0, description="clip run times (openb pods often run to trace end)"
     )
+
+    @model_validator(mode="after")
+    def _path(self) -> TraceSource:
+        if (self.path is None) != (self.format == "llm-mix"):
+            raise ValueError("a trace file needs `path`; `format: llm-mix` takes none")
+        return self
 
 
 class Scenario(Strict):
@@ -77,8 +88,18 @@ class Scenario(Strict):
     backfill: Backfill = Backfill.EASY
     preemption: Preemption = Preemption.TOPOLOGY
     checkpoint_minutes: float = Field(default=30.0, gt=0)
-    # rings share uplinks (simulation/network.py); off: the uncontended per-job model
-    contention: bool = True
+    # the fabric model (simulation/profiles.py): how links are provisioned (non-blocking,
+    # oversubscribed, topology, oracle), the levels whose rings hash onto paths (ECMP), each
+    # job's communication share, what a restart costs
+    profile: ProfileName = ProfileName.OVERSUBSCRIBED
+    ecmp: tuple[str, ...] = ()
+    comm_share: CommShare = CommShare()
+    restart: RestartCost = RestartCost()
+    # offered load: arrivals rescaled so the jobs ask this share of the GPU-time the fabric
+    # offers while they arrive (None: as the traces say)
+    load: float | None = Field(default=None, gt=0)
+    # jobs that arrive in the first hours warm the cluster up: run, not measured
+    warmup_hours: float = Field(default=0.0, ge=0)
     # seeds: each one a draw of arrival jitter and failures, the same for every policy
     seeds: int = Field(default=1, ge=1, le=10)
     jitter_minutes: float = Field(default=0.0, ge=0)
@@ -99,7 +120,10 @@ class Scenario(Strict):
             backfill=self.backfill,
             preemption=self.preemption,
             checkpoint_minutes=self.checkpoint_minutes,
-            contention=self.contention,
+            fabric=FabricProfile(name=self.profile, ecmp=self.ecmp),
+            comm_share=self.comm_share,
+            restart=self.restart,
+            warmup_s=self.warmup_hours * 3600,
         )
 
 
@@ -124,15 +148,24 @@ def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
     return load_topology(base / source.file, source.gpus_per_host)
 
 
-def build_jobs(scenario: Scenario, base: Path) -> tuple[list[TraceJob], int]:
-    """All traces' jobs, merged by submit time; and the count of skipped bad rows."""
+def build_jobs(scenario: Scenario, base: Path, seed: int = 0) -> tuple[list[TraceJob], int]:
+    """All traces' jobs, merged by submit time; and the count of skipped bad rows. `seed` draws
+    the synthetic traces."""
     jobs: list[TraceJob] = []
     bad = 0
     for i, source in enumerate(scenario.traces):
-        report = load_trace(base / source.path, source.format, scenario.skip_bad_rows, source.pool)
-        bad += report.bad_rows
+        if source.path is None:
+            found = [
+                j if source.pool is None else j.model_copy(update={"pool": source.pool})
+                for j in llm_mix(seed, source.days or 1.0)
+            ]
+        else:
+            path = base / source.path
+            report = load_trace(path, source.format, scenario.skip_bad_rows, source.pool)
+            bad += report.bad_rows
+            found = report.jobs
         chosen = transform(
-            report.jobs,
+            found,
             start_s=source.start_days * 86400,
             days=source.days,
             scale=source.scale,
@@ -143,3 +176,33 @@ def build_jobs(scenario: Scenario, base: Path) -> tuple[list[TraceJob], int]:
         jobs.extend(tag(chosen, f"t{i}-"))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs, bad
+
+
+def offered_load(jobs: list[TraceJob], gpus: int) -> float:
+    """GPU-seconds the jobs ask over the GPU-seconds `gpus` offer while they arrive."""
+    if len(jobs) < 2 or not gpus:
+        return 0.0
+    span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
+    asked = sum(j.gpus * j.duration_s for j in jobs)
+    return asked / (gpus * span) if span > 0 else math.inf
+
+
+def at_load(jobs: list[TraceJob], gpus: int, load: float) -> list[TraceJob]:
+    """Arrivals stretched or compressed (from the first) so the jobs offer `load`."""
+    offered = offered_load(jobs, gpus)
+    if not offered or math.isinf(offered):
+        return jobs
+    first = min(j.submit_s for j in jobs)
+    factor = offered / load
+    return [j.model_copy(update={"submit_s": (j.submit_s - first) * factor}) for j in jobs]
+
+
+def seed_jobs(scenario: Scenario, base: Path, spec: TopologySpec, seed: int) -> list[TraceJob]:
+    """One seed's draw: the traces (synthetic ones drawn for the seed), at the scenario's
+    offered load over the GPUs of the pools they use, each arrival jittered."""
+    jobs, _ = build_jobs(scenario, base, seed)
+    if scenario.load is not None:
+        pools = {j.pool for j in jobs}
+        gpus = sum(h.gpus for h in spec.hosts if h.pool in pools)
+        jobs = at_load(jobs, gpus, scenario.load)
+    return jitter(jobs, seed, scenario.jitter_minutes)

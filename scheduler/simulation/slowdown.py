@@ -1,76 +1,64 @@
-"""How much a placement stretches a job (design.md section 6, time model).
+"""How much a placement stretches a job (docs/design.md, "The fabric model").
 
-A step is compute plus communication. With depth-first ranks every ring edge inside a level
-domain stays inside it, so the ring runs at the bandwidth of the highest level the gang spans
-(oversubscription included): NVLink inside a host or NVLink domain, the NIC inside a rack, the
-ToR uplink across racks, the spine uplink across spines, the core above. The reference is the
-most compact placement the empty pool allows. Slowdown = (1 - s) + s * (reference bandwidth /
-actual bandwidth), where s is the job's communication share of a compact step.
-
-Default profile (documented in the README; Philly has no model info): 1-GPU jobs do not
-communicate (s = 0); jobs inside one host s = 0.2; multi-host jobs s = 0.35, inside the 30-50%
-that LLM pre-training reports for communication.
+A step is compute plus communication. A ring inside one host or NVLink domain runs at NVLink
+rate; any other ring runs at the NIC rate when it shares no link, wherever it goes (an idle
+fabric does not slow a lone ring: MegaScale, Meta's RoCE fabric); it slows only where it
+shares links with other rings (simulation/network.py). The reference is the compact rate: the
+NVLink rate when the gang fits in one NVLink domain of its pool, else the NIC rate.
+Slowdown = (1 - s) + s * (reference rate / actual rate), s being the job's communication share
+of a compact step (simulation/profiles.py: CommShare).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from scheduler.model.gang import GangRequest
+from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
 
-@dataclass(frozen=True)
-class Profile:
-    single_host_share: float = 0.2
-    multi_host_share: float = 0.35
-
-    def share(self, gang: GangRequest, gpus_per_host: int) -> float:
-        if gang.gpus <= 1:
-            return 0.0
-        return self.single_host_share if gang.gpus <= gpus_per_host else self.multi_host_share
+def nvlink_gbps(fabric: Fabric) -> float:
+    """Per-host rate of traffic that stays inside a host or NVLink domain."""
+    return fabric.spec.levels[Tier.HOST].bandwidth_gbps
 
 
-def ring_gbps(fabric: Fabric, highest_crossed: int) -> float:
-    """Bandwidth of a ring whose edges cross at most `highest_crossed` (-1: none)."""
-    return fabric.gbps[max(highest_crossed, 0)]
+def nic_gbps(fabric: Fabric) -> float:
+    """Per-host rate of traffic that leaves a host or NVLink domain: its NIC."""
+    return fabric.spec.levels[Tier.NVLINK].bandwidth_gbps
 
 
-def highest_spanned(fabric: Fabric, domains: Mapping[str, int]) -> int:
-    """Highest level at which the gang spans two or more domains (-1 when on one host)."""
-    spanned = [i for i, level in enumerate(fabric.levels) if domains.get(level, 1) >= 2]
-    return max(spanned, default=-1)
+def uncontended_gbps(fabric: Fabric, hosts: Iterable[int]) -> float:
+    """A ring's rate when it shares no link: NVLink inside one NVLink domain, else the NIC."""
+    domains = {fabric.domain[Tier.NVLINK][h] for h in hosts}
+    return nvlink_gbps(fabric) if len(domains) <= 1 else nic_gbps(fabric)
 
 
 class Reference:
-    """Most compact placement of a gang on the empty pool: the lowest level with a domain
-    holding its GPUs; cached per (pool, GPUs)."""
+    """The compact rate of a gang: NVLink when some NVLink domain of its pool holds its GPUs,
+    else the NIC; cached per (pool, GPUs)."""
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
-        self._largest: dict[str, list[int]] = {}
+        self._largest: dict[str, int] = {}
         self._cache: dict[tuple[str, int], float] = {}
 
-    def largest(self, pool: str) -> list[int]:
+    def largest(self, pool: str) -> int:
+        """GPUs of the pool's largest NVLink domain."""
         if pool not in self._largest:
-            per_level: list[dict[int, int]] = [{} for _ in range(self.fabric.depth)]
+            sizes: dict[int, int] = {}
             for h, host in enumerate(self.fabric.hosts):
                 if host.pool == pool:
-                    for level in range(self.fabric.depth):
-                        d = self.fabric.domain[level][h]
-                        per_level[level][d] = per_level[level].get(d, 0) + host.gpus
-            self._largest[pool] = [max(caps.values(), default=0) for caps in per_level]
+                    d = self.fabric.domain[Tier.NVLINK][h]
+                    sizes[d] = sizes.get(d, 0) + host.gpus
+            self._largest[pool] = max(sizes.values(), default=0)
         return self._largest[pool]
 
     def gbps(self, gang: GangRequest) -> float:
         key = (gang.pool, gang.gpus)
         if key not in self._cache:
-            largest = self.largest(gang.pool)
-            lowest = next(
-                (lv for lv, cap in enumerate(largest) if cap >= gang.gpus), self.fabric.depth
-            )
-            self._cache[key] = ring_gbps(self.fabric, lowest - 1)
+            fits = gang.pods == 1 or self.largest(gang.pool) >= gang.gpus
+            self._cache[key] = nvlink_gbps(self.fabric) if fits else nic_gbps(self.fabric)
         return self._cache[key]
 
 

@@ -25,6 +25,7 @@ from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import Reconciler
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
+from scheduler.simulation.profiles import FabricProfile, ProfileName, RestartCost
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
 from tests.integration.conftest import training_job
@@ -51,8 +52,12 @@ def simulate() -> Any:
     ]
     # no moves at checkpoints: the operator moves only jobs that report a checkpoint, and
     # these jobs do not (tests/integration/test_defrag.py covers moves)
+    # the oracle fabric and free restarts: the operator's run times are the trace's as given
     config = SimConfig(
-        contention=False, checkpoint_minutes=CHECKPOINT_S / 60, defrag_moves_per_hour=0
+        fabric=FabricProfile(name=ProfileName.ORACLE),
+        restart=RestartCost(base_s=0, per_doubling_s=0),
+        checkpoint_minutes=CHECKPOINT_S / 60,
+        defrag_moves_per_hour=0,
     )
     return Simulation(Fabric(SPEC), jobs, "rackwise", config).run()
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import FAILURE, Simulation
 from scheduler.simulation.metrics import WALL_CLOCK, policy_metrics
+from scheduler.simulation.profiles import CommShare, FabricProfile
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
 
@@ -35,40 +38,42 @@ def test_fifo_wait_and_jct_exact():
     assert m["jobs_unplaced"] == 0
 
 
-def test_slowdown_when_a_gang_must_cross_spines():
-    """Spine links are 2:1 oversubscribed by default: a 16-GPU gang that could sit in one rack
-    but has to span two spines runs at 25 instead of 50 GB/s; with a 0.35 communication share
-    its run time is (0.65 + 0.35 * 2) = 1.35x."""
-    fabric = Fabric(generate(blocks=2, racks=1, hosts=2, gpus=8))
-    sim = Simulation(fabric, [job("g", 1, 100, 16)], "rackwise", SimConfig())
-    # load outside the trace holds one host in each rack
-    sim.snapshot.use("h0-1", 8)
-    sim.snapshot.use("h1-1", 8)
-    [g] = sim.run().jobs
-    assert g.last_domains["spine"] == 2
-    assert g.stretch == pytest.approx(1.35)
-    assert g.finish == pytest.approx(1 + 135)
+def test_a_lone_gang_across_spines_is_slowed_only_where_its_spine_is_too_thin():
+    """Spines of 2 hosts: a 16-GPU gang forced across both spines (background load holds the
+    other host of each) crosses spine uplinks of 2 x 50 / 3 = 33.3 GB/s under the
+    oversubscribed profile: with share 0.35 it runs 0.65 + 0.35 * 50 / 33.3 = 1.175x; the
+    non-blocking profile leaves it at the NIC rate (1.0x)."""
+    share = CommShare(low=0.35, high=0.35)
+    for profile, expected in (("oversubscribed", 1.175), ("non-blocking", 1.0)):
+        fabric = Fabric(generate(blocks=2, racks=1, hosts=2, gpus=8))
+        config = SimConfig(comm_share=share, fabric=FabricProfile(name=profile))
+        sim = Simulation(fabric, [job("g", 1, 100, 16)], "rackwise", config)
+        sim.snapshot.use("h0-1", 8)
+        sim.snapshot.use("h1-1", 8)
+        [g] = sim.run().jobs
+        assert g.last_domains["spine"] == 2
+        assert g.stretch == pytest.approx(expected)
+        assert g.finish == pytest.approx(1 + 100 * expected)
 
 
 def test_failure_restarts_from_the_last_checkpoint():
     fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
-    failures = Failures(
-        mtbf_hours=1e9, mttr_hours=1e6, checkpoint_minutes=100 / 60, restart_minutes=1
-    )
+    failures = Failures(mtbf_hours=1e9, mttr_hours=1e6, checkpoint_minutes=100 / 60)
     sim = Simulation(fabric, [job("j", 0, 1000, 8)], "rackwise", SimConfig(failures=failures))
     # fail the host the job lands on (best fit in fabric order: the first) at t=250
     sim.push(250, FAILURE, 0)
     result = sim.run()
     [state] = result.jobs
-    # 250 s worked, checkpoint every 100 s keeps 200; restart costs 60 s on the other host
+    # 250 s worked, checkpoint every 100 s keeps 200; restart costs 300 s (one host: the base)
+    # on the other host
     assert state.restarts == 1
-    assert state.finish == pytest.approx(250 + 60 + 800)
+    assert state.finish == pytest.approx(250 + 300 + 800)
     assert state.last_domains["host"] == 1
 
 
 def test_deterministic_under_a_seed():
     fabric = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=8))
-    jobs = [job(f"j{i}", i * 7.0, 50 + (i * 37) % 200, [8, 16, 24, 4][i % 4]) for i in range(60)]
+    jobs = [job(f"j{i}", i * 7.0, 100 + (i * 37) % 400, [8, 16, 24, 4][i % 4]) for i in range(60)]
     failures = Failures(mtbf_hours=0.2, mttr_hours=0.01, checkpoint_minutes=0.5)
     for policy in ("rackwise", "random-fit"):
         a = policy_metrics(run(fabric, jobs, policy, seed=3, failures=failures)[1])
@@ -116,7 +121,7 @@ def test_easy_backfill_does_not_delay_the_reserved_gang():
 def test_preemption_evicts_the_low_priority_gang_and_it_resumes_from_its_checkpoint():
     """One host. low (priority 0, 1000 s) starts at 0; high (priority 1, 100 s) arrives at 250
     and evicts it. low checkpointed every 100 s, so it keeps 200 s of work: it restarts when
-    high ends at 350 and needs 800 s more."""
+    high ends at 350, pays its 300 s restart and needs 800 s more."""
     fabric = Fabric(generate(blocks=1, racks=1, hosts=1, gpus=8))
     jobs = [job("low", 0, 1000, 8), job("high", 250, 100, 8, priority=1)]
     _, result = run(fabric, jobs, checkpoint_minutes=100 / 60)
@@ -124,7 +129,7 @@ def test_preemption_evicts_the_low_priority_gang_and_it_resumes_from_its_checkpo
     assert high.first_start == 250
     assert high.finish == 350
     assert low.preemptions == 1
-    assert low.finish == pytest.approx(350 + 800)
+    assert low.finish == pytest.approx(350 + 300 + 800)
     [(at, eviction)] = result.evictions
     assert (at, eviction.victim, eviction.preemptor) == (250, "low", "high")
     assert eviction.lost_gpu_s == pytest.approx(50 * 8)
@@ -133,15 +138,18 @@ def test_preemption_evicts_the_low_priority_gang_and_it_resumes_from_its_checkpo
 
 
 def test_defragmentation_moves_are_carried_out_and_switch_off():
-    """The simulator drives the queue's moves: each is recorded, the moved job still finishes,
-    every GPU is given back at the end; with no budget nothing moves."""
+    """The simulator drives the queue's moves: each is recorded, the moved job still finishes
+    and pays its restart (300 s + 60 s per doubling of its hosts) when it starts again, every
+    GPU is given back at the end; with no budget nothing moves."""
     fabric = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=8))
-    jobs = [job(f"j{i}", i * 7.0, 50 + (i * 37) % 200, [8, 16, 24, 4][i % 4]) for i in range(60)]
-    for budget in (0, 4):
+    jobs = [job(f"j{i}", i * 7.0, 100 + (i * 37) % 400, [8, 16, 24, 4][i % 4]) for i in range(60)]
+    for budget in (0, 30):
         sim, result = run(fabric, jobs, defrag_moves_per_hour=budget, checkpoint_minutes=0.5)
         moved = {move.key for _, move in result.moves}
         assert bool(moved) == (budget > 0)
         for state in result.jobs:
             assert state.finish is not None
             assert state.moves == (state.job.id in moved)
+            hosts = state.last_domains["host"]
+            assert state.overhead == (300 + 60 * math.log2(hosts) if state.moves else 0.0)
         assert (sim.snapshot.free_gpus == fabric.gpus).all()

@@ -1,4 +1,5 @@
-"""Shared uplinks, computed by hand: max-min fair water-filling, and what it does to job times."""
+"""The fabric model, computed by hand: NIC-rate rings, links provisioned by the profile, max-min
+fair sharing, ECMP, and what sharing does to job times."""
 
 from __future__ import annotations
 
@@ -8,31 +9,64 @@ from scheduler.model import HostSpec, TopologySpec
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.network import Network
+from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName, ecmp_capacity
+from scheduler.simulation.slowdown import uncontended_gbps
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
 
 NIC = 1  # level index of the hosts' NICs (the NVLink level's uplink)
+SPINE = 3
+OVER = FabricProfile(name=ProfileName.OVERSUBSCRIBED)
+FLAT = FabricProfile(name=ProfileName.NON_BLOCKING)
 
 
-def test_one_job_alone_runs_at_its_uncontended_rate():
-    net = Network(Fabric(generate(blocks=1, racks=2, hosts=1, gpus=8)))
-    links = net.crossed([0, 1])
-    assert (NIC, 0) in links
-    assert (2, 0) in links  # the two racks' uplinks
-    net.start(1, 50.0, links)
-    assert net.rates[1] == 50.0
+def two_spines(hosts: int) -> Fabric:
+    """Two spines of one rack each, `hosts` hosts per rack (8 GPUs, NIC 50 GB/s)."""
+    return Fabric(generate(blocks=2, racks=1, hosts=hosts, gpus=8))
 
 
-def test_two_jobs_sharing_nics_split_them_evenly_and_recover():
-    """Two hosts, one rack: each NIC carries 50 GB/s; two rings over both hosts get 25 each."""
-    net = Network(Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8)))
+def spine_ring(fabric: Fabric, a: int, b: int) -> list[int]:
+    """Host a of spine 0 and host b of spine 1 (generate numbers hosts spine by spine)."""
+    per = len(fabric.hosts) // 2
+    return [a, per + b]
+
+
+def test_a_lone_ring_crossing_spines_runs_at_the_nic_rate():
+    """3 hosts per spine at 3:1: the spine uplink carries 3 x 50 / 3 = 50 GB/s, all a lone ring
+    can use; it is not slowed (the old model charged it the oversubscribed rate)."""
+    fabric = two_spines(3)
+    net = Network(fabric, OVER)
+    hosts = spine_ring(fabric, 0, 0)
+    links = net.crossed(hosts)
+    assert (SPINE, 0) in links and (SPINE, 1) in links
+    assert net.full_capacity((SPINE, 0)) == pytest.approx(50.0)
+    net.start(1, uncontended_gbps(fabric, hosts), links)
+    assert net.rates[1] == pytest.approx(50.0)
+
+
+def test_two_rings_sharing_a_spine_uplink_at_3_to_1_get_half_each():
+    """Two rings over disjoint hosts cross the same 50 GB/s spine uplinks: 25 each; on the
+    non-blocking profile (150 GB/s) both run at the NIC rate; when one ends the other recovers."""
+    fabric = two_spines(3)
+    for profile, each in ((OVER, 25.0), (FLAT, 50.0)):
+        net = Network(fabric, profile)
+        a, b = spine_ring(fabric, 0, 0), spine_ring(fabric, 1, 1)
+        net.start(1, 50.0, net.crossed(a))
+        assert net.start(2, 50.0, net.crossed(b)) == {1, 2}
+        assert net.rates == pytest.approx({1: each, 2: each})
+        assert net.stop(2) == {1}
+        assert net.rates == pytest.approx({1: 50.0})
+
+
+def test_sub_host_pods_of_two_jobs_share_the_host_nic():
+    """Two hosts in one rack: two rings over both hosts (4-GPU pods beside each other) share
+    each host's 50 GB/s NIC: 25 each."""
+    net = Network(Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8)), OVER)
     links = net.crossed([0, 1])
     assert links == ((NIC, 0), (NIC, 1))
     net.start(1, 50.0, links)
-    assert net.start(2, 50.0, links) == {1, 2}
+    net.start(2, 50.0, links)
     assert net.rates == {1: 25.0, 2: 25.0}
-    assert net.stop(2) == {1}
-    assert net.rates == {1: 50.0}
 
 
 def test_max_min_fairness_gives_the_leftover_to_the_unconstrained():
@@ -47,16 +81,36 @@ def test_max_min_fairness_gives_the_leftover_to_the_unconstrained():
     assert net.rates[3] == pytest.approx(20.0)
 
 
-def test_uplink_capacity_counts_hosts_and_oversubscription():
+def test_link_capacity_counts_hosts_and_the_profile_oversubscription():
     hosts = tuple(
         HostSpec(name=f"h{r}{i}", gpus=8, domains={"rack": f"r{r}", "spine": "s"})
         for r in range(2)
         for i in range(3)
     )
     fabric = Fabric(TopologySpec(hosts=hosts))
-    net = Network(fabric)
     rack = (2, fabric.domain[2][0])
-    assert net.capacity(rack) == pytest.approx(3 * fabric.gbps[2])
+    spine = (3, 0)
+    # the topology's defaults: rack 1:1, spine 2:1
+    topology = Network(fabric, FabricProfile(name=ProfileName.TOPOLOGY))
+    assert topology.full_capacity(rack) == pytest.approx(3 * 50.0)
+    assert topology.full_capacity(spine) == pytest.approx(6 * 50.0 / 2)
+    assert Network(fabric, OVER).full_capacity(rack) == pytest.approx(3 * 50.0)
+    assert Network(fabric, OVER).full_capacity(spine) == pytest.approx(6 * 50.0 / 3)
+    assert Network(fabric, FLAT).full_capacity(spine) == pytest.approx(6 * 50.0)
+
+
+def test_ecmp_collisions_take_expected_occupied_paths():
+    """150 GB/s = 3 paths of 50: one flow gets 50; two flows occupy 3 (1 - (2/3)^2) = 5/3 paths
+    on average, 83.3 GB/s for both; the level's flows hash, others do not."""
+    assert ecmp_capacity(150.0, 50.0, 1) == 150.0
+    assert ecmp_capacity(150.0, 50.0, 2) == pytest.approx(50.0 * 5 / 3)
+    fabric = two_spines(9)  # spine uplink 9 x 50 / 3 = 150
+    net = Network(fabric, FabricProfile(name=ProfileName.OVERSUBSCRIBED, ecmp=("spine",)))
+    a, b = spine_ring(fabric, 0, 0), spine_ring(fabric, 1, 1)
+    net.start(1, 50.0, net.crossed(a))
+    assert net.rates[1] == pytest.approx(50.0)
+    net.start(2, 50.0, net.crossed(b))
+    assert net.rates == pytest.approx({1: 50.0 * 5 / 6, 2: 50.0 * 5 / 6})
 
 
 def test_contention_stretches_and_releases_job_times():
@@ -64,37 +118,28 @@ def test_contention_stretches_and_releases_job_times():
     NICs. Compact reference: 4 GPUs fit in a host (NVLink, 900 GB/s); share 0.2.
     Alone: stretch 0.8 + 0.2 * 900/50 = 4.4. Together: 25 GB/s each, stretch 8.0.
     b (50 s of work) ends at 50 * 8 = 400; a has done 400/8 = 50 of its 100 by then and runs
-    the rest alone: 400 + 50 * 4.4 = 620."""
+    the rest alone: 400 + 50 * 4.4 = 620. On the oracle fabric both run at the compact rate."""
     fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
     jobs = [
         TraceJob(id="a", submit_s=0, duration_s=100, gpus=4, pods=2),
         TraceJob(id="b", submit_s=0, duration_s=50, gpus=4, pods=2),
     ]
-    done = Simulation(fabric, jobs, "least-allocated", SimConfig()).run()
+    share = CommShare(low=0.2, high=0.2)
+    done = Simulation(fabric, jobs, "least-allocated", SimConfig(comm_share=share)).run()
     finish = {s.job.id: s.finish for s in done.jobs}
     assert finish["b"] == pytest.approx(400)
     assert finish["a"] == pytest.approx(620)
-    alone = Simulation(fabric, jobs, "least-allocated", SimConfig(contention=False)).run()
-    assert {s.job.id: s.finish for s in alone.jobs} == pytest.approx({"a": 440, "b": 220})
+    assert {s.job.id: s.contended_s for s in done.jobs} == pytest.approx({"a": 400, "b": 400})
+    oracle = SimConfig(comm_share=share, fabric=FabricProfile(name=ProfileName.ORACLE))
+    alone = Simulation(fabric, jobs, "least-allocated", oracle).run()
+    assert {s.job.id: s.finish for s in alone.jobs} == pytest.approx({"a": 100, "b": 50})
 
 
-def test_time_metrics_by_hand():
-    """The spine-crossing case of test_engine: a 16-GPU gang submitted at 1 runs 1..136 at
-    stretch 1.35 on a 32-GPU fabric. Slowdown 135/100; goodput 16*100 / (32 * 135); the
-    ring's share of GPU time (1.35 - 0.65) / 1.35."""
-    from scheduler.simulation.metrics import policy_metrics
-
-    fabric = Fabric(generate(blocks=2, racks=1, hosts=2, gpus=8))
-    sim = Simulation(
-        fabric, [TraceJob(id="g", submit_s=1, duration_s=100, gpus=16)], "rackwise", SimConfig()
-    )
-    sim.snapshot.use("h0-1", 8)
-    sim.snapshot.use("h1-1", 8)
-    m = policy_metrics(sim.run())
-    assert m["multihost_gangs"] == 1
-    assert m["slowdown_multihost_mean"] == pytest.approx(1.35)
-    assert m["makespan_s"] == pytest.approx(135)
-    assert m["goodput"] == pytest.approx(1600 / (32 * 135))
-    assert m["comm_share_of_gpu_time"] == pytest.approx(0.70 / 1.35)
-    assert m["by_size"]["9-32"]["slowdown_mean"] == pytest.approx(1.35)
-    assert m["queue_delay_largest5_p99_s"] == 0
+def test_comm_share_is_drawn_per_job_and_seed_in_its_range():
+    share = CommShare()
+    draws = [share.draw(f"j{i}", 16, 0) for i in range(200)]
+    assert all(0.1 <= d <= 0.6 for d in draws)
+    assert len(set(draws)) == 200
+    assert share.draw("j0", 16, 0) == draws[0]  # every policy of a seed sees the same
+    assert share.draw("j0", 16, 1) != draws[0]
+    assert share.draw("j0", 1, 0) == 0.0  # one GPU does not communicate

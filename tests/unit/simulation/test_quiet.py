@@ -37,7 +37,7 @@ def overload(seed: int, n: int = 300) -> list[TraceJob]:
 
 
 def decisions(policy: str, seed: int, quiet: bool, **rules: object):
-    failures = Failures(mtbf_hours=200, mttr_hours=1, checkpoint_minutes=20, restart_minutes=2)
+    failures = Failures(mtbf_hours=200, mttr_hours=1, checkpoint_minutes=20)
     config = SimConfig(
         seed=seed,
         failures=failures,
