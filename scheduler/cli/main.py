@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from scheduler.cli import cluster_cmd, place_cmd, simulate_cmd, topology_cmd
+from scheduler.cli import cluster_cmd, compare_cmd, place_cmd, simulate_cmd, topology_cmd
 from scheduler.cli.errors import run_cli
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
 app.add_typer(topology_cmd.app, name="topology")
 app.command("place")(place_cmd.place_cmd)
 app.command("simulate")(simulate_cmd.simulate_cmd)
+app.command("compare")(compare_cmd.compare_cmd)
 app.command("operator")(cluster_cmd.operator_cmd)
 app.add_typer(cluster_cmd.dev, name="dev-cluster")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.model.gang import GangRequest, objective_of
+from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot, place_one
@@ -71,7 +71,7 @@ class Defrag:
         itself (its EASY reservation), which a plan for that gang may use."""
         if self.config.defrag_moves_per_hour <= 0:
             return [], [], {}
-        live = {r.key: r for r in running if movable(r)}
+        live = {r.key: r for r in running if r.movable}
         waiting = dict(blocked)
         self._forget(now, live, waiting)
         moves, starts = self._carry_out(now, work, live, waiting, forbidden, own)
@@ -172,17 +172,13 @@ class Defrag:
         fresh = [
             r
             for r in live.values()
-            if r.key not in self.marks
-            and r.placement.domains.get(rack, 1) > 1
+            if r.placement.domains.get(rack, 1) > 1
+            and r.key not in self.marks
             and now - self.looked.get(r.key, -HOUR) >= HOUR
         ]
         fresh.sort(key=lambda r: (-r.placement.objective, r.key))
         self.looked = {k: t for k, t in self.looked.items() if k in live}
         return fresh[: self.config.defrag_candidates]
-
-
-def movable(r: Running) -> bool:
-    return bool(r.checkpoint_s) and objective_of(r.gang) == "pack" and r.placement.placed
 
 
 def nearest(work: Snapshot, gang: GangRequest, pool: Iterable[Running], n: int) -> list[Running]:

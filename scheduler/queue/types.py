@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
 
 
@@ -137,6 +138,14 @@ class Running:
     # when the gang last said it checkpointed (the operator reads the job's signal); None:
     # every checkpoint_s from started_s (the simulator)
     checkpointed_s: float | None = None
+
+    @cached_property
+    def movable(self) -> bool:
+        """A placed training-like ("pack") gang that checkpoints: defragmentation may move it.
+        Cached: a queue cycle asks it of every running gang."""
+        return (
+            bool(self.checkpoint_s) and self.placement.placed and objective_of(self.gang) == "pack"
+        )
 
     def last_checkpoint(self, now: float) -> float | None:
         if self.checkpointed_s is not None:

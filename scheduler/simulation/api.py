@@ -48,7 +48,7 @@ def simulate(
     rules = (
         f"queue rules for every policy: backfill {scenario.backfill}, "
         f"preemption {scenario.preemption}, patience {scenario.compact_wait_s:.0f} s; "
-        f"fabric {scenario.profile}{' with ECMP at ' + ', '.join(scenario.ecmp) if scenario.ecmp else ''}"
+        f"fabric {scenario.profile}{_ecmp(scenario)}"
     )
     notes = [
         f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seeds {seeds[0]}..{seeds[-1]} "
@@ -71,3 +71,7 @@ def simulate(
     plots = write_plots(out, first)
     write_reports(out, scenario.name, notes, per_seed, headline, plots)
     return Outcome(metrics, notes, out, per_seed, headline)
+
+
+def _ecmp(scenario: Scenario) -> str:
+    return f" with ECMP at {', '.join(scenario.ecmp)}" if scenario.ecmp else ""

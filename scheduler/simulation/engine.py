@@ -58,6 +58,13 @@ class JobState:
     run_gpu_s: float = 0.0  # GPU-seconds of running (restart overhead excluded), every run
     held_gpu_s: float = 0.0  # GPU-seconds its GPUs were held, restarts included, every run
     contended_s: float = 0.0  # seconds run below its uncontended rate (shared links)
+    done_s: float = 0.0  # compact seconds of work done, every run (redone work included)
+
+    @property
+    def fabric_slowdown(self) -> float:
+        """Seconds run per compact second of work: what shared links cost it (1.0: none)."""
+        ran = self.run_gpu_s / self.gang.gpus if self.gang.gpus else 0.0
+        return ran / self.done_s if self.done_s else 1.0
 
 
 @dataclass
@@ -73,6 +80,8 @@ class SimResult:
     wall_seconds: float = 0.0
     background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
     gpus_per_host: int = 8
+    rack_gpus: int = 64  # GPUs of the largest rack: gangs above it are "larger than a rack"
+    warmup_s: float = 0.0  # jobs submitted before this are not measured
     evictions: list[tuple[float, Eviction]] = field(default_factory=list)
     # every start: (time, job, hosts with their pod counts), in the order they happened
     starts: list[tuple[float, str, dict[str, int]]] = field(default_factory=list)
@@ -140,6 +149,8 @@ class Simulation:
         self.rng = random.Random(config.seed)
         self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
         self.result.gpus_per_host = self.per_host
+        self.result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
+        self.result.warmup_s = config.warmup_s
         self._background(config.background_hosts)
 
     def _share(self, job: TraceJob) -> float:
@@ -293,9 +304,7 @@ class Simulation:
     def _ring(self, state: JobState, hosts: list[int], now: float) -> None:
         """Join the network: the oracle's rings share nothing and run at their compact rate."""
         shared = self.config.fabric.shared
-        state.cap_gbps = (
-            uncontended_gbps(self.fabric, hosts) if shared else state.reference_gbps
-        )
+        state.cap_gbps = uncontended_gbps(self.fabric, hosts) if shared else state.reference_gbps
         links = self.network.crossed(hosts) if state.share and shared else ()
         for order in self.network.start(state.order, state.cap_gbps, links) | {state.order}:
             self._rerate(self.states[order], now)
@@ -306,6 +315,7 @@ class Simulation:
             return
         elapsed = now - state.progress_at
         state.work_left = max(0.0, state.work_left - elapsed / state.stretch)
+        state.done_s += elapsed / state.stretch
         if state.stretch > stretch(state.share, state.reference_gbps, state.cap_gbps) + 1e-9:
             state.contended_s += elapsed  # the stretch of the interval is still the old one
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0

@@ -116,14 +116,14 @@ def bucket_order(name: str) -> int:
     return int(name.lstrip(">").split("-")[0])
 
 
-def utilisation(result: SimResult, pool: str | None) -> float:
-    """Time-weighted busy GPUs over capacity while load is offered: from the first arrival to
-    the last (the heavy tail of long jobs afterwards would say more about the trace than the
-    scheduler)."""
+def utilisation(result: SimResult, pool: str | None, start: float | None = None) -> float:
+    """Time-weighted busy GPUs over capacity while load is offered: from the first arrival (or
+    `start`, past a warm-up) to the last (the heavy tail of long jobs afterwards would say more
+    about the trace than the scheduler)."""
     if not result.busy:
         return 0.0
     submits = [j.job.submit_s for j in result.jobs]
-    start, end = min(submits), max(submits)
+    start, end = max(min(submits), start or 0.0), max(submits)
     if end <= start:
         end = max(result.end, start + 1.0)
     capacity = sum(result.pool_gpus.values()) if pool is None else result.pool_gpus.get(pool, 0)
@@ -143,12 +143,78 @@ def utilisation(result: SimResult, pool: str | None) -> float:
     return area / (capacity * (end - start)) if capacity else 0.0
 
 
+# size classes of the protocol: a gang within one host, within one rack, or larger
+CLASSES = ("host", "rack", "larger")
+BOUND_S = 10.0  # bounded slowdown's floor on run time (Feitelson's usual 10 s)
+
+
+def size_class(gpus: int, per_host: int, per_rack: int) -> str:
+    if gpus <= per_host:
+        return "host"
+    return "rack" if gpus <= per_rack else "larger"
+
+
+def measured(result: SimResult) -> list[JobState]:
+    """The jobs the measures count: those submitted after the warm-up."""
+    return [j for j in result.jobs if j.job.submit_s >= result.warmup_s]
+
+
+def field_metrics(result: SimResult) -> dict[str, Any]:
+    """The measures the field reports (the fair protocol's headline), over measured jobs: JCT
+    by size class, GPU-hours lost to placement, the wait of gangs larger than a rack,
+    utilisation in the steady window, bounded slowdown (fairness to small jobs), and the
+    calibration figures (share of multi-host jobs that shared a link, their slowdown)."""
+    jobs = measured(result)
+    done = [j for j in jobs if j.finish is not None]
+    kind = {id(j): size_class(j.gang.gpus, result.gpus_per_host, result.rack_gpus) for j in jobs}
+    jct = {c: [_jct(j) for j in done if kind[id(j)] == c] for c in CLASSES}
+    large = [_wait(j) for j in jobs if kind[id(j)] == "larger" and j.first_start is not None]
+    multi = [j for j in done if j.last_domains.get("host", 1) > 1]  # rings that left a host
+    slowed = [j for j in multi if j.contended_s > 0]
+    return {
+        "measured_jobs": len(jobs),
+        "jct_mean_s": _mean([_jct(j) for j in done]),
+        "jct_p95_s": percentile([_jct(j) for j in done], 95),
+        "jobs_by_class": {c: len(v) for c, v in jct.items()},
+        "jct_mean_s_by_class": {c: _mean(v) if v else None for c, v in jct.items()},
+        "jct_p95_s_by_class": {c: percentile(v, 95) if v else None for c, v in jct.items()},
+        "gpu_hours_lost": sum(_lost_gpu_s(j) for j in done) / 3600,
+        "large_gangs": len(large),
+        "large_gang_wait_mean_s": _mean(large) if large else None,
+        "large_gang_wait_p95_s": percentile(large, 95) if large else None,
+        "utilisation_steady": utilisation(result, None, start=result.warmup_s),
+        "bounded_slowdown_mean": _mean([_bsld(j) for j in done]),
+        "bounded_slowdown_p95": percentile([_bsld(j) for j in done], 95),
+        "multihost_contended_share": len(slowed) / len(multi) if multi else 0.0,
+        "multihost_contended_slowdown_mean": _mean([j.fabric_slowdown for j in slowed]),
+    }
+
+
+def _lost_gpu_s(state: JobState) -> float:
+    """GPU-seconds held beyond the compact run time; float noise below a millisecond per GPU
+    is none (a run at the compact rate holds exactly its run time)."""
+    lost = state.held_gpu_s - state.gang.all_gpus * state.job.duration_s
+    return lost if lost > 1e-3 * state.gang.all_gpus else 0.0
+
+
+def _jct(state: JobState) -> float:
+    assert state.finish is not None
+    return state.finish - state.job.submit_s
+
+
+def _bsld(state: JobState) -> float:
+    """max(1, response time / max(run time, 10 s)): long waits of short jobs show, and a
+    seconds-long job cannot dominate the mean."""
+    return max(1.0, _jct(state) / max(state.job.duration_s, BOUND_S))
+
+
 def policy_metrics(result: SimResult) -> dict[str, Any]:
     pools = sorted({j.gang.pool for j in result.jobs})
     stranded = [s for _, s, _ in result.samples]
     largest = [lg for _, _, lg in result.samples]
     out: dict[str, Any] = job_metrics(result.jobs)
     out.update(time_metrics(result))
+    out.update(field_metrics(result))
     out.update(
         {
             "gpu_utilisation": utilisation(result, None),

@@ -15,20 +15,74 @@ Metrics = dict[str, Any]
 
 @dataclass(frozen=True)
 class Measure:
-    key: str
+    key: str  # a metric's key; "a.b" is key b of the mapping under a
     heading: str
     lower_is_better: bool
     scale: float = 1.0  # divide by this to print
     definition: str = ""
 
+    def value(self, metrics: Metrics) -> float | None:
+        """The measure in one run's metrics; None where the run has none (no gang of that
+        class, say)."""
+        found: Any = metrics
+        for part in self.key.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        return None if found is None else float(found)
 
+
+H = 3600.0
+# the measures the field reports (docs/design.md, "The fair protocol"), then goodput and makespan
 HEADLINE: tuple[Measure, ...] = (
     Measure(
-        "slowdown_multihost_mean",
-        "slowdown multi-host",
+        "gpu_hours_lost",
+        "GPU-h lost",
         True,
-        definition="mean over gangs larger than one host of (finish - first start) / the "
-        "job's run time on a compact placement: 1.0 is ideal, waits between restarts count",
+        definition="sum over finished jobs of GPUs x (time their GPUs were held - run time on a "
+        "compact placement): slowdown on shared links, restart time and work redone",
+    ),
+    Measure("jct_mean_s", "JCT h", True, H, "mean of submission to completion"),
+    Measure("jct_p95_s", "JCT p95 h", True, H, "95th percentile of submission to completion"),
+    Measure("jct_mean_s_by_class.host", "JCT host h", True, H, "mean JCT of gangs within one host"),
+    Measure(
+        "jct_mean_s_by_class.rack",
+        "JCT rack h",
+        True,
+        H,
+        "mean JCT of gangs larger than a host, within the largest rack's GPUs",
+    ),
+    Measure(
+        "jct_mean_s_by_class.larger",
+        "JCT >rack h",
+        True,
+        H,
+        "mean JCT of gangs larger than the largest rack",
+    ),
+    Measure(
+        "large_gang_wait_mean_s",
+        "wait >rack h",
+        True,
+        H,
+        "mean of submission to first start, gangs larger than a rack",
+    ),
+    Measure(
+        "large_gang_wait_p95_s",
+        "wait >rack p95 h",
+        True,
+        H,
+        "95th percentile of the same",
+    ),
+    Measure(
+        "utilisation_steady",
+        "util steady",
+        False,
+        definition="busy GPU-time over capacity from the end of the warm-up to the last arrival",
+    ),
+    Measure(
+        "bounded_slowdown_p95",
+        "bsld p95",
+        True,
+        definition="95th percentile of max(1, JCT / max(run time, 10 s)): small jobs starved "
+        "show here",
     ),
     Measure(
         "goodput",
@@ -36,36 +90,7 @@ HEADLINE: tuple[Measure, ...] = (
         False,
         definition="GPU-seconds of finished work at compact speed / (all GPUs x makespan)",
     ),
-    Measure(
-        "makespan_s",
-        "makespan h",
-        True,
-        3600,
-        "first arrival to last completion",
-    ),
-    Measure(
-        "cross_rack_gb",
-        "cross-rack PB",
-        True,
-        1e6,
-        "ring traffic leaving racks (the traffic model's GB per step-second x run time)",
-    ),
-    Measure("cross_spine_gb", "cross-spine PB", True, 1e6, "the same for spines"),
-    Measure(
-        "queue_delay_largest5_p99_s",
-        "p99 wait largest 5% h",
-        True,
-        3600,
-        "99th percentile of submission to first start, over the 5% largest gangs",
-    ),
-    Measure("jct_mean_s", "JCT mean h", True, 3600, "mean of submission to completion"),
-    Measure(
-        "comm_share_of_gpu_time",
-        "comm share",
-        True,
-        definition="share of running GPU-seconds spent in communication at the ring's "
-        "contended rate",
-    ),
+    Measure("makespan_s", "makespan h", True, H, "first arrival to last completion"),
 )
 # two-sided 95% Student t quantiles by degrees of freedom (seeds - 1), 1..30
 T95: tuple[float, ...] = (
@@ -93,8 +118,12 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def cell(values: Sequence[float], scale: float = 1.0) -> str:
-    mean, half = interval(values)
+def cell(values: Sequence[float | None], scale: float = 1.0) -> str:
+    """mean ±half-width of the runs that have the measure; "-" where none has."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "-"
+    mean, half = interval(present)
     if math.isnan(half):
         return f"{mean / scale:.3g}"
     return f"{mean / scale:.3g} ±{half / scale:.2g}"
@@ -103,7 +132,7 @@ def cell(values: Sequence[float], scale: float = 1.0) -> str:
 def table(per_seed: dict[str, list[Metrics]]) -> list[list[str]]:
     """Rows: policy, then each headline measure as mean ±half-width."""
     return [
-        [policy, *(cell([m[x.key] for m in runs], x.scale) for x in HEADLINE)]
+        [policy, *(cell([x.value(m) for m in runs], x.scale) for x in HEADLINE)]
         for policy, runs in per_seed.items()
     ]
 
@@ -131,19 +160,79 @@ class Ratio:
         )
 
 
+ORACLE = "oracle"
+
+
+def best_baseline(
+    per_seed: dict[str, list[Metrics]], measure: Measure, ours: str = "rackwise"
+) -> str | None:
+    """The baseline with the best mean on a measure. Rows named after rackwise (its variants
+    with a mechanism off) and the oracle are never the baseline."""
+    means: dict[str, float] = {}
+    for row, runs in per_seed.items():
+        values = [v for m in runs if (v := measure.value(m)) is not None]
+        if values and not row.startswith(ours) and row != ORACLE:
+            means[row] = statistics.fmean(values)
+    if not means:
+        return None
+    pick = min if measure.lower_is_better else max
+    return pick(means, key=lambda p: means[p])
+
+
 def ratios(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[Ratio]:
-    """For each measure, rackwise over the baseline with the best mean on it, per seed. Rows
-    named after rackwise (its variants with a mechanism off) are never the baseline."""
-    baselines = [p for p in per_seed if not p.startswith(ours)]
-    if ours not in per_seed or not baselines:
+    """For each measure, rackwise over the baseline with the best mean on it, per seed."""
+    if ours not in per_seed:
         return []
     out = []
     for measure in HEADLINE:
-        means = {p: statistics.fmean(m[measure.key] for m in per_seed[p]) for p in baselines}
-        pick = min if measure.lower_is_better else max
-        best = pick(means, key=lambda p: means[p])
-        out.extend(_paired(per_seed, ours, best, measure))
+        best = best_baseline(per_seed, measure, ours)
+        if best is not None:
+            out.extend(_paired(per_seed, ours, best, measure))
     return out
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What the oracle (no link ever shared) gains over the best baseline on a measure, and
+    the share of that gain rackwise captures: (best - rackwise) / (best - oracle), on the
+    means over seeds; None where the oracle is not better than the baseline."""
+
+    measure: Measure
+    baseline: str
+    oracle: Ratio  # the oracle over the best baseline, paired per seed
+    captured: float | None  # None where the oracle gains nothing
+
+    def text(self) -> str:
+        share = "-" if self.captured is None else f"{self.captured:.0%}"
+        return (
+            f"{self.measure.heading:<18} oracle/{self.baseline} {self.oracle.mean:.3f}x "
+            f"±{self.oracle.half:.3f}; rackwise captures {share} of that gain"
+        )
+
+
+def captures(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[Capture]:
+    if ours not in per_seed or ORACLE not in per_seed:
+        return []
+    out = []
+    for measure in HEADLINE:
+        best = best_baseline(per_seed, measure, ours)
+        found = _paired(per_seed, ORACLE, best, measure) if best else []
+        if best and found:
+            mean = {r: _mean_of(per_seed[r], measure) for r in (best, ours, ORACLE)}
+            gain = mean[best] - mean[ORACLE]
+            # the oracle must be better than the baseline by more than rounding
+            better = gain if measure.lower_is_better else -gain
+            useful = better > 1e-9 * max(abs(mean[best]), 1.0)
+            out.append(
+                Capture(
+                    measure, best, found[0], (mean[best] - mean[ours]) / gain if useful else None
+                )
+            )
+    return out
+
+
+def _mean_of(runs: list[Metrics], measure: Measure) -> float:
+    return statistics.fmean(v for m in runs if (v := measure.value(m)) is not None)
 
 
 def against(per_seed: dict[str, list[Metrics]], other: str, ours: str = "rackwise") -> list[Ratio]:
@@ -157,7 +246,9 @@ def against(per_seed: dict[str, list[Metrics]], other: str, ours: str = "rackwis
 def _paired(
     per_seed: dict[str, list[Metrics]], ours: str, other: str, measure: Measure
 ) -> list[Ratio]:
-    """The mean and interval of the per-seed ratios (none when `other` is 0 on every seed)."""
+    """The mean and interval of the per-seed ratios (none when `other` is 0 or missing on
+    every seed)."""
     pairs = zip(per_seed[ours], per_seed[other], strict=True)
-    values = [a[measure.key] / b[measure.key] for a, b in pairs if b[measure.key]]
+    both = [(measure.value(a), measure.value(b)) for a, b in pairs]
+    values = [a / b for a, b in both if a is not None and b]
     return [Ratio(measure, other, *interval(values))] if values else []

@@ -55,7 +55,7 @@ def write_metrics(
     headline: list[Ratio],
 ) -> None:
     seeds = {
-        p: [{m.key: run[m.key] for m in HEADLINE} for run in runs] for p, runs in per_seed.items()
+        p: [{m.key: m.value(run) for m in HEADLINE} for run in runs] for p, runs in per_seed.items()
     }
     ratio_rows = [
         {"measure": r.measure.key, "baseline": r.baseline, "mean": r.mean, "half_width_95": r.half}

@@ -7,15 +7,34 @@ import math
 
 import pytest
 
-from scheduler.simulation.protocol import HEADLINE, Ratio, against, interval, ratios, t95
+from scheduler.simulation.protocol import (
+    HEADLINE,
+    Ratio,
+    against,
+    captures,
+    interval,
+    ratios,
+    t95,
+)
 
 GOODPUT = next(m for m in HEADLINE if m.key == "goodput")
-SLOWDOWN = HEADLINE[0]
+SLOWDOWN = HEADLINE[0]  # GPU-hours lost: lower is better
 
 
-def runs(*values: float) -> list[dict[str, float]]:
-    """One run per value, every headline measure equal to it."""
-    return [{m.key: v for m in HEADLINE} for v in values]
+def run_of(value: float) -> dict[str, object]:
+    """One run's metrics with every headline measure equal to `value` (dotted keys nested)."""
+    out: dict[str, object] = {}
+    for m in HEADLINE:
+        *path, last = m.key.split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[last] = value  # type: ignore[index]
+    return out
+
+
+def runs(*values: float) -> list[dict[str, object]]:
+    return [run_of(v) for v in values]
 
 
 def by_measure(found: list[Ratio]) -> dict[str, Ratio]:
@@ -80,3 +99,29 @@ def test_a_ratio_is_better_or_worse_only_outside_its_interval():
     assert Ratio(SLOWDOWN, "b", 1.0, 0.0).verdict == "no difference within the interval"
     assert Ratio(SLOWDOWN, "b", 0.97, 0.05).verdict == "no difference within the interval"
     assert Ratio(GOODPUT, "b", 1.1, 0.05).verdict == "better"
+
+
+def test_the_oracle_gain_and_the_share_rackwise_captures():
+    """Lower is better: best baseline a (mean 10), oracle 6, rackwise 8: the oracle gains 4,
+    rackwise 2 of it (50%). Where higher is better (goodput) the best baseline is b (12) and
+    the oracle (6) gains nothing: no share is claimed."""
+    per_seed = {
+        "rackwise": runs(8.0, 8.0),
+        "a": runs(10.0, 10.0),
+        "b": runs(12.0, 12.0),
+        "oracle": runs(6.0, 6.0),
+    }
+    found = {c.measure.key: c for c in captures(per_seed)}
+    lost = found[SLOWDOWN.key]
+    assert lost.baseline == "a"
+    assert lost.oracle.mean == pytest.approx(0.6)
+    assert lost.captured == pytest.approx(0.5)
+    goodput = found[GOODPUT.key]
+    assert goodput.baseline == "b"  # the best where higher is better; the oracle never is
+    assert goodput.captured is None
+
+
+def test_a_measure_a_run_lacks_is_left_out():
+    larger = next(m for m in HEADLINE if m.key == "jct_mean_s_by_class.larger")
+    assert larger.value({"jct_mean_s_by_class": {"larger": None}}) is None
+    assert larger.value({"jct_mean_s_by_class": {"larger": 3.0}}) == 3.0

@@ -1,0 +1,129 @@
+"""`rackwise compare SCENARIO`: the fair protocol on any scenario, from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from scheduler.placement import POLICIES, UnknownPolicyError
+from scheduler.simulation.compare import VARIANTS, Comparison, Saved, compare, plan
+from scheduler.simulation.profiles import ProfileName
+from scheduler.simulation.protocol import HEADLINE
+from scheduler.simulation.protocol import table as protocol_table
+from scheduler.simulation.scenario import Scenario, load_scenario
+
+RESULTS = Path("rackwise-results")
+DEFAULT_POLICIES = "rackwise,kueue-best-fit,kueue-least-free,slurm-tree,first-fit"
+
+
+def _names(text: str, known: list[str], flag: str) -> list[str]:
+    chosen = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in known]
+    if unknown:
+        raise UnknownPolicyError(f"{flag}: unknown {unknown}; choose from {', '.join(known)}")
+    return chosen
+
+
+def _scenario(
+    path: Path, load: float | None, profile: ProfileName | None, jobs: int | None
+) -> tuple[Scenario, Path]:
+    spec, base = load_scenario(path)
+    updates: dict[str, Any] = {}
+    if load is not None:
+        updates["load"] = load
+    if profile is not None:
+        updates["profile"] = profile
+    if jobs is not None:
+        updates["traces"] = [t.model_copy(update={"jobs": jobs}) for t in spec.traces]
+    return spec.model_copy(update=updates), base
+
+
+def compare_cmd(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML")],
+    seeds: Annotated[int, typer.Option(min=1, help="seeds (draws of the workload)")] = 10,
+    policies: Annotated[str, typer.Option(help="comma-separated")] = DEFAULT_POLICIES,
+    variants: Annotated[
+        str, typer.Option(help=f"rackwise rows with mechanisms off: {', '.join(VARIANTS)}")
+    ] = "rackwise (none)",
+    load: Annotated[float | None, typer.Option(min=0.01, help="offered load")] = None,
+    profile: Annotated[ProfileName | None, typer.Option(help="fabric profile")] = None,
+    oracle: Annotated[bool, typer.Option(help="run the oracle row")] = True,
+    jobs: Annotated[int | None, typer.Option(min=1, help="at most N jobs per trace")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the document")] = None,
+    save: Annotated[
+        Path, typer.Option(help="each run's measures, read back by a rerun of the same code")
+    ] = RESULTS / "runs",
+    workers: Annotated[int, typer.Option(min=1)] = min(2, os.cpu_count() or 1),
+) -> None:
+    """Every policy on the same jobs and queue rules, several seeds, 95% intervals, the oracle
+    beside them; rackwise over the best baseline on each measure."""
+    spec, base = _scenario(scenario, load, profile, jobs)
+    chosen = _names(policies, list(POLICIES), "--policies")
+    rows = plan(chosen, _names(variants, list(VARIANTS), "--variants") if variants else [], oracle)
+    first = spec.seed
+    seed_list = list(range(first, first + seeds))
+    setup = {
+        "scenario": spec.model_dump(mode="json"),
+        "rows": [r.label for r in rows],
+        "base": str(base.resolve()),
+    }
+    console = Console()
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("{task.description:<34}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("runs", total=len(rows) * seeds)
+
+        def tick(what: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=what)
+
+        found = compare(spec, base, seed_list, rows, workers, Saved(save, setup), tick)
+    took = time.perf_counter() - started
+    _print(console, spec, found, took)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(found.document(setup), indent=1, default=float))
+        console.print(f"wrote {json_out}")
+
+
+def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> None:
+    ecmp = f", ECMP at {', '.join(spec.ecmp)}" if spec.ecmp else ""
+    load = "as traced" if spec.load is None else f"{spec.load:.0%}"
+    console.print(
+        f"{spec.name}: fabric {spec.profile}{ecmp}; offered load {load}; warm-up "
+        f"{spec.warmup_hours:g} h; queue rules for every row: backfill {spec.backfill}, "
+        f"preemption {spec.preemption}, patience {spec.compact_wait_s:g} s; "
+        f"{len(found.seeds)} seeds; {took:.0f} s",
+        soft_wrap=True,
+    )
+    table = Table(title="mean ±95% interval over seeds")
+    table.add_column("row")
+    for measure in HEADLINE:
+        table.add_column(measure.heading, justify="right")
+    for cells in protocol_table(found.per_seed):
+        table.add_row(*cells)
+    Console(width=max(console.width, 200)).print(table)
+    console.print("rackwise / best baseline (paired per-seed ratios):")
+    for ratio in found.ratios:
+        console.print(f"  {ratio.text()}", soft_wrap=True)
+    if found.captures:
+        console.print("the oracle (no link ever shared) over the best baseline:")
+        for capture in found.captures:
+            console.print(f"  {capture.text()}", soft_wrap=True)
+    for row, paired in found.variants.items():
+        console.print(f"rackwise / {row} (paired):")
+        for ratio in paired:
+            console.print(f"  {ratio.text()}", soft_wrap=True)

@@ -1,0 +1,241 @@
+"""The fair protocol on a scenario: `rackwise compare` and `make bench-compare`.
+
+Contract. Takes a scenario (topology, traces, queue rules, fabric model), the seeds, the
+policies, rackwise's variant rows and whether to run the oracle. Decides nothing itself: every
+row runs the same jobs of each seed (a synthetic trace drawn per seed, arrivals jittered per
+seed) under the same queue rules; only the placement policy differs, and rackwise's own
+mechanisms are switched off in its variant rows. The oracle row is Kueue BestFit's placements
+on a fabric where no link is ever shared and every run is compact: the most any placement
+could gain. Promises: a run's metrics depend only on the code, the scenario and the seed (the
+solver's limits are work limits), so a saved run is read back instead of run again when both
+digests match; the document it returns holds, for every row and seed, the measures under the
+stable keys of PROTOCOL_KEYS, then the paired ratios with 95% intervals and the oracle's gain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.simulation.metrics import policy_metrics
+from scheduler.simulation.profiles import FabricProfile, ProfileName
+from scheduler.simulation.protocol import (
+    ORACLE,
+    Capture,
+    Ratio,
+    against,
+    captures,
+    ratios,
+)
+from scheduler.simulation.runner import Task, run_one
+from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs
+
+ORACLE_POLICY = "kueue-best-fit"
+# rackwise with each of its own mechanisms switched off: rows of their own, never a baseline
+VARIANTS: dict[str, dict[str, Any]] = {
+    "rackwise -frag": {"fragmentation_share": 0.0},
+    "rackwise -joint": {"joint_gangs": 0},
+    "rackwise -defrag": {"defrag_moves_per_hour": 0.0},
+    "rackwise (none)": {"fragmentation_share": 0.0, "joint_gangs": 0, "defrag_moves_per_hour": 0.0},
+}
+# what the document keeps of each run, under these keys (README, "rackwise compare")
+PROTOCOL_KEYS: tuple[str, ...] = (
+    "measured_jobs",
+    "jobs_finished",
+    "jct_mean_s",
+    "jct_p95_s",
+    "jobs_by_class",
+    "jct_mean_s_by_class",
+    "jct_p95_s_by_class",
+    "gpu_hours_lost",
+    "large_gangs",
+    "large_gang_wait_mean_s",
+    "large_gang_wait_p95_s",
+    "utilisation_steady",
+    "bounded_slowdown_mean",
+    "bounded_slowdown_p95",
+    "multihost_contended_share",
+    "multihost_contended_slowdown_mean",
+    "goodput",
+    "makespan_s",
+    "cross_rack_gb",
+    "cross_spine_gb",
+    "defrag_moves",
+    "wall_seconds",
+)
+Key = tuple[str, int]  # (row label, seed)
+Progress = Callable[[str, int, int], None]  # (what finished, runs done, runs in all)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    policy: str
+    changes: dict[str, Any]
+
+
+def plan(policies: Sequence[str], variants: Sequence[str], oracle: bool) -> list[Row]:
+    """The rows: each policy, rackwise's variants, then the oracle."""
+    rows = [Row(p, p, {}) for p in policies]
+    rows += [Row(v, "rackwise", VARIANTS[v]) for v in variants]
+    if oracle:
+        rows.append(Row(ORACLE, ORACLE_POLICY, {"fabric": FabricProfile(name=ProfileName.ORACLE)}))
+    return rows
+
+
+def tasks(scenario: Scenario, base: Path, seeds: Sequence[int], rows: list[Row]) -> dict[Key, Task]:
+    spec = build_topology(scenario, base)
+    out: dict[Key, Task] = {}
+    for seed in seeds:
+        jobs = seed_jobs(scenario, base, spec, seed)
+        config = scenario.sim_config(seed)
+        for row in rows:
+            out[(row.label, seed)] = Task(
+                spec, jobs, row.policy, config.model_copy(update=row.changes)
+            )
+    return out
+
+
+def measure(task: Task) -> dict[str, Any]:
+    """One run's protocol measures, computed in the worker (the full result stays there)."""
+    metrics = policy_metrics(run_one(task))
+    return {key: metrics[key] for key in PROTOCOL_KEYS}
+
+
+class Saved:
+    """Per-run measures on disk, valid for one version of the code and one setup: a file is
+    read back only when both digests match, so a changed simulator never reuses a result."""
+
+    def __init__(self, folder: Path, setup: dict[str, Any]) -> None:
+        self.folder = folder
+        self.setup = json.dumps(setup, sort_keys=True, default=str)
+        self.code = code_digest()
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: Key) -> Path:
+        digest = hashlib.sha256(f"{self.setup}/{key[0]}/{key[1]}".encode()).hexdigest()[:16]
+        return self.folder / f"{key[0].replace(' ', '_')}-{key[1]}-{digest}.json"
+
+    def load(self, key: Key) -> dict[str, Any] | None:
+        path = self.path(key)
+        if not path.exists():
+            return None
+        found = json.loads(path.read_text())
+        metrics: dict[str, Any] | None = (
+            found["metrics"] if found.get("code") == self.code else None
+        )
+        return metrics
+
+    def store(self, key: Key, metrics: dict[str, Any]) -> None:
+        body = {"code": self.code, "setup": self.setup, "row": key[0], "seed": key[1]}
+        path = self.path(key)
+        part = path.with_suffix(".part")  # renamed when whole: a stopped write is never read
+        part.write_text(json.dumps({**body, "metrics": metrics}, default=float))
+        part.replace(path)
+
+
+def code_digest() -> str:
+    """The scheduler's sources, hashed: what a saved run depends on."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_all(
+    todo: dict[Key, Task], workers: int, saved: Saved | None, progress: Progress | None = None
+) -> dict[Key, dict[str, Any]]:
+    """Every run's measures: saved ones read back, the others run `workers` at a time and
+    saved as each ends, so a stopped protocol loses only the runs under way."""
+    done = {key: m for key in todo if saved is not None and (m := saved.load(key)) is not None}
+    left = [key for key in todo if key not in done]
+    if progress is not None:
+        progress(f"{len(done)} read back", len(done), len(todo))
+    if workers <= 1:
+        for key in left:
+            _finish(key, measure(todo[key]), done, saved, progress, len(todo))
+        return done
+    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited threads
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {pool.submit(measure, todo[key]): key for key in left}
+        for future in as_completed(futures):
+            _finish(futures[future], future.result(), done, saved, progress, len(todo))
+    return done
+
+
+def _finish(
+    key: Key,
+    metrics: dict[str, Any],
+    done: dict[Key, dict[str, Any]],
+    saved: Saved | None,
+    progress: Progress | None,
+    total: int,
+) -> None:
+    done[key] = metrics
+    if saved is not None:
+        saved.store(key, metrics)
+    if progress is not None:
+        progress(f"{key[0]}, seed {key[1]}", len(done), total)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    per_seed: dict[str, list[dict[str, Any]]]  # row -> measures per seed, in seed order
+    seeds: list[int]
+    ratios: list[Ratio]  # rackwise over the best baseline per measure
+    captures: list[Capture]  # the oracle's gain and rackwise's share of it
+    variants: dict[str, list[Ratio]]  # rackwise over each of its variant rows
+
+    def document(self, setup: dict[str, Any]) -> dict[str, Any]:
+        """The --json document (README, "rackwise compare")."""
+        return {
+            "setup": setup,
+            "seeds": self.seeds,
+            "rows": {
+                row: [{"seed": s, **m} for s, m in zip(self.seeds, runs, strict=True)]
+                for row, runs in self.per_seed.items()
+            },
+            "ratios": [_ratio(r) for r in self.ratios],
+            "oracle": [
+                {
+                    "measure": c.measure.key,
+                    "baseline": c.baseline,
+                    "oracle_over_baseline": c.oracle.mean,
+                    "half_width_95": c.oracle.half,
+                    "rackwise_captures": c.captured,
+                }
+                for c in self.captures
+            ],
+            "variants": {row: [_ratio(r) for r in found] for row, found in self.variants.items()},
+        }
+
+
+def _ratio(r: Ratio) -> dict[str, Any]:
+    return {
+        "measure": r.measure.key,
+        "baseline": r.baseline,
+        "mean": r.mean,
+        "half_width_95": r.half,
+        "verdict": r.verdict,
+    }
+
+
+def compare(
+    scenario: Scenario,
+    base: Path,
+    seeds: Sequence[int],
+    rows: list[Row],
+    workers: int = 2,
+    saved: Saved | None = None,
+    progress: Progress | None = None,
+) -> Comparison:
+    done = run_all(tasks(scenario, base, seeds, rows), workers, saved, progress)
+    per_seed = {row.label: [done[(row.label, s)] for s in seeds] for row in rows}
+    variants = {r.label: against(per_seed, r.label) for r in rows if r.label in VARIANTS}
+    return Comparison(per_seed, list(seeds), ratios(per_seed), captures(per_seed), variants)
