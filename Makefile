@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rackwise simulate --out simulations/results/default
+	$(BIN)/rackwise compare simulations/scenarios/default.yaml --json rackwise-results/demo.json
 
 # The integration suite needs kube-apiserver 1.20 built from Debian's source (cached after the
 # first build) and etcd; scripts/build-apiserver.sh does both.
@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-compare bench-operator
+bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
@@ -54,22 +54,26 @@ bench-cycle: $(STAMP)
 bench-priorities: $(STAMP)
 	$(BIN)/python -m benchmarks.priorities
 
-# the fair protocol: the topology-aware baselines, first-fit, and rackwise with each of its
-# mechanisms off and with all off, same queue rules, 95% intervals: the whole Philly trace on
-# Lingjun (5 seeds, about 3 h on 2 cores: a rackwise run is 12-20 CPU-minutes), then the
-# LLM-era mix on 100k GPUs at 70% offered load (5 seeds, ~20 min; no job waits there) and at
-# 100% (5 seeds, ~25 min). Each run's metrics are saved under
-# simulations/results/compare as it ends; a rerun of the same code reads them back, so a
-# stopped protocol resumes.
+# the fair protocol (`rackwise compare`): rackwise, the topology-aware baselines and first-fit,
+# rackwise with its mechanisms off, and the oracle (no link ever shared), the same jobs and
+# queue rules, 10 seeds, 95% intervals; both workloads at 70%, 85% and 100% offered load
+# under the oversubscribed fabric, and at 85% under the non-blocking one (about an hour on 2
+# cores). Runs are saved under rackwise-results/runs and read back by a rerun of the same code;
+# each line's document goes to rackwise-results/compare/.
+COMPARE_SEEDS ?= 10
 bench-compare: $(STAMP)
-	$(BIN)/python -m benchmarks.compare --workload philly --seeds 5 \
-		--policies rackwise kueue-best-fit kueue-least-free slurm-tree first-fit \
-		--save simulations/results/compare
-	for load in 0.7 1.0; do \
-		$(BIN)/python -m benchmarks.compare --workload llm --seeds 5 --llm-load $$load \
-			--policies rackwise kueue-best-fit kueue-least-free slurm-tree \
-			--save simulations/results/compare || exit 1; \
+	for w in llm-mix philly-real; do \
+		for load in 0.7 0.85 1.0; do \
+			$(BIN)/rackwise compare simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) \
+				--load $$load --json rackwise-results/compare/$$w-$$load-oversubscribed.json || exit 1; \
+		done; \
+		$(BIN)/rackwise compare simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) --load 0.85 \
+			--profile non-blocking --json rackwise-results/compare/$$w-0.85-non-blocking.json || exit 1; \
 	done
+
+# the fabric model beside Crux's production figures (benchmarks/calibration.py)
+bench-calibration: $(STAMP)
+	$(BIN)/python -m benchmarks.calibration
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator
@@ -87,4 +91,4 @@ kind-e2e: $(STAMP)
 	bash manifests/kind/kind-up.sh && $(BIN)/pytest -q -m kind tests/e2e
 
 clean:
-	rm -rf $(VENV) simulations/results .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) simulations/results rackwise-results .pytest_cache .mypy_cache .ruff_cache

@@ -4,7 +4,7 @@ adds where it has work to do.
 The LLM-era mix of the fair protocol never queues (no gang waits at ~70% offered load), so its
 queue-cycle times say nothing about joint placement, which acts only beside a blocked gang.
 Here, per seed, on the default 5-level fabric of 100,352 GPUs (16 spines x 98 racks x 8 hosts x
-8 GPUs): gangs drawn from the LLM-era size mix (benchmarks/workloads.py) are placed by rackwise
+8 GPUs): gangs drawn from the LLM-era size mix below are placed by rackwise
 until one no longer fits; a random share of them then end (a quarter: room for the whole
 cycle's attempts; 3%: the large gangs of the backlog block), leaving scattered holes; a backlog
 of 300 gangs from the same mix is queued. The first cycle on that backlog is the
@@ -24,11 +24,14 @@ import time
 from dataclasses import dataclass
 
 from benchmarks.common import table
-from benchmarks.workloads import LLM_SIZES
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import Snapshot, place_one
 from scheduler.queue import Decisions, QueueConfig, Running, SchedulingQueue
 from scheduler.topology import Fabric, generate
+
+# gang sizes (GPUs) and their share of gangs on a 100k-GPU fabric: our stated assumption
+LLM_SIZES = {8: 0.45, 16: 0.15, 32: 0.12, 64: 0.10, 128: 0.08, 256: 0.05, 512: 0.03}
+LLM_SIZES |= {1024: 0.015, 2048: 0.005}
 
 BACKLOG = 300
 ENDED = (0.25, 0.03)  # shares of the running gangs that end before the cycle

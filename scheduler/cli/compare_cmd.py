@@ -21,7 +21,6 @@ from scheduler.simulation.protocol import table as protocol_table
 from scheduler.simulation.scenario import Scenario, load_scenario
 
 RESULTS = Path("rackwise-results")
-DEFAULT_POLICIES = "rackwise,kueue-best-fit,kueue-least-free,slurm-tree,first-fit"
 
 
 def _names(text: str, known: list[str], flag: str) -> list[str]:
@@ -48,8 +47,13 @@ def _scenario(
 
 def compare_cmd(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML")],
-    seeds: Annotated[int, typer.Option(min=1, help="seeds (draws of the workload)")] = 10,
-    policies: Annotated[str, typer.Option(help="comma-separated")] = DEFAULT_POLICIES,
+    seeds: Annotated[
+        int | None,
+        typer.Option(min=1, help="seeds, draws of the workload (default: the scenario's)"),
+    ] = None,
+    policies: Annotated[
+        str | None, typer.Option(help="comma-separated (default: the scenario's)")
+    ] = None,
     variants: Annotated[
         str, typer.Option(help=f"rackwise rows with mechanisms off: {', '.join(VARIANTS)}")
     ] = "rackwise (none)",
@@ -66,10 +70,10 @@ def compare_cmd(
     """Every policy on the same jobs and queue rules, several seeds, 95% intervals, the oracle
     beside them; rackwise over the best baseline on each measure."""
     spec, base = _scenario(scenario, load, profile, jobs)
-    chosen = _names(policies, list(POLICIES), "--policies")
+    chosen = _names(policies, list(POLICIES), "--policies") if policies else spec.policies
     rows = plan(chosen, _names(variants, list(VARIANTS), "--variants") if variants else [], oracle)
     first = spec.seed
-    seed_list = list(range(first, first + seeds))
+    seed_list = list(range(first, first + (seeds or spec.seeds)))
     setup = {
         "scenario": spec.model_dump(mode="json"),
         "rows": [r.label for r in rows],
@@ -85,7 +89,7 @@ def compare_cmd(
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("runs", total=len(rows) * seeds)
+        task = bar.add_task("runs", total=len(rows) * len(seed_list))
 
         def tick(what: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, description=what)

@@ -37,11 +37,12 @@ from scheduler.simulation.runner import Task, run_one
 from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs
 
 ORACLE_POLICY = "kueue-best-fit"
-# rackwise with each of its own mechanisms switched off: rows of their own, never a baseline
+# rackwise with one of its own mechanisms switched off (or on, for moves at checkpoints, off
+# by default), or all off: rows of their own, never a baseline
 VARIANTS: dict[str, dict[str, Any]] = {
     "rackwise -frag": {"fragmentation_share": 0.0},
     "rackwise -joint": {"joint_gangs": 0},
-    "rackwise -defrag": {"defrag_moves_per_hour": 0.0},
+    "rackwise +defrag": {"defrag_moves_per_hour": 4.0},
     "rackwise (none)": {"fragmentation_share": 0.0, "joint_gangs": 0, "defrag_moves_per_hour": 0.0},
 }
 # what the document keeps of each run, under these keys (README, "rackwise compare")
