@@ -18,6 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
@@ -34,12 +37,13 @@ def reserve(
 ) -> Reservation | None:
     ordered = sorted(running, key=lambda r: (_end(r), r.started_s, r.key))
     sim = view.copy()
-    missing = gang.all_gpus - _free_gpus(view, gang.pool)
-    for n, r in enumerate(ordered, start=1):
-        # release one gang at a time; count first (cheap), then capacity, then a placement
+    # the releases before `first` cannot make room (by GPU counts alone): released at once
+    first = _first_possible(view, gang, ordered)
+    sim.apply_many([(r.gang, r.placement) for r in ordered[: first - 1]], sign=-1)
+    for n, r in enumerate(ordered[first - 1 :], start=first):
+        # then one gang at a time: capacity first, then a placement
         sim.apply_many([(r.gang, r.placement)], sign=-1)
-        missing -= r.gang.all_gpus
-        if missing > 0 or Capacity.of(sim, gang).total < gang.pods:
+        if Capacity.of(sim, gang).total < gang.pods:
             continue
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
@@ -74,3 +78,49 @@ def _on_released(
 def _free_gpus(view: Snapshot, pool: str) -> int:
     mask = view.fabric.pool_mask.get(pool)
     return 0 if mask is None else int(view.free_gpus[mask & view.up_mask()].sum())
+
+
+def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running]) -> int:
+    """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
+    up hosts have whole-pod GPU room for its pods: both only grow with each release, so a
+    binary search finds it; Capacity.of (which also weighs CPU, memory, pod slots, taints and
+    the gang's constraints) can hold only from there. len(ordered) + 1 when never."""
+    fabric = view.fabric
+    mask = fabric.pool_mask.get(gang.pool)
+    counted = np.zeros(len(fabric.hosts), dtype=bool) if mask is None else mask & view.up_mask()
+    at, gpus, ends = _released_pods(view, ordered)
+    freed = np.cumsum([r.gang.all_gpus for r in ordered])
+    missing = gang.all_gpus - int(view.free_gpus[counted].sum())
+
+    def room(n: int) -> bool:  # n >= 1 releases
+        if missing - int(freed[n - 1]) > 0:
+            return False
+        if not gang.gpus_per_pod:
+            return True
+        free = view.free_gpus + np.bincount(at[: ends[n]], gpus[: ends[n]], len(fabric.hosts))
+        return int((free[counted] // gang.gpus_per_pod).sum()) >= gang.pods
+
+    low, high = 1, len(ordered) + 1  # the answer is in [low, high]; high: never
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if room(mid) else (mid + 1, high)
+    return low
+
+
+def _released_pods(
+    view: Snapshot, ordered: Sequence[Running]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[int]]:
+    """Every released pod's host and GPUs, in release order, and how many pods the first n
+    gangs hold (ends[n])."""
+    index = view.fabric.host_index
+    hosts: list[int] = []
+    amounts: list[int] = []
+    ends = [0]
+    for r in ordered:
+        roles = [""] if not r.gang.roles else r.placement.roles()
+        gpus = {role: r.gang.request(role).gpus for role in roles}
+        for pod in r.placement.pods:
+            hosts.append(index[pod.host])
+            amounts.append(gpus[pod.role])
+        ends.append(len(hosts))
+    return np.asarray(hosts, dtype=np.int64), np.asarray(amounts, dtype=np.int64), ends
