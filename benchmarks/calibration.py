@@ -23,19 +23,20 @@ WORKLOADS = ("llm-mix", "philly-real")
 CRUX = "Crux (Alibaba, SIGCOMM'24): 36% of jobs contended; iteration +11% beside another job"
 
 
-def setups() -> list[tuple[str, ProfileName, tuple[str, ...]]]:
+def setups(workloads: list[str]) -> list[tuple[str, ProfileName, tuple[str, ...]]]:
     out = [(ProfileName.OVERSUBSCRIBED, ()), (ProfileName.NON_BLOCKING, ())]
     out.append((ProfileName.OVERSUBSCRIBED, ("nvlink", "rack", "spine", "core")))
-    return [(w, p, e) for w in WORKLOADS for p, e in out]
+    return [(w, p, e) for w in workloads for p, e in out]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--save", type=Path, default=REPO / "rackwise-results" / "calibration")
     args = parser.parse_args()
     body = []
-    for workload, profile, ecmp in setups():
+    for workload, profile, ecmp in setups(args.workloads):
         scenario, base = load_scenario(REPO / "simulations" / "scenarios" / f"{workload}.yaml")
         scenario = scenario.model_copy(update={"profile": profile, "ecmp": ecmp})
         seeds = list(range(args.seeds))

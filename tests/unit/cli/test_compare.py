@@ -1,0 +1,86 @@
+"""`rackwise compare` as a user runs it: a tiny scenario, the --json document under its stable
+keys, a rerun that reads every run back, and bad input in one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+SCENARIO = """
+name: tiny
+seed: 3
+topology:
+  generate: {blocks: 2, racks: 2, hosts: 2, gpus: 8}
+traces:
+  - {format: llm-mix, days: 0.5, jobs: 40}
+load: 0.9
+warmup_hours: 1
+policies: [rackwise, kueue-best-fit]
+"""
+KEYS = {
+    "jct_mean_s",
+    "jct_p95_s",
+    "jct_mean_s_by_class",
+    "jct_p95_s_by_class",
+    "gpu_hours_lost",
+    "large_gang_wait_mean_s",
+    "large_gang_wait_p95_s",
+    "large_gangs",
+    "utilisation_steady",
+    "bounded_slowdown_p95",
+    "goodput",
+    "makespan_s",
+}
+
+
+def compare(tmp_path: Path, *extra: str) -> tuple[dict, str]:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out.json"
+    args = ("--seeds", "2", "--save", str(tmp_path / "runs"), "--json", str(out), "--workers", "1")
+    done = run_cli("compare", str(scenario), *args, *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text()), done.stdout
+
+
+def test_the_document_holds_every_row_and_seed_under_stable_keys(tmp_path):
+    doc, stdout = compare(tmp_path)
+    assert set(doc["rows"]) == {"rackwise", "kueue-best-fit", "rackwise (none)", "oracle"}
+    assert doc["seeds"] == [3, 4]
+    for runs in doc["rows"].values():
+        assert [r["seed"] for r in runs] == [3, 4]
+        assert all(KEYS <= set(r) for r in runs)
+        assert all(set(r["jct_mean_s_by_class"]) == {"host", "rack", "larger"} for r in runs)
+    # the oracle never loses GPU-time to the fabric
+    assert all(r["gpu_hours_lost"] == 0 for r in doc["rows"]["oracle"])
+    assert {"measure", "baseline", "mean", "half_width_95", "verdict"} <= set(doc["ratios"][0])
+    assert "oracle" in doc and "rackwise (none)" in doc["variants"]
+    assert "fabric oversubscribed" in stdout
+
+
+def test_a_rerun_reads_every_run_back_and_gives_the_same_document(tmp_path):
+    first, _ = compare(tmp_path)
+    again, stdout = compare(tmp_path)
+    assert again["rows"] == first["rows"]
+
+
+def test_the_profile_and_load_flags_reach_the_runs(tmp_path):
+    doc, stdout = compare(tmp_path, "--profile", "non-blocking", "--load", "0.5", "--no-oracle")
+    assert "oracle" not in doc["rows"]
+    assert "fabric non-blocking; offered load 50%" in stdout
+    assert doc["setup"]["scenario"]["profile"] == "non-blocking"
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    done = run_cli("compare", str(scenario), "--policies", "rackwise,magic")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "unknown ['magic']" in done.stderr
+    scenario.write_text(SCENARIO.replace("profile", "x") + "profile: flat\n")
+    done = run_cli("compare", str(scenario))
+    assert done.returncode == 2
+    assert "profile" in done.stderr
