@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
 import typer
 
 from scheduler.cli import cluster_cmd, compare_cmd, place_cmd, simulate_cmd, topology_cmd
+from scheduler.cli.entry import version_line
 from scheduler.cli.errors import run_cli
 
 app = typer.Typer(
@@ -26,10 +26,7 @@ app.add_typer(cluster_cmd.dev, name="dev-cluster")
 
 def _version(wanted: bool) -> None:
     if wanted:
-        try:
-            typer.echo(f"rackwise {version('rackwise')}")
-        except PackageNotFoundError:  # a checkout run without installing
-            typer.echo("rackwise (not installed)")
+        typer.echo(version_line())
         raise typer.Exit()
 
 
