@@ -35,10 +35,12 @@ def place_cmd(
     results = place(snapshot, requests, config)
     if as_json:
         typer.echo(json.dumps({"placements": [r.model_dump(mode="json") for r in results]}))
-        return
-    console = Console()
-    for result in results:
-        console.print(_table(result))
+    else:
+        console = Console()
+        for result in results:
+            console.print(_table(result))
+    # the exit code is the contract, table or JSON: 0 all placed, 1 a gang is unplaceable,
+    # 2 bad input (cli/errors.py)
     if any(not r.placed for r in results):
         raise typer.Exit(1)
 
@@ -73,4 +75,12 @@ def _table(p: Placement) -> Table:
 
 
 def _span(ranks: list[int]) -> str:
-    return f"{ranks[0]}" if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
+    """Exact rank lists: runs of consecutive ranks as first-last, the rest one by one
+    ("0-2" only when 1 is there too)."""
+    runs: list[list[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    return ",".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
