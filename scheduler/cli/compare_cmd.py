@@ -11,13 +11,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from scheduler.cli.protocol_view import print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
 from scheduler.simulation.compare import VARIANTS, Comparison, Saved, compare, plan
 from scheduler.simulation.profiles import ProfileName
-from scheduler.simulation.protocol import HEADLINE
-from scheduler.simulation.protocol import table as protocol_table
 from scheduler.simulation.scenario import Scenario, load_scenario
 
 RESULTS = Path("rackwise-results")
@@ -113,16 +111,7 @@ def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> 
         f"{len(found.seeds)} seeds; {took:.0f} s",
         soft_wrap=True,
     )
-    table = Table(title="mean ±95% interval over seeds")
-    table.add_column("row")
-    for measure in HEADLINE:
-        table.add_column(measure.heading, justify="right")
-    for cells in protocol_table(found.per_seed):
-        table.add_row(*cells)
-    Console(width=max(console.width, 200)).print(table)
-    console.print("rackwise / best baseline (paired per-seed ratios):")
-    for ratio in found.ratios:
-        console.print(f"  {ratio.text()}", soft_wrap=True)
+    print_headline(console, found.per_seed, found.ratios)
     if found.captures:
         console.print("the oracle (no link ever shared) over the best baseline:")
         for capture in found.captures:

@@ -12,10 +12,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from scheduler.bundled import bundled
+from scheduler.cli.protocol_view import print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
-from scheduler.simulation.api import Outcome, simulate
-from scheduler.simulation.protocol import HEADLINE
-from scheduler.simulation.protocol import table as protocol_table
+from scheduler.simulation.api import simulate
 from scheduler.simulation.report import COLUMNS, rows
 from scheduler.simulation.scenario import load_scenario
 
@@ -25,21 +24,6 @@ SHORT = {
     "kueue-best-fit": "kueue-bf",
     "kueue-least-free": "kueue-lf",
 }
-
-
-def _headline(console: Console, outcome: Outcome) -> None:
-    """The comparison that matters, with its spread over seeds, printed as measured."""
-    seeds = len(next(iter(outcome.per_seed.values()), []))
-    table = Table(title=f"headline: mean ±95% interval over {seeds} seed(s)")
-    table.add_column("policy")
-    for measure in HEADLINE:
-        table.add_column(measure.heading, justify="right")
-    for row in protocol_table(outcome.per_seed):
-        table.add_row(*row)
-    Console(width=max(console.width, 150)).print(table)
-    console.print("rackwise / best baseline (paired per-seed ratios):")
-    for ratio in outcome.headline:
-        console.print(f"  {ratio.text()}", soft_wrap=True)
 
 
 def default_scenario() -> Path:
@@ -107,5 +91,5 @@ def simulate_cmd(
     Console(width=max(console.width, 110)).print(table)
     for note in outcome.notes:
         console.print(note, soft_wrap=True)
-    _headline(console, outcome)
+    print_headline(console, outcome.per_seed, outcome.headline)
     console.print(f"wrote {out}/metrics.json, jobs.csv, report.md, report.html and plots")

@@ -1,0 +1,30 @@
+"""The fair protocol's table and ratios on a terminal: `simulate` and `compare` print them alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.simulation.protocol import HEADLINE, Ratio
+from scheduler.simulation.protocol import table as protocol_table
+
+
+def print_headline(
+    console: Console, per_seed: dict[str, list[dict[str, Any]]], ratios: Sequence[Ratio]
+) -> None:
+    """Each row's measures (mean ±95% interval over seeds), then rackwise over the best
+    baseline on each measure."""
+    seeds = len(next(iter(per_seed.values()), []))
+    table = Table(title=f"mean ±95% interval over {seeds} seed(s)")
+    table.add_column("row")
+    for measure in HEADLINE:
+        table.add_column(measure.heading, justify="right")
+    for cells in protocol_table(per_seed):
+        table.add_row(*cells)
+    Console(width=max(console.width, 200)).print(table)
+    console.print("rackwise / best baseline (paired per-seed ratios):")
+    for ratio in ratios:
+        console.print(f"  {ratio.text()}", soft_wrap=True)
