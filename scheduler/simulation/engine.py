@@ -82,6 +82,10 @@ class SimResult:
     gpus_per_host: int = 8
     rack_gpus: int = 64  # GPUs of the largest rack: gangs above it are "larger than a rack"
     warmup_s: float = 0.0  # jobs submitted before this are not measured
+    # the steady window (end of the warm-up to the last arrival) and the GPU-seconds of work
+    # at compact speed done inside it: effective utilisation, which slowed jobs do not inflate
+    window: tuple[float, float] = (0.0, 0.0)
+    useful_gpu_s: float = 0.0
     evictions: list[tuple[float, Eviction]] = field(default_factory=list)
     # every start: (time, job, hosts with their pod counts), in the order they happened
     starts: list[tuple[float, str, dict[str, int]]] = field(default_factory=list)
@@ -151,6 +155,8 @@ class Simulation:
         self.result.gpus_per_host = self.per_host
         self.result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
         self.result.warmup_s = config.warmup_s
+        last = max((j.submit_s for j in jobs), default=0.0)
+        self.result.window = (min(config.warmup_s, last), last)
         self._background(config.background_hosts)
 
     def _share(self, job: TraceJob) -> float:
@@ -316,6 +322,10 @@ class Simulation:
         elapsed = now - state.progress_at
         state.work_left = max(0.0, state.work_left - elapsed / state.stretch)
         state.done_s += elapsed / state.stretch
+        start, end = self.result.window
+        inside = min(now, end) - max(state.progress_at, start)
+        if inside > 0:
+            self.result.useful_gpu_s += state.gang.all_gpus * inside / state.stretch
         if state.stretch > stretch(state.share, state.reference_gbps, state.cap_gbps) + 1e-9:
             state.contended_s += elapsed  # the stretch of the interval is still the old one
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0

@@ -182,12 +182,22 @@ def field_metrics(result: SimResult) -> dict[str, Any]:
         "large_gangs": len(large),
         "large_gang_wait_mean_s": _mean(large) if large else None,
         "large_gang_wait_p95_s": percentile(large, 95) if large else None,
-        "utilisation_steady": utilisation(result, None, start=result.warmup_s),
+        "utilisation_steady": effective_utilisation(result),
         "bounded_slowdown_mean": _mean([_bsld(j) for j in done]),
         "bounded_slowdown_p95": percentile([_bsld(j) for j in done], 95),
         "multihost_contended_share": len(slowed) / len(multi) if multi else 0.0,
         "multihost_contended_slowdown_mean": _mean([j.fabric_slowdown for j in slowed]),
     }
+
+
+def effective_utilisation(result: SimResult) -> float:
+    """Work done at compact speed inside the steady window over the GPU-time it offers: a
+    job slowed by shared links holds its GPUs longer but does no more work."""
+    start, end = result.window
+    capacity = sum(result.pool_gpus.values())
+    if end <= start or not capacity:
+        return 0.0
+    return result.useful_gpu_s / (capacity * (end - start))
 
 
 def _lost_gpu_s(state: JobState) -> float:

@@ -75,7 +75,8 @@ HEADLINE: tuple[Measure, ...] = (
         "utilisation_steady",
         "util steady",
         False,
-        definition="busy GPU-time over capacity from the end of the warm-up to the last arrival",
+        definition="effective utilisation: work done at compact speed over the GPU-time offered"
+        " from the end of the warm-up to the last arrival (slowed jobs do not inflate it)",
     ),
     Measure(
         "bounded_slowdown_p95",

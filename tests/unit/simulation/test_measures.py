@@ -41,7 +41,7 @@ def test_each_measure_on_a_tiny_trace():
     assert m["large_gang_wait_mean_s"] == 190
     assert m["large_gang_wait_p95_s"] == 190
     assert m["gpu_hours_lost"] == 0.0
-    # from the first arrival (0) to the last (10): 20 of 32 GPUs busy
+    # from the first arrival (0) to the last (10): 20 of 32 GPUs at work, at compact speed
     assert m["utilisation_steady"] == pytest.approx(20 / 32)
     # max(1, JCT / max(run, 10 s)): 1, 1, 240 / 50
     assert m["bounded_slowdown_mean"] == pytest.approx((1 + 1 + 4.8) / 3)
@@ -98,3 +98,16 @@ def test_the_oracle_row_equals_the_non_blocking_profile_where_no_ring_shares():
         finish[name] = {s.job.id: s.finish for s in result.jobs}
     assert finish[ProfileName.NON_BLOCKING] == pytest.approx(finish[ProfileName.ORACLE])
     assert finish[ProfileName.OVERSUBSCRIBED] != pytest.approx(finish[ProfileName.ORACLE])
+
+
+def test_effective_utilisation_counts_work_not_slowed_time():
+    """Two hosts, 16 GPUs. a (a 2-pod ring off NVLink) runs alone over the window 0..10 (b
+    arrives at 10) at stretch 0.8 + 0.2 x 900/50 = 4.4: it holds 4 GPUs but does 1/4.4 s of
+    work per second, so effective utilisation is 4 x 10 / 4.4 over 16 x 10, where busy
+    GPU-time would say 4 / 16."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+    jobs = [job("a", 0, 100, 4, pods=2), job("b", 10, 50, 4, pods=2)]
+    config = SimConfig(comm_share=CommShare(low=0.2, high=0.2))
+    m = field_metrics(Simulation(fabric, jobs, "least-allocated", config).run())
+    # a alone 0..10 at stretch 4.4 (0.8 + 0.2 x 900/50): 4 GPUs x 10 s / 4.4 of work
+    assert m["utilisation_steady"] == pytest.approx(4 * 10 / 4.4 / (16 * 10))
