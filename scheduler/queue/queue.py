@@ -478,6 +478,8 @@ class SchedulingQueue:
     def _victims(self, c: _Cycle, pool: str, priority: int, tenant: str) -> bytes:
         """A digest of the running gangs a gang of this priority and tenant may preempt in the
         pool now (empty when it may preempt none): the free capacity alone does not say."""
+        if self.config.preemption is Preemption.OFF:
+            return b""  # nothing is ever preempted: no need to look at what runs
         at = (pool, priority, tenant, len(c.running), len(c.evicted))
         if at not in c.victims:
             keys = sorted(
