@@ -490,9 +490,8 @@ class SchedulingQueue:
                 and r.key not in c.evicted
                 and (self.config.cross_tenant or r.tenant == tenant)
             )
-            off = self.config.preemption is Preemption.OFF or not keys
             text = "\0".join(keys).encode()
-            c.victims[at] = b"" if off else hashlib.blake2b(text, digest_size=16).digest()
+            c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""
         return c.victims[at]
 
     def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
