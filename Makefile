@@ -57,9 +57,10 @@ bench-priorities: $(STAMP)
 # the fair protocol (`rackwise compare`): rackwise, the topology-aware baselines and first-fit,
 # rackwise with its mechanisms off, and the oracle (no link ever shared), the same jobs and
 # queue rules, 10 seeds, 95% intervals; both workloads at 70%, 85% and 100% offered load
-# under the oversubscribed fabric, and at 85% under the non-blocking one (about an hour on 2
-# cores). Runs are saved under rackwise-results/runs and read back by a rerun of the same code;
-# each line's document goes to rackwise-results/compare/.
+# under the oversubscribed fabric, and at 85% under the non-blocking one. The LLM mix takes
+# ~20 minutes on 2 cores; a Philly run replays all 79,940 jobs in minutes, so its lines take
+# hours (README, "Benchmarks"). Runs are saved under rackwise-results/runs and read back by a
+# rerun of the same code; each line's document goes to rackwise-results/compare/.
 COMPARE_SEEDS ?= 10
 bench-compare: $(STAMP)
 	for w in llm-mix philly-real; do \

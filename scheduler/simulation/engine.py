@@ -286,7 +286,7 @@ class Simulation:
         state.last_domains = placement.domains
         state.started = now
         hosts = [self.fabric.host_index[h] for h in placement.hosts()]
-        again = state.restarts or state.moves or state.preemptions
+        again = state.restarts or state.moves  # preemptions count as restarts
         state.overhead = self.config.restart.seconds(len(hosts)) if again else 0.0
         state.run_work = state.work_left
         state.progress_at = now + state.overhead
