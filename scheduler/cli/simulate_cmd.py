@@ -37,7 +37,7 @@ def simulate_cmd(
         Path | None, typer.Argument(help="scenario YAML (default: bundled)")
     ] = None,
     out: Annotated[Path, typer.Option(help="folder for metrics, jobs, plots, report")] = Path(
-        "simulations/results/latest"
+        "rackwise-results/latest"
     ),
     policies: Annotated[str | None, typer.Option(help="comma-separated subset")] = None,
     seed: Annotated[int | None, typer.Option(help="override the scenario's seed")] = None,

@@ -13,6 +13,7 @@ from scheduler.cli.inputs import snapshot_from
 from scheduler.io import InputError
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
+from scheduler.pools import check_pool
 from scheduler.topology import generate, save_topology
 from scheduler.topology.fabric import UnknownLevelError
 
@@ -20,14 +21,17 @@ app = typer.Typer(help="Generate and inspect fabric topologies.", no_args_is_hel
 
 
 def parse_shares(text: str) -> dict[str, float]:
-    """`training=0.7,online-inference=0.3` -> {pool: share}."""
+    """`training=0.7,online-inference=0.3` -> {pool: share}: pools `place` knows, positive
+    shares that sum to 1 (a fabric whose pools `place` then refuses helps nobody)."""
     shares: dict[str, float] = {}
     for part in filter(None, text.split(",")):
         name, _, value = part.partition("=")
         try:
-            shares[name.strip()] = float(value)
+            shares[check_pool(name.strip())] = float(value)
         except ValueError as exc:
-            raise InputError(f"--pools: {part!r} is not POOL=SHARE") from exc
+            raise InputError(f"--pools: {part!r}: {exc}") from exc
+    if any(share <= 0 for share in shares.values()) or abs(sum(shares.values()) - 1) > 1e-6:
+        raise InputError(f"--pools: shares must be positive and sum to 1, got {text!r}")
     return shares
 
 

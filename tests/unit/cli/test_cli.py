@@ -136,3 +136,17 @@ def test_rank_lists_are_exact():
     assert _span([3, 0, 1, 2]) == "0-3"
     assert _span([0, 1, 4, 6, 7]) == "0-1,4,6-7"
     assert _span([5]) == "5"
+
+
+def test_generate_refuses_pools_place_would_refuse_and_shares_not_summing_to_one(tmp_path):
+    out = str(tmp_path / "f.yaml")
+    for pools, why in (
+        ("training=0.5,batch=0.5", "unknown pool 'batch'"),
+        ("training=0.9,online-inference=0.9", "sum to 1"),
+        ("training=x", "could not convert"),
+    ):
+        done = run_cli("topology", "generate", "-o", out, "--pools", pools)
+        assert done.returncode == 2, pools
+        assert why in done.stderr, done.stderr
+    done = run_cli("topology", "generate", "-o", out, "--pools", "training=0.5,batch-inference=0.5")
+    assert done.returncode == 0, done.stderr
