@@ -1,8 +1,9 @@
 """Simulation benchmark: the whole Philly CSV (79,940 jobs) on the Lingjun topology (8 GPUs per
-host), rackwise only, contention on: wall time and peak memory (max RSS of this process).
+host), rackwise only, the default fabric model: wall time and peak memory (max RSS of this
+process).
 
-Policy comparisons live in benchmarks/compare.py (the fair protocol: same queue rules for every
-policy, several seeds, intervals). The earlier LLM-era comparison here gave patience to rackwise
+Policy comparisons live in `rackwise compare` (the fair protocol: same queue rules for every
+policy, several seeds, intervals, the oracle). The earlier LLM-era comparison here gave patience to rackwise
 alone and burst 10,000 jobs into a 75%-busy fabric; it is gone rather than kept beside it.
 """
 

@@ -1,6 +1,7 @@
-"""The fair comparison: per-policy means with 95% intervals over seeds, and rackwise over the best
-baseline as the mean of paired per-seed ratios. Used by `rackwise simulate` (the demo) and by
-`benchmarks/compare.py`; both give every policy the same jobs and the same queue rules."""
+"""The fair comparison's arithmetic: per-row means with 95% intervals over seeds, rackwise over
+the best baseline as the mean of paired per-seed ratios, and the oracle's gain with the share
+of it rackwise captures. Used by `rackwise simulate` and `rackwise compare`
+(simulation/compare.py), which give every row the same jobs and the same queue rules."""
 
 from __future__ import annotations
 
