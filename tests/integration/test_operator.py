@@ -77,6 +77,10 @@ def test_pools_stay_isolated_when_training_is_full(env: Env, fabric):
     env.wait("more unplaceable", lambda: env.condition("more").get("reason") == "Unplaceable")
     assert "pool training" in env.condition("more")["message"]
     assert env.bound("more") == []
+    # kubectl shows why it waits (the CRD's printer columns)
+    header, row = env.kubectl("get", "tj", "more").stdout.splitlines()[:2]
+    assert header.split()[-2:] == ["REASON", "AGE"]
+    assert row.split()[-2] == "Unplaceable"
     pools = env.node_pool()
     assert {pools[p["spec"]["nodeName"]] for p in env.pods("fill")} == {"training"}
     events = env.kubectl("get", "events", "-o", "json").stdout

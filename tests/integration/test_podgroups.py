@@ -131,6 +131,10 @@ def test_a_group_is_not_placed_before_min_member_pods_exist(env, fabric):
     env.wait("GroupIncomplete", lambda: "GroupIncomplete" in reasons(env, "short"), timeout=30)
     env.wait("its condition", lambda: scheduled(env, "short") == ("False", "GroupIncomplete"))
     assert not any(p["spec"].get("nodeName") for p in group_pods(env, "short"))
+    # kubectl shows why it waits (the CRD's printer columns)
+    header, row = env.kubectl("get", "pg", "short").stdout.splitlines()[:2]
+    assert header.split()[:4] == ["NAME", "MINMEMBER", "SCHEDULED", "REASON"]
+    assert row.split()[:4] == ["short", "3", "False", "GroupIncomplete"]
     # the third member arrives (a second Job in the same group): all three are placed together
     more = batch_job("short-more", 1)
     more["spec"]["template"]["metadata"]["labels"][GROUP] = "short"
