@@ -25,7 +25,9 @@ def parse_shares(text: str) -> dict[str, float]:
     shares that sum to 1 (a fabric whose pools `place` then refuses helps nobody)."""
     shares: dict[str, float] = {}
     for part in filter(None, text.split(",")):
-        name, _, value = part.partition("=")
+        name, equals, value = part.partition("=")
+        if not equals:
+            raise InputError(f"--pools: {part!r} is not POOL=SHARE")
         try:
             shares[check_pool(name.strip())] = float(value)
         except ValueError as exc:
