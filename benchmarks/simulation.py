@@ -3,8 +3,9 @@ host), rackwise only, the default fabric model: wall time and peak memory (max R
 process).
 
 Policy comparisons live in `rackwise compare` (the fair protocol: same queue rules for every
-policy, several seeds, intervals, the oracle). The earlier LLM-era comparison here gave patience to rackwise
-alone and burst 10,000 jobs into a 75%-busy fabric; it is gone rather than kept beside it.
+policy, several seeds, intervals, the oracle). The earlier LLM-era comparison here gave
+patience to rackwise alone and burst 10,000 jobs into a 75%-busy fabric; it is gone rather
+than kept beside it.
 """
 
 from __future__ import annotations
