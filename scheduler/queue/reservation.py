@@ -82,45 +82,65 @@ def _free_gpus(view: Snapshot, pool: str) -> int:
 
 def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running]) -> int:
     """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
-    up hosts have whole-pod GPU room for its pods: both only grow with each release, so a
-    binary search finds it; Capacity.of (which also weighs CPU, memory, pod slots, taints and
-    the gang's constraints) can hold only from there. len(ordered) + 1 when never."""
+    up hosts have whole-pod GPU room for its pods; Capacity.of (which also weighs CPU, memory,
+    pod slots, taints and the gang's constraints) can hold only from there. Both conditions
+    only grow with each release: the GPU count is walked to its first n, then the room is
+    searched by doubling steps and halving, reading only the releases it needs (the usual
+    answer is a few). len(ordered) + 1 when never."""
     fabric = view.fabric
     mask = fabric.pool_mask.get(gang.pool)
     counted = np.zeros(len(fabric.hosts), dtype=bool) if mask is None else mask & view.up_mask()
-    at, gpus, ends = _released_pods(view, ordered)
-    freed = np.cumsum([r.gang.all_gpus for r in ordered])
     missing = gang.all_gpus - int(view.free_gpus[counted].sum())
+    n = 0
+    while n < len(ordered) and missing > 0:
+        missing -= ordered[n].gang.all_gpus
+        n += 1
+    if missing > 0:
+        return len(ordered) + 1
+    if not gang.gpus_per_pod:
+        return max(n, 1)
+    pods = _Released(view, ordered)
 
-    def room(n: int) -> bool:  # n >= 1 releases
-        if missing - int(freed[n - 1]) > 0:
-            return False
-        if not gang.gpus_per_pod:
-            return True
-        free = view.free_gpus + np.bincount(at[: ends[n]], gpus[: ends[n]], len(fabric.hosts))
+    def room(k: int) -> bool:  # after k >= 1 releases
+        at, gpus = pods.first(k)
+        free = view.free_gpus + np.bincount(at, gpus, len(fabric.hosts))
         return int((free[counted] // gang.gpus_per_pod).sum()) >= gang.pods
 
-    low, high = 1, len(ordered) + 1  # the answer is in [low, high]; high: never
-    while low < high:
+    low, step = max(n, 1), 1  # room(low - 1) is false, or low is the first release
+    if room(low):
+        return low
+    while True:  # room(low) is false: double until it holds or the releases run out
+        high = min(low + step, len(ordered))
+        if high == low:
+            return len(ordered) + 1
+        if room(high):
+            break
+        low, step = high, 2 * step
+    while high - low > 1:  # room(low) false, room(high) true
         mid = (low + high) // 2
-        low, high = (low, mid) if room(mid) else (mid + 1, high)
-    return low
+        low, high = (low, mid) if room(mid) else (mid, high)
+    return high
 
 
-def _released_pods(
-    view: Snapshot, ordered: Sequence[Running]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[int]]:
-    """Every released pod's host and GPUs, in release order, and how many pods the first n
-    gangs hold (ends[n])."""
-    index = view.fabric.host_index
-    hosts: list[int] = []
-    amounts: list[int] = []
-    ends = [0]
-    for r in ordered:
-        roles = [""] if not r.gang.roles else r.placement.roles()
-        gpus = {role: r.gang.request(role).gpus for role in roles}
-        for pod in r.placement.pods:
-            hosts.append(index[pod.host])
-            amounts.append(gpus[pod.role])
-        ends.append(len(hosts))
-    return np.asarray(hosts, dtype=np.int64), np.asarray(amounts, dtype=np.int64), ends
+class _Released:
+    """The released pods' hosts and GPUs in release order, read from the running gangs only as
+    far as asked."""
+
+    def __init__(self, view: Snapshot, ordered: Sequence[Running]) -> None:
+        self.index = view.fabric.host_index
+        self.ordered = ordered
+        self.hosts: list[int] = []
+        self.gpus: list[int] = []
+        self.ends = [0]  # pods held by the first n gangs
+
+    def first(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        while len(self.ends) <= n:
+            r = self.ordered[len(self.ends) - 1]
+            roles = [""] if not r.gang.roles else r.placement.roles()
+            gpus = {role: r.gang.request(role).gpus for role in roles}
+            for pod in r.placement.pods:
+                self.hosts.append(self.index[pod.host])
+                self.gpus.append(gpus[pod.role])
+            self.ends.append(len(self.hosts))
+        end = self.ends[n]
+        return np.asarray(self.hosts[:end], dtype=np.int64), np.asarray(self.gpus[:end])
