@@ -49,11 +49,11 @@ def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) ->
     for node in nodes:
         name = node["metadata"]["name"]
         allocatable = node.get("status", {}).get("allocatable") or {}
-        limits = (
-            whole(parse(allocatable.get(config.gpu_resource, 0))),
-            milli(parse(allocatable.get("cpu", 0))),
-            mebi(parse(allocatable.get("memory", 0))),
-            whole(parse(allocatable.get("pods", 110))),
+        limits = (  # what the node offers, rounded down as the scheduler reads it
+            whole(parse(allocatable.get(config.gpu_resource, 0)), up=False),
+            milli(parse(allocatable.get("cpu", 0)), up=False),
+            mebi(parse(allocatable.get("memory", 0)), up=False),
+            whole(parse(allocatable.get("pods", 110)), up=False),
         )
         for what, have, limit in zip(
             ("gpus", "cpu", "memory", "pods"), used.get(name, []), limits, strict=False
@@ -61,7 +61,7 @@ def oversubscribed(nodes: list[Obj], pods: list[Obj], config: OperatorConfig) ->
             if have > limit:
                 out.append(f"{name}: {what} {have}/{limit}")
         for what, have in extended_used.get(name, {}).items():
-            limit = whole(parse(allocatable.get(what, 0)))
+            limit = whole(parse(allocatable.get(what, 0)), up=False)
             if have > limit:
                 out.append(f"{name}: {what} {have}/{limit}")
     return out

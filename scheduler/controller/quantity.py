@@ -6,7 +6,7 @@ once crashed every cycle; here an out-of-range quantity is an error naming its v
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
 _PATTERN = re.compile(
@@ -50,21 +50,24 @@ def _scale(suffix: str) -> Decimal:
     return Decimal(10) ** int(suffix[1:])
 
 
-def _ceil(value: Decimal) -> int:
-    # Decimal's // truncates toward zero, so rounding up is spelled out
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
+def _round(value: Decimal, up: bool) -> int:
+    # Decimal's // truncates toward zero, so both directions are spelled out
+    return int(value.to_integral_value(rounding=ROUND_CEILING if up else ROUND_FLOOR))
 
 
-def milli(value: Decimal) -> int:
-    """CPU in millicores, rounded up as Kubernetes rounds sub-milli requests."""
-    return _ceil(value * 1000)
+def milli(value: Decimal, up: bool = True) -> int:
+    """CPU in millicores. A request rounds up, as Kubernetes rounds sub-milli requests; a
+    node's capacity (up=False) rounds down: never offer what is not there."""
+    return _round(value * 1000, up)
 
 
-def mebi(value: Decimal) -> int:
-    """Memory in MiB, rounded up: a charge is never smaller than the request."""
-    return _ceil(value / MI)
+def mebi(value: Decimal, up: bool = True) -> int:
+    """Memory in MiB: a request rounds up (a charge is never smaller than the request), a
+    capacity (up=False) down (1536Ki offers 1 MiB, not 2)."""
+    return _round(value / MI, up)
 
 
-def whole(value: Decimal) -> int:
-    """An integer resource (devices, pods); rounded up where a fraction slipped in."""
-    return _ceil(value)
+def whole(value: Decimal, up: bool = True) -> int:
+    """An integer resource (devices, pods) where a fraction slipped in: requests up,
+    capacities (up=False) down."""
+    return _round(value, up)

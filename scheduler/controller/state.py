@@ -113,12 +113,13 @@ class StateBuilder:
             return {
                 "name": node["metadata"]["name"],
                 "labels": labels,
-                "gpus": whole(parse(allocatable.get(self.config.gpu_resource, 0))),
-                "cpu_milli": milli(parse(allocatable.get("cpu", 0))),
-                "memory_mib": mebi(parse(allocatable.get("memory", 0))),
-                "max_pods": whole(parse(allocatable.get("pods", 110))),
+                # capacity rounds down, never up: a node offers no more than it has
+                "gpus": whole(parse(allocatable.get(self.config.gpu_resource, 0)), up=False),
+                "cpu_milli": milli(parse(allocatable.get("cpu", 0)), up=False),
+                "memory_mib": mebi(parse(allocatable.get("memory", 0)), up=False),
+                "max_pods": whole(parse(allocatable.get("pods", 110)), up=False),
                 "extended": {
-                    n: whole(parse(allocatable[n]))
+                    n: whole(parse(allocatable[n]), up=False)
                     for n in extended_names(allocatable, self.config.gpu_resource)
                 },
                 "taints": _taints(node),

@@ -109,3 +109,20 @@ def test_a_node_of_a_pool_the_operator_does_not_have_is_left_out():
     assert state is not None
     assert list(state.fabric.host_index) == ["a"]
     assert state.excluded["b"] == "pool 'research' is not one of the operator's pools (training)"
+
+
+def test_node_capacity_is_rounded_down_never_up():
+    """1536Ki of memory is 1.5 MiB: the node offers 1, not 2 (a 2 MiB pod would not fit on the
+    real node); CPU 0.0015 cores offers 1 millicore, a fractional device count its whole part."""
+    config = OperatorConfig()
+    small = node("a", {"rackwise.io/rack": "r1"})
+    small["status"]["allocatable"] = {
+        "nvidia.com/gpu": "7.5",
+        "cpu": "0.0015",
+        "memory": "1536Ki",
+        "pods": "10",
+    }
+    state = StateBuilder(config).build([small], [])
+    assert state is not None
+    [host] = state.fabric.hosts
+    assert (host.gpus, host.cpu_milli, host.memory_mib, host.max_pods) == (7, 1, 1, 10)
