@@ -23,6 +23,7 @@ per pod set. Pool and priority are the group's and must agree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,9 +95,17 @@ class Members:
         }
 
 
-def _rank_key(pod: Obj) -> tuple[int, str]:
+def _rank_key(pod: Obj) -> tuple[int, tuple[str | int, ...]]:
+    """Ranks follow the Job's completion index, then the numbers in the pod's name as numbers
+    (StatefulSet `w-10`, PyTorchJob `job-worker-10`, JobSet and LeaderWorkerSet `x-0-10`
+    after `x-0-2`), then the name."""
     index = (pod["metadata"].get("annotations") or {}).get(INDEX, "")
-    return (int(index) if index.isdigit() else 1 << 30, pod["metadata"]["name"])
+    return (int(index) if index.isdigit() else 1 << 30, _natural(pod["metadata"]["name"]))
+
+
+def _natural(name: str) -> tuple[str | int, ...]:
+    # re.split with a group alternates text (even places) and digits (odd): same types meet
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
 
 
 def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> list[Members]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.groups import GROUP_LABEL, ROLE_LABEL, Members, gang
+from scheduler.controller.groups import GROUP_LABEL, INDEX, ROLE_LABEL, Members, gang
 from scheduler.controller.spec import InvalidSpecError
 
 Obj = dict[str, Any]
@@ -84,3 +84,14 @@ def test_a_pod_set_of_another_shape_joins_the_gradient_ring_when_annotated():
     assert not silent.gradients
     with pytest.raises(InvalidSpecError, match="gradients"):
         read([pod("a", 8, {}), pod("b", 8, {}), pod("c", 4, {"rackwise.io/gradients": "yes"})])
+
+
+def test_ranks_follow_the_numbers_in_pod_names_when_there_is_no_completion_index():
+    from scheduler.controller.groups import _rank_key
+
+    names = ["w-worker-10", "w-worker-2", "w-worker-1", "lws-0-10", "lws-0-2", "lws-1-0"]
+    pods = [{"metadata": {"name": n}} for n in names]
+    ordered = [p["metadata"]["name"] for p in sorted(pods, key=_rank_key)]
+    assert ordered == ["lws-0-2", "lws-0-10", "lws-1-0", "w-worker-1", "w-worker-2", "w-worker-10"]
+    indexed = {"metadata": {"name": "w-worker-9", "annotations": {INDEX: "0"}}}
+    assert sorted([*pods, indexed], key=_rank_key)[0] is indexed
