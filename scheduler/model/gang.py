@@ -63,11 +63,13 @@ class Request:
 
 
 class Slice(BaseModel):
-    """Every consecutive group of `size` pods stays inside one domain of `level`."""
+    """Every consecutive group of `size` pods stays inside one domain of `level`. A size of 1
+    constrains nothing (each pod is in some domain), as in Kueue; its level must still be a
+    level of the fabric and not above a required level."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     level: str = Field(min_length=1)
-    size: int = Field(ge=2)
+    size: int = Field(ge=1)
 
 
 class Role(BaseModel):

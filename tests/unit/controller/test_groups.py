@@ -95,3 +95,13 @@ def test_ranks_follow_the_numbers_in_pod_names_when_there_is_no_completion_index
     assert ordered == ["lws-0-2", "lws-0-10", "lws-1-0", "w-worker-1", "w-worker-2", "w-worker-10"]
     indexed = {"metadata": {"name": "w-worker-9", "annotations": {INDEX: "0"}}}
     assert sorted([*pods, indexed], key=_rank_key)[0] is indexed
+
+
+def test_a_kueue_slice_of_one_pod_is_accepted():
+    """`kueue.x-k8s.io/podset-slice-size: "1"` is valid in Kueue: no pydantic error escapes."""
+    notes = {
+        "kueue.x-k8s.io/podset-slice-required-topology": "rackwise.io/rack",
+        "kueue.x-k8s.io/podset-slice-size": "1",
+    }
+    request = read([pod(f"w{i}", 8, notes) for i in range(3)])
+    assert [(s.level, s.size) for s in request.slices] == [("rack", 1)]

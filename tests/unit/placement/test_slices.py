@@ -124,7 +124,9 @@ def test_every_policy_keeps_the_slices(layer, policy):
     ("slices", "required", "reason"),
     [
         ((Slice(level="row", size=2),), None, "slice level 'row' unknown"),
+        ((Slice(level="row", size=1),), None, "slice level 'row' unknown"),
         ((Slice(level="core", size=4),), "rack", "above the required level rack"),
+        ((Slice(level="core", size=1),), "rack", "above the required level rack"),
         (
             (Slice(level="host", size=4), Slice(level="rack", size=6)),
             None,
@@ -138,6 +140,17 @@ def test_impossible_slices_are_refused_with_the_reason(slices, required, reason)
     [placement] = place(snapshot, [gang])
     assert not placement.placed
     assert reason in placement.reason
+
+
+def test_a_slice_of_one_pod_constrains_nothing():
+    """Size 1 is valid (Kueue, LeaderWorkerSet): the gang is placed as without it."""
+    snapshot = fragmented(FABRIC, busy=0.3, seed=1)
+    plain = GangRequest(name="g", pods=6, gpus_per_pod=1)
+    one = plain.model_copy(update={"slices": (Slice(level="rack", size=1),)})
+    [a], [b] = place(snapshot, [plain]), place(snapshot, [one])
+    assert b.placed
+    assert b.hosts() == a.hosts()
+    assert b.objective == a.objective
 
 
 def test_a_slice_must_divide_the_gang():
