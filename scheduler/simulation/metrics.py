@@ -116,14 +116,14 @@ def bucket_order(name: str) -> int:
     return int(name.lstrip(">").split("-")[0])
 
 
-def utilisation(result: SimResult, pool: str | None, start: float | None = None) -> float:
-    """Time-weighted busy GPUs over capacity while load is offered: from the first arrival (or
-    `start`, past a warm-up) to the last (the heavy tail of long jobs afterwards would say more
-    about the trace than the scheduler)."""
+def utilisation(result: SimResult, pool: str | None) -> float:
+    """Time-weighted busy GPUs over capacity while load is offered: from the first arrival to
+    the last (the heavy tail of long jobs afterwards would say more about the trace than the
+    scheduler)."""
     if not result.busy:
         return 0.0
     submits = [j.job.submit_s for j in result.jobs]
-    start, end = max(min(submits), start or 0.0), max(submits)
+    start, end = min(submits), max(submits)
     if end <= start:
         end = max(result.end, start + 1.0)
     capacity = sum(result.pool_gpus.values()) if pool is None else result.pool_gpus.get(pool, 0)
