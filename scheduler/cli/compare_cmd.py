@@ -72,11 +72,10 @@ def compare_cmd(
     rows = plan(chosen, _names(variants, list(VARIANTS), "--variants") if variants else [], oracle)
     first = spec.seed
     seed_list = list(range(first, first + (seeds or spec.seeds)))
-    setup = {
-        "scenario": spec.model_dump(mode="json"),
-        "rows": [r.label for r in rows],
-        "base": str(base.resolve()),
-    }
+    # a run's key holds its row and seed, so rows and seeds can be added later and the runs
+    # already saved are read back
+    scenario_setup = spec.model_dump(mode="json", exclude={"policies", "seeds"})
+    setup = {"scenario": scenario_setup, "base": str(base.resolve())}
     console = Console()
     started = time.perf_counter()
     with Progress(

@@ -65,6 +65,12 @@ def test_a_rerun_reads_every_run_back_and_gives_the_same_document(tmp_path):
     first, _ = compare(tmp_path)
     again, _stdout = compare(tmp_path)
     assert again["rows"] == first["rows"]
+    # a row added later: the rows already saved are read back, only the new one runs
+    saved = set((tmp_path / "runs").iterdir())
+    more, _ = compare(tmp_path, "--policies", "rackwise,kueue-best-fit,first-fit")
+    added = set((tmp_path / "runs").iterdir()) - saved
+    assert sorted(p.name.split("-")[0] for p in added) == ["first", "first"]
+    assert more["rows"]["rackwise"] == first["rows"]["rackwise"]
 
 
 def test_the_profile_and_load_flags_reach_the_runs(tmp_path):
