@@ -137,6 +137,8 @@ def gang(
     pool = labels.get(POOL_LABEL, "training")
     known_pool(pool, f"label {POOL_LABEL}", config)
     sets = _pod_sets(pods, config)
+    for _, alike in sets:  # a set shares its node selector and affinity
+        _check_pool(alike[0], pool, config)
     main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
     per_pod, workers = sets[main]
     others = [s for i, s in enumerate(sets) if i != main]
@@ -156,6 +158,26 @@ def gang(
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "annotations")) from exc
     return request, [*workers, *(p for _, ps in others for p in ps)]
+
+
+def _check_pool(pod: Obj, pool: str, config: OperatorConfig) -> None:
+    """A member whose own node selector or required node affinity rules out its pool's nodes
+    is refused, as a TrainingJob template is: binding it there would override what the pod
+    asked for (and a kubelet would reject it)."""
+    key, name = config.pools.label_key, pod["metadata"]["name"]
+    spec = _pod_spec(pod)
+    chosen = spec.node_selector.get(key)
+    if chosen not in (None, pool):
+        raise InvalidSpecError(
+            f"pod {name}: spec.nodeSelector.{key}: {chosen!r} contradicts its pool {pool!r}"
+        )
+    pool_node = {key: pool}
+    terms = constraints(spec, pool, config).affinity
+    if terms and not any(all(r.matches(pool_node) for r in t if r.key == key) for t in terms):
+        raise InvalidSpecError(
+            f"pod {name}: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+            f"Execution: no term admits a node of its pool {pool!r} (label {key})"
+        )
 
 
 def _agreed(pods: list[Obj]) -> Obj:

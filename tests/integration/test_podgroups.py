@@ -191,6 +191,20 @@ def test_a_malformed_group_is_reported_and_the_others_are_placed(env, fabric):
     assert not any(p["spec"].get("nodeName") for p in group_pods(env, "bad"))
 
 
+def test_a_member_whose_node_selector_contradicts_its_pool_is_never_bound(env, fabric):
+    """Its selector asks for online-inference nodes while its pool label says training: the
+    group is InvalidSpec naming the field, as a TrainingJob template would be."""
+    fabric(blocks=1, racks=2, hosts=2, gpus=8, pools={"training": 1, "online-inference": 1})
+    job = batch_job("crossed", 1)
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"rackwise.io/pool": "online-inference"}
+    env.apply(podgroup("crossed", 1))
+    env.apply(job)
+    env.wait("InvalidSpec", lambda: "InvalidSpec" in reasons(env, "crossed"), timeout=60)
+    message = next(e["message"] for e in env.events("crossed") if e["reason"] == "InvalidSpec")
+    assert "spec.nodeSelector.rackwise.io/pool: 'online-inference' contradicts" in message
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "crossed"))
+
+
 def test_kueue_topology_annotations_name_a_node_label(env, fabric):
     fabric(blocks=1, racks=2, hosts=2, gpus=8)
     rack_label = json.loads(env.kubectl("get", "nodes", "-o", "json").stdout)["items"][0]

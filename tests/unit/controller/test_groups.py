@@ -105,3 +105,40 @@ def test_a_kueue_slice_of_one_pod_is_accepted():
     }
     request = read([pod(f"w{i}", 8, notes) for i in range(3)])
     assert [(s.level, s.size) for s in request.slices] == [("rack", 1)]
+
+
+def test_a_member_whose_node_selector_contradicts_its_pool_is_refused():
+    """Its selector asks for online-inference nodes while its pool label says training: the
+    group is InvalidSpec naming the field, never bound onto a training node."""
+    asked = pod("w0", 8, {})
+    asked["spec"]["nodeSelector"] = {"rackwise.io/pool": "online-inference"}
+    with pytest.raises(InvalidSpecError, match=r"spec.nodeSelector.rackwise.io/pool: 'online"):
+        read([asked, pod("w1", 8, {})])
+    agrees = pod("w0", 8, {})
+    agrees["spec"]["nodeSelector"] = {"rackwise.io/pool": "training", "disk": "ssd"}
+    assert read([agrees]).pods == 1
+
+
+def test_a_member_whose_required_affinity_excludes_its_pool_is_refused():
+    term = {"key": "rackwise.io/pool", "operator": "NotIn", "values": ["training"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+    excluded = pod("w0", 8, {})
+    excluded["spec"]["affinity"] = affinity
+    with pytest.raises(InvalidSpecError, match="no term admits a node of its pool 'training'"):
+        read([excluded])
+    other = {"key": "disk", "operator": "In", "values": ["ssd"]}
+    fine = pod("w0", 8, {})
+    fine["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [other]}]
+            }
+        }
+    }
+    assert read([fine]).pods == 1
