@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.jobs import constraints, known_pool
+from scheduler.controller.podpolicy import check_pool_selector
 from scheduler.controller.resources import Charge, charge
 from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
 from scheduler.model import GangRequest, Slice
@@ -166,11 +167,7 @@ def _check_pool(pod: Obj, pool: str, config: OperatorConfig) -> None:
     asked for (and a kubelet would reject it)."""
     key, name = config.pools.label_key, pod["metadata"]["name"]
     spec = _pod_spec(pod)
-    chosen = spec.node_selector.get(key)
-    if chosen not in (None, pool):
-        raise InvalidSpecError(
-            f"pod {name}: spec.nodeSelector.{key}: {chosen!r} contradicts its pool {pool!r}"
-        )
+    check_pool_selector(spec.node_selector, key, pool, f"pod {name}: spec", "its pool")
     pool_node = {key: pool}
     terms = constraints(spec, pool, config).affinity
     if terms and not any(all(r.matches(pool_node) for r in t if r.key == key) for t in terms):

@@ -58,6 +58,18 @@ class PodSecurity(BaseModel):
     exempt_namespaces: tuple[str, ...] = Field(default=(), alias="exemptNamespaces")
 
 
+def check_pool_selector(
+    selector: dict[str, str], pool_label: str, pool: str, where: str, pool_from: str
+) -> None:
+    """A pod's own nodeSelector on the pool label must agree with its pool: rackwise would
+    otherwise bind it where it did not ask to go."""
+    chosen = selector.get(pool_label)
+    if chosen not in (None, pool):
+        raise InvalidSpecError(
+            f"{where}.nodeSelector.{pool_label}: {chosen!r} contradicts {pool_from} {pool!r}"
+        )
+
+
 def check_owned_fields(
     spec: TrainingJobSpec,
     scheduler_name: str,
@@ -75,12 +87,7 @@ def check_owned_fields(
             f"spec.template.spec.schedulerName: must be {scheduler_name!r} or unset, "
             f"not {pod.scheduler_name!r}"
         )
-    chosen = pod.node_selector.get(pool_label)
-    if chosen not in (None, spec.pool):
-        raise InvalidSpecError(
-            f"spec.template.spec.nodeSelector.{pool_label}: {chosen!r} contradicts "
-            f"spec.pool {spec.pool!r}"
-        )
+    check_pool_selector(pod.node_selector, pool_label, spec.pool, "spec.template.spec", "spec.pool")
     for i, raw in enumerate(pod.tolerations):
         toleration = Toleration(
             key=raw.key, operator=raw.operator, value=raw.value, effect=raw.effect or None
