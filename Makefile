@@ -57,7 +57,8 @@ bench-priorities: $(STAMP)
 # the fair protocol (`rackwise compare`): rackwise, the topology-aware baselines and first-fit,
 # rackwise with its mechanisms off, and the oracle (no link ever shared), the same jobs and
 # queue rules, 10 seeds, 95% intervals; both workloads at 70%, 85% and 100% offered load
-# under the oversubscribed fabric, and at 85% under the non-blocking one. The LLM mix takes
+# under the oversubscribed fabric, and at 85% under the non-blocking one; the LLM mix at 85%
+# with ECMP at every level (the one setup where the fabric binds). The LLM mix takes
 # ~20 minutes on 2 cores; a Philly run replays all 79,940 jobs in minutes, so its lines take
 # hours (README, "Benchmarks"). Runs are saved under rackwise-results/runs and read back by a
 # rerun of the same code; each line's document goes to rackwise-results/compare/.
@@ -71,6 +72,8 @@ bench-compare: $(STAMP)
 		$(BIN)/rackwise compare simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) --load 0.85 \
 			--profile non-blocking --json rackwise-results/compare/$$w-0.85-non-blocking.json || exit 1; \
 	done
+	$(BIN)/rackwise compare simulations/scenarios/llm-mix-ecmp.yaml --seeds $(COMPARE_SEEDS) \
+		--json rackwise-results/compare/llm-mix-0.85-oversubscribed-ecmp.json
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)
 bench-calibration: $(STAMP)
