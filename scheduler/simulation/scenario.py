@@ -138,6 +138,16 @@ def load_scenario(path: Path) -> tuple[Scenario, Path]:
 
 
 def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
+    """The scenario's topology; ScenarioError when `ecmp` names a level it does not have."""
+    spec = _topology(scenario, base)
+    unknown = [name for name in scenario.ecmp if name not in spec.names]
+    if unknown:
+        levels = ", ".join(spec.names)
+        raise ScenarioError(f"ecmp: unknown level {unknown[0]!r}; levels are {levels}")
+    return spec
+
+
+def _topology(scenario: Scenario, base: Path) -> TopologySpec:
     source = scenario.topology
     if source.lingjun is not None:
         return from_lingjun_csv(base / source.lingjun, source.gpus_per_host, scenario.pools)

@@ -91,3 +91,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     done = run_cli("compare", str(scenario))
     assert done.returncode == 2
     assert "profile" in done.stderr
+    scenario.write_text(SCENARIO + "ecmp: [galaxy]\n")
+    done = run_cli("compare", str(scenario))
+    assert done.returncode == 2
+    assert "ecmp: unknown level 'galaxy'; levels are host, nvlink, rack, spine" in done.stderr
