@@ -75,11 +75,6 @@ def _on_released(
     return best.hosts()
 
 
-def _free_gpus(view: Snapshot, pool: str) -> int:
-    mask = view.fabric.pool_mask.get(pool)
-    return 0 if mask is None else int(view.free_gpus[mask & view.up_mask()].sum())
-
-
 def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running]) -> int:
     """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
     up hosts have whole-pod GPU room for its pods; Capacity.of (which also weighs CPU, memory,

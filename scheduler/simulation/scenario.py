@@ -3,6 +3,7 @@ Relative paths are resolved against the scenario file's folder."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Literal
@@ -16,7 +17,7 @@ from scheduler.queue import Backfill, Preemption
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName, RestartCost
 from scheduler.simulation.synthetic import llm_mix
-from scheduler.simulation.trace import TraceJob, jitter, load_trace, tag, transform
+from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
 
 
@@ -158,6 +159,23 @@ def _topology(scenario: Scenario, base: Path) -> TopologySpec:
     return load_topology(base / source.file, source.gpus_per_host)
 
 
+@functools.lru_cache(maxsize=8)
+def _read(
+    path: Path, _mtime_ns: int, fmt: str, skip_bad_rows: bool, pool: str | None
+) -> LoadReport:
+    """A trace file read once per process and version of the file: every seed of a comparison
+    draws from the same rows (build_jobs only reads the report; transform makes new jobs)."""
+    return load_trace(path, fmt, skip_bad_rows, pool)
+
+
+def _mtime(path: Path) -> int:
+    """The file's modification time; -1 when it cannot be read (load_trace says why)."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
 def build_jobs(scenario: Scenario, base: Path, seed: int = 0) -> tuple[list[TraceJob], int]:
     """All traces' jobs, merged by submit time; and the count of skipped bad rows. `seed` draws
     the synthetic traces."""
@@ -171,7 +189,7 @@ def build_jobs(scenario: Scenario, base: Path, seed: int = 0) -> tuple[list[Trac
             ]
         else:
             path = base / source.path
-            report = load_trace(path, source.format, scenario.skip_bad_rows, source.pool)
+            report = _read(path, _mtime(path), source.format, scenario.skip_bad_rows, source.pool)
             bad += report.bad_rows
             found = report.jobs
         chosen = transform(
