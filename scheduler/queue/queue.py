@@ -14,8 +14,9 @@ blocked gang, and when the queue wants to be called again. It promises:
   hosts it will get (queue/reservation.py) and later gangs of the pool use them only when their
   estimate ends before it can start;
 - preemption (queue/preemption.py): only running gangs of strictly lower priority, the same
-  pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it until
-  every victim is gone, and it does not preempt again meanwhile;
+  pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it, against
+  every gang of every tenant, until it starts there (or, its victims gone, `PIN_PATIENCE_S`
+  passes without them coming free), and it does not preempt again meanwhile;
 - bounded work: at most `max_attempts` placement tries per pool per cycle; a gang is not tried
   on a view (free capacity and held hosts of its pool, on the same fabric) on which a gang of
   its shape and priority with no more pods was found unplaceable, in this cycle or an earlier
@@ -71,7 +72,7 @@ from scheduler.queue.types import (
 )
 from scheduler.topology import Fabric
 
-PIN_PATIENCE_S = 60.0  # how long a moved gang's new hosts wait for its old pods to go
+PIN_PATIENCE_S = 60.0  # how long hosts a preemption or a move freed wait for the pods to go
 KNOWN_VIEWS = 256  # views whose unplaceable shapes are remembered (the most recent)
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
 BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
@@ -427,7 +428,8 @@ class SchedulingQueue:
         )
 
     def _settle(self, running: list[Running]) -> None:
-        """Preemptors whose victims are all gone hold nothing any more."""
+        """Forget the victims that have left; their preemptor keeps its hosts (it is pinned
+        to them) until it starts or `PIN_PATIENCE_S` has passed."""
         if not self._leaving:
             return
         alive = {r.key for r in running}
@@ -437,8 +439,6 @@ class SchedulingQueue:
                 self._leaving[key] = left
             else:
                 self._leaving.pop(key)
-                if key not in self._pinned:  # a pinned gang keeps its hosts until it starts
-                    self._held.pop(key, None)
 
     def _consider(self, c: _Cycle, entry: Entry) -> None:
         if entry.key in self._pinned and self._pinned_start(c, entry):
@@ -495,11 +495,13 @@ class SchedulingQueue:
         return c.victims[at]
 
     def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
-        """A gang given hosts by a move starts there once they are free; until then (the
-        moved gang's pods still going, `PIN_PATIENCE_S` at most) it waits."""
+        """A gang given hosts by a preemption or a move starts there once they are free; until
+        then (the victims' or moved gangs' pods still going, `PIN_PATIENCE_S` at most once they
+        have left) it waits, and preempts nothing more."""
         if self._leaving.get(entry.key):
             n = len(self._leaving[entry.key])
-            self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"waiting for {n} gangs to move"))
+            wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} gangs to leave its hosts")
+            self._wait(c, entry, wait)
             return True
         pinned = self._pinned[entry.key]
         view = self._view(c, entry).snapshot
@@ -655,11 +657,6 @@ class SchedulingQueue:
     def _preempt(self, c: _Cycle, entry: Entry, view: Snapshot) -> bool:
         if self.config.preemption is Preemption.OFF:
             return False
-        if self._leaving.get(entry.key):
-            n = len(self._leaving[entry.key])
-            wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} preempted gangs to leave")
-            self._wait(c, entry, wait)
-            return True
         if entry.gang.priority <= c.lowest(entry.gang.pool):
             return False
         candidates = [r for r in c.running if self._may_preempt(c, entry, r)]
@@ -689,7 +686,11 @@ class SchedulingQueue:
         c.out.nominated[entry.key] = found.placement
         index = c.work.fabric.host_index
         self._leaving[entry.key] = frozenset(r.key for r in found.running)
+        # held, and pinned, until it starts: a driver's victims leave its list of running gangs
+        # before their pods are gone (the operator's cache lags its deletes), and hosts released
+        # then would go to whoever comes first, and the preemptor would preempt again
         self._held[entry.key] = frozenset(index[h] for h in found.placement.hosts())
+        self._pinned[entry.key] = found.placement
         victims = ", ".join(r.gang.name for r in found.running)
         self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
 

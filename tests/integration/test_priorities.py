@@ -146,3 +146,49 @@ def test_a_ring_role_is_kept_by_the_api_server_and_counted_in_the_placements_tra
         env.kubectl("delete", "tj", name, "--wait=true")
         env.wait(f"{name} gone", lambda name=name: not env.pods(name))
     assert placed["ring"]["cost"] > placed["plain"]["cost"]
+
+
+def test_a_preemptor_takes_one_victim_and_its_freed_host_is_held_for_it(env: Env, fabric):
+    """The case a hostile tenant found: a pool full of priority-0 jobs, a 1-host job of the top
+    priority in `default`, and a waiting job and a pod group of `tenant-a`. Exactly one job is
+    preempted (one host is all the preemptor needs), the preemptor gets that host, and nothing
+    of `tenant-a` is placed on it first, nor anywhere while the pool is full."""
+    from tests.integration.test_podgroups import batch_job, podgroup
+
+    fabric(blocks=1, racks=2, hosts=4, gpus=8)
+    if env.kubectl("create", "namespace", "tenant-a", check=False).returncode == 0:
+        serve_namespace(env.cluster, "tenant-a")
+    lows = [f"low-{i}" for i in range(8)]
+    for name in lows:  # eight 1-GPU pods each, on one host: a victim's pods take a while to go
+        env.post(training_job(name, 8, gpus=1))
+    for name in lows:
+        env.wait_placed(name)
+    waiting = training_job("theirs", 1)
+    waiting["metadata"]["namespace"] = "tenant-a"
+    env.post(waiting, namespace="tenant-a")
+    group, job = podgroup("their-group", 1), batch_job("their-group", 1)
+    for obj in (group, job):
+        obj["metadata"]["namespace"] = "tenant-a"
+        env.apply(obj)
+    env.wait("tenant-a waits", lambda: reason(env, "theirs", "tenant-a") == "Unplaceable")
+    env.post(training_job("urgent", 1, priority=1_000_000_000))
+    env.wait_placed("urgent")
+    [host] = {p["spec"]["nodeName"] for p in env.pods("urgent")}
+    env.wait("a victim", lambda: len(preempted(env, lows)) == 1)
+    [victim] = preempted(env, lows)
+    # the victim queued again and looked at by a later cycle: still one victim, tenant-a waits
+    env.wait("the victim requeued", lambda: reason(env, victim, "default") != "Preempted")
+    assert not env.bound(victim)
+    assert len(preempted(env, lows)) == 1
+    assert not env.bound("theirs", "tenant-a")
+    others = [
+        p
+        for p in env.admin.pods()
+        if p["metadata"]["namespace"] == "tenant-a" and p["spec"].get("nodeName")
+    ]
+    assert not others, [p["metadata"]["name"] for p in others]
+    assert host not in {p["spec"].get("nodeName") for n in lows for p in env.pods(n)}
+
+
+def preempted(env: Env, names: list[str]) -> list[str]:
+    return [n for n in names if env.condition(n, "Preempted").get("status") == "True"]

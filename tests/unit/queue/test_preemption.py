@@ -10,6 +10,7 @@ import pytest
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason
+from scheduler.queue.queue import PIN_PATIENCE_S
 from scheduler.queue.preemption import estimates, lowest_first, released, topology
 from tests.unit.queue.helpers import fabric, gang, running
 
@@ -112,6 +113,45 @@ def test_the_preemptor_holds_its_hosts_until_the_victims_are_gone():
     third = queue.cycle(102, snap, rest)
     started = dict(third.starts)
     assert started["p"].hosts() == nominated
+
+
+def test_victims_that_left_before_their_hosts_freed_are_not_followed_by_more_victims():
+    """The operator's case: a victim leaves the running list as soon as its pods are deleted,
+    while the capacity it held is still counted until the cache sees them gone. Meanwhile the
+    preemptor neither preempts again nor loses its hosts to a waiting gang of another tenant;
+    once they are free it starts there. After `PIN_PATIENCE_S` without them it is an ordinary
+    gang again."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=4))
+    held = [running(snap, f"low{i}", [f"h0-{i}"], 0, tenant="default") for i in range(4)]
+    queue = SchedulingQueue(CONFIG.model_copy(update={"cross_tenant": True}))
+    queue.add("p", gang("p", 1, priority=9), arrival=0, tenant="default")
+    first = queue.cycle(100, snap, held)
+    [eviction] = first.evictions
+    [host] = first.nominated["p"].hosts()
+    victim = next(r for r in held if r.key == eviction.victim)
+    rest = [r for r in held if r is not victim]
+    queue.add("other", gang("other", 1, priority=0), arrival=1, tenant="tenant-a")
+    for now in (101, 130):  # its pods still counted: nothing more is preempted
+        later = queue.cycle(now, snap, rest)
+        assert not later.evictions
+        assert later.waiting["p"].reason is WaitReason.PREEMPTING
+        assert "other" not in dict(later.starts)
+    snap.release(victim.gang, victim.placement)
+    started = dict(queue.cycle(131, snap, rest).starts)
+    assert started["p"].hosts() == {host: 1}
+    assert "other" not in started
+
+
+def test_a_preemptor_whose_hosts_never_free_is_an_ordinary_gang_after_its_patience():
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    held = [running(snap, f"low{i}", [f"h0-{i}"], 0) for i in range(2)]
+    queue = SchedulingQueue(CONFIG)
+    queue.add("p", gang("p", 1, priority=9), arrival=0)
+    [eviction] = queue.cycle(0, snap, held).evictions
+    rest = [r for r in held if r.key != eviction.victim]
+    assert not queue.cycle(1, snap, rest).evictions
+    assert not queue.cycle(1 + PIN_PATIENCE_S - 1, snap, rest).evictions
+    assert queue.cycle(1 + PIN_PATIENCE_S, snap, rest).evictions
 
 
 def test_with_a_domain_budget_the_cheapest_domains_by_estimate_are_examined():
