@@ -63,16 +63,18 @@ bench-priorities: $(STAMP)
 # hours (README, "Benchmarks"). Runs are saved under rackwise-results/runs and read back by a
 # rerun of the same code; each line's document goes to rackwise-results/compare/.
 COMPARE_SEEDS ?= 10
+# RAY=ADDRESS (or auto) runs the sweep's runs as Ray tasks (pip install '.[ray]')
+COMPARE = $(BIN)/rackwise compare $(if $(RAY),--ray $(RAY))
 bench-compare: $(STAMP)
 	for w in llm-mix philly-real; do \
 		for load in 0.7 0.85 1.0; do \
-			$(BIN)/rackwise compare simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) \
+			$(COMPARE) simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) \
 				--load $$load --json rackwise-results/compare/$$w-$$load-oversubscribed.json || exit 1; \
 		done; \
-		$(BIN)/rackwise compare simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) --load 0.85 \
+		$(COMPARE) simulations/scenarios/$$w.yaml --seeds $(COMPARE_SEEDS) --load 0.85 \
 			--profile non-blocking --json rackwise-results/compare/$$w-0.85-non-blocking.json || exit 1; \
 	done
-	$(BIN)/rackwise compare simulations/scenarios/llm-mix-ecmp.yaml --seeds $(COMPARE_SEEDS) \
+	$(COMPARE) simulations/scenarios/llm-mix-ecmp.yaml --seeds $(COMPARE_SEEDS) \
 		--json rackwise-results/compare/llm-mix-0.85-oversubscribed-ecmp.json
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)

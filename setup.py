@@ -16,6 +16,7 @@ BUNDLED = (
     "simulations/traces",
     "simulations/topologies",
     "manifests/base",
+    "manifests/samples",
     "scripts/build-kube.sh",
     "scripts/build-apiserver.sh",
     "scripts/deb-src.py",

@@ -16,6 +16,7 @@ dev = typer.Typer(
     help="A local control plane (etcd, kube-apiserver, controllers, default scheduler) with fake"
     " nodes.",
     no_args_is_help=True,
+    add_completion=False,
 )
 
 

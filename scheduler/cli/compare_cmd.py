@@ -10,13 +10,21 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from scheduler.cli.protocol_view import print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
 from scheduler.simulation.compare import VARIANTS, Comparison, Saved, compare, plan
 from scheduler.simulation.profiles import ProfileName
 from scheduler.simulation.scenario import Scenario, load_scenario
+from scheduler.simulation.sweep import Key
 
 RESULTS = Path("rackwise-results")
 
@@ -64,6 +72,10 @@ def compare_cmd(
         Path, typer.Option(help="each run's measures, read back by a rerun of the same code")
     ] = RESULTS / "runs",
     workers: Annotated[int, typer.Option(min=1)] = min(2, os.cpu_count() or 1),
+    ray: Annotated[
+        str | None,
+        typer.Option(help="run on a Ray cluster: its address, or auto (needs rackwise[ray])"),
+    ] = None,
 ) -> None:
     """Every policy on the same jobs and queue rules, several seeds, 95% intervals, the oracle
     beside them; rackwise over the best baseline on each measure."""
@@ -86,18 +98,33 @@ def compare_cmd(
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("runs", total=len(rows) * len(seed_list))
-
-        def tick(what: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=what)
-
-        found = compare(spec, base, seed_list, rows, workers, Saved(save, setup), tick)
+        tick = _Bars(bar, len(rows) * len(seed_list))
+        found = compare(spec, base, seed_list, rows, workers, Saved(save, setup), tick, ray)
     took = time.perf_counter() - started
     _print(console, spec, found, took)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(found.document(setup), indent=1, default=float))
         console.print(f"wrote {json_out}")
+
+
+class _Bars:
+    """One bar for the runs, and one per run under way (its jobs done), gone when it ends."""
+
+    def __init__(self, bar: Progress, runs: int) -> None:
+        self.bar = bar
+        self.all = bar.add_task("runs", total=runs)
+        self.each: dict[Key, TaskID] = {}
+
+    def __call__(self, key: Key | None, done: int, total: int) -> None:
+        if key is None or done >= 0:  # read back, or a run ended
+            self.bar.update(self.all, completed=done, total=total)
+            if key in self.each:
+                self.bar.remove_task(self.each.pop(key))
+            return
+        if key not in self.each:
+            self.each[key] = self.bar.add_task(f"  {key[0]}, seed {key[1]}", total=total)
+        self.bar.update(self.each[key], completed=-done, total=total)
 
 
 def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> None:

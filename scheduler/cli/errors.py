@@ -12,12 +12,10 @@ from pydantic import ValidationError
 # typer >= 0.20 vendors its own copy of click (click itself is not a dependency)
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
-from scheduler.io import InputError, describe
-from scheduler.placement import UnknownPolicyError
-from scheduler.topology.sources import TopologyError
-
 USAGE_EXIT = 2
-EXPECTED = (InputError, TopologyError, UnknownPolicyError, OSError, ValueError)
+# the project's input errors (InputError, TopologyError, UnknownPolicyError, ...) are
+# ValueErrors: named here, their modules would load the solver before `--help` can answer
+EXPECTED = (OSError, ValueError)
 
 
 def fail(message: str) -> NoReturn:
@@ -42,6 +40,8 @@ def run_cli(command: Callable[..., object]) -> None:
     except ClickException as exc:
         fail(exc.format_message().replace("\n", " "))
     except ValidationError as exc:
+        from scheduler.io import describe  # the failure path only: the solver loads with it
+
         fail(describe(exc, "input"))
     except EXPECTED as exc:
         fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)

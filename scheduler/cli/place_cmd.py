@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.cli.inputs import snapshot_from
-from scheduler.io import load_gangs
+from scheduler.io import InputError, load_gangs
 from scheduler.model import PlaceConfig, Placement
 from scheduler.placement import POLICIES, UnknownPolicyError, place
+from scheduler.placement.reasons import unknown_levels
+from scheduler.placement.roles import problem
 
 
 def place_cmd(
@@ -31,6 +33,10 @@ def place_cmd(
         raise UnknownPolicyError(f"--policy: unknown {policy!r}; choose from {', '.join(POLICIES)}")
     snapshot = snapshot_from(topology, state, gpus)
     requests = load_gangs(gangs)
+    for gang in requests:  # a level the fabric lacks is the file's error, not a wait
+        wrong = unknown_levels(snapshot.fabric, gang) or problem(snapshot.fabric, gang)
+        if wrong is not None:
+            raise InputError(f"{gangs}: gang {gang.name}: {wrong}")
     config = PlaceConfig(policy=policy, time_limit_s=time_limit, seed=seed)
     results = place(snapshot, requests, config)
     if as_json:
@@ -52,14 +58,14 @@ def _table(p: Placement) -> Table:
         table.add_row("reason", p.reason)
         return table
     table = Table(title=title, show_header=False)
-    hosts = p.hosts()
-    ranks: dict[str, list[int]] = {}
+    parts: dict[str, dict[str, list[int]]] = {}  # part ("" the workers) -> host -> ranks
     for pod in p.pods:
-        ranks.setdefault(pod.host, []).append(pod.rank)
-    table.add_row(
-        "hosts",
-        ", ".join(f"{h}x{n} (ranks {_span(ranks[h])})" for h, n in hosts.items()),
-    )
+        parts.setdefault(pod.role, {}).setdefault(pod.host, []).append(pod.rank)
+    for part, ranks in parts.items():
+        label = f"role {part}" if part else ("workers" if len(parts) > 1 else "hosts")
+        table.add_row(
+            label, ", ".join(f"{h}x{len(r)} (ranks {_span(r)})" for h, r in ranks.items())
+        )
     table.add_row("domains", "  ".join(f"{lv}={n}" for lv, n in p.domains.items()))
     table.add_row("cross GB", "  ".join(f"{lv}={gb:g}" for lv, gb in p.traffic_gb.items()))
     if p.optimal:

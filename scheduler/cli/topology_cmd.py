@@ -17,7 +17,9 @@ from scheduler.pools import check_pool
 from scheduler.topology import generate, save_topology
 from scheduler.topology.fabric import UnknownLevelError
 
-app = typer.Typer(help="Generate and inspect fabric topologies.", no_args_is_help=True)
+app = typer.Typer(
+    help="Generate and inspect fabric topologies.", no_args_is_help=True, add_completion=False
+)
 
 
 def parse_shares(text: str) -> dict[str, float]:

@@ -125,8 +125,10 @@ CONTAINER = ("name", "image", "resources", "restartPolicy")
 
 def pod_view(pod: Obj) -> Obj:
     """A pod as the operator reads it: identity, ownership, what it requests and tolerates,
-    where it runs, its phase. 100,000 pods are kept, not their images' env and mounts."""
+    where it runs, its phase and PodScheduled condition. 100,000 pods are kept, not their
+    images' env and mounts."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    status = pod.get("status") or {}
     kept_spec = {k: spec[k] for k in POD_SPEC if k in spec}
     for part in ("containers", "initContainers"):
         if part in spec:
@@ -134,8 +136,11 @@ def pod_view(pod: Obj) -> Obj:
     out = {
         "metadata": {k: meta[k] for k in POD_META if k in meta},
         "spec": kept_spec,
-        "status": {"phase": (pod.get("status") or {}).get("phase")},
+        "status": {"phase": status.get("phase")},
     }
+    said = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+    if said:  # what the pod says of why it waits (podwhy.py)
+        out["status"]["conditions"] = said
     return slim(out)
 
 

@@ -93,6 +93,11 @@ class OperatorConfig(BaseModel):
     node_grace_s: float = Field(default=40.0, ge=0, alias="nodeNotReadyGraceSeconds")
     pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
+    # never scheduled, even where the operator may write (access.py)
+    protected_namespaces: frozenset[str] = Field(
+        default=frozenset({"kube-system", "kube-public", "kube-node-lease"}),
+        alias="protectedNamespaces",
+    )
     # every API call gives up after this long, so a silent partition cannot hang a cycle
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
 

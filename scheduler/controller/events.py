@@ -24,10 +24,13 @@ class Recorder:
     # (object uid, reason) -> (event name, count)
     sent: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
-    def record(self, ref: Obj, kind: str, reason: str, message: str) -> None:
-        """An event about the object `ref` names (an involvedObject: see job_ref, node_ref)."""
+    def record(
+        self, ref: Obj, kind: str, reason: str, message: str, about: str | None = None
+    ) -> None:
+        """An event about the object `ref` names (an involvedObject: see job_ref, node_ref);
+        `about` keeps apart events on one object that are about different things."""
         namespace = ref.get("namespace") or "default"
-        key = (str(ref["uid"]), reason)
+        key = (about or str(ref["uid"]), reason)
         stamp = now()
         if key in self.sent:
             name, count = self.sent[key]

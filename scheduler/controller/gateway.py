@@ -128,6 +128,22 @@ class Gateway:
                 return []
             raise
 
+    def can_write(self, namespace: str) -> bool:
+        """Whether this identity may bind pods in `namespace` (a SelfSubjectAccessReview: the
+        one write every scheduled object needs)."""
+        attributes = {"namespace": namespace, "verb": "create", "resource": "pods"}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes | {"subresource": "binding"}},
+        }
+        self.on_request("create")
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        response = self._raw("POST", path, json.dumps(review).encode(), self.timeout[1])
+        if response.status >= 300:
+            raise ApiError(response.status, _message(response.status, response.data))
+        return bool(json.loads(response.data).get("status", {}).get("allowed"))
+
     # writes
     def create_pod(self, namespace: str, body: Obj) -> None:
         self._post(f"/api/v1/namespaces/{namespace}/pods", body)

@@ -26,6 +26,7 @@ from scheduler.controller.expect import Expectations
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.groups import Members, gang
 from scheduler.controller.observability import Metrics
+from scheduler.controller.podwhy import PendingPods
 from scheduler.controller.state import ClusterState, host_of
 from scheduler.controller.status import condition, created
 from scheduler.model import GangRequest, Placement
@@ -70,6 +71,7 @@ class GroupRunner:
     metrics: Metrics
     expect: Expectations
     patch_status: Callable[[str, str, Obj], None]  # a PodGroup's (namespace, name, status)
+    why: PendingPods  # what its waiting members say
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
 
     queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
@@ -99,8 +101,10 @@ class GroupRunner:
             self.tell(members, "Warning", "NoPodGroup", message)
             return None
         need = members.min_member or 1
-        if len(waiting) < need:
-            self._incomplete(members, len(waiting), need)
+        # members bound before and finished count: the operator that bound them may have
+        # stopped before binding their siblings, which would otherwise wait for ever
+        if len(waiting) + members.ran < need:
+            self._incomplete(members, len(waiting) + members.ran, need)
             return None
         arrival = min(created(p) for p in waiting)
         request, ordered = gang(members, waiting, self.config)
@@ -191,13 +195,15 @@ class GroupRunner:
         return out
 
     def wait(self, waiting: Waiting, reason: str, message: str) -> None:
-        kind = "Warning" if reason == "Unplaceable" else "Normal"
+        kind = "Warning" if reason in ("Unplaceable", "NeverFits") else "Normal"
         self.tell(waiting.members, kind, reason, message)
 
     def tell(self, members: Members, kind: str, reason: str, message: str) -> None:
         """When the group's reason changes: an event (the recorder aggregates repeats) and its
         PodGroup's condition Scheduled (True once every member is bound, else False with the
-        reason it waits)."""
+        reason it waits); its members not bound yet say why on each call."""
+        if reason != "Scheduled":
+            self.why.tell(members.waiting, reason, message)
         if self.reasons.get(members.key) == reason:
             return
         try:

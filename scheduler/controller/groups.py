@@ -49,12 +49,14 @@ KUEUE = "kueue.x-k8s.io/podset-"
 
 @dataclass(frozen=True)
 class Members:
-    """The live pods of one group and its PodGroup object, if there is one."""
+    """The live pods of one group and its PodGroup object, if there is one; `ran` counts its
+    members that were bound and have finished (they count toward `minMember`)."""
 
     namespace: str
     name: str
     pods: list[Obj]
     podgroup: Obj | None
+    ran: int = 0
 
     @property
     def key(self) -> str:
@@ -111,18 +113,23 @@ def _natural(name: str) -> tuple[str | int, ...]:
 
 def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> list[Members]:
     """Every group with a live member: pods of the operator's scheduler with the group label,
-    neither finished nor being deleted."""
+    neither finished nor being deleted; with each, how many of its members ran and finished."""
     by_name = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in podgroups}
     found: dict[tuple[str, str], list[Obj]] = {}
+    ran: dict[tuple[str, str], int] = {}
     for pod in pods:
         group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
         if not group or pod["spec"].get("schedulerName") != config.scheduler_name:
             continue
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
-            continue
-        found.setdefault((pod["metadata"]["namespace"], group), []).append(pod)
-    return [Members(ns, name, ps, by_name.get((ns, name))) for (ns, name), ps in found.items()]
+        where = (pod["metadata"]["namespace"], group)
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            ran[where] = ran.get(where, 0) + bool(pod["spec"].get("nodeName"))
+        elif not pod["metadata"].get("deletionTimestamp"):
+            found.setdefault(where, []).append(pod)
+    return [
+        Members(ns, name, ps, by_name.get((ns, name)), ran.get((ns, name), 0))
+        for (ns, name), ps in found.items()
+    ]
 
 
 def gang(

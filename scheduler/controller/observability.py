@@ -82,6 +82,12 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
         self.pending = Gauge("rackwise_pending_gangs", "Gangs waiting", registry=self.registry)
+        self.ignored = Gauge(
+            "rackwise_ignored_objects",
+            "TrainingJobs and pod groups rackwise does not schedule, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
         self.gap = Gauge(
             "rackwise_placement_gap", "Gap of the last placement", registry=self.registry
         )

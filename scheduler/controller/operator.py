@@ -81,6 +81,13 @@ class Fenced:
         self._check()
         self.gw.patch_podgroup_status(namespace, name, status)
 
+    def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
+        self._check()
+        self.gw.patch_pod_status(namespace, name, status)
+
+    def can_write(self, namespace: str) -> bool:
+        return self.gw.can_write(namespace)
+
     def create_event(self, namespace: str, body: Obj) -> str:
         self._check()
         return self.gw.create_event(namespace, body)

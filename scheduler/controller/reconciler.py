@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from scheduler.controller import status as st
+from scheduler.controller.access import NOT_SERVED, PROTECTED, Access, why
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.events import Recorder, job_ref, node_ref
 from scheduler.controller.expect import Expectations
@@ -48,6 +49,7 @@ from scheduler.controller.pods import (
     pod,
     service,
 )
+from scheduler.controller.podwhy import PendingPods
 from scheduler.controller.spec import RepairPolicy
 from scheduler.controller.state import ClusterState, StateBuilder, host_of
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
@@ -60,7 +62,7 @@ T = TypeVar("T")
 log = structlog.get_logger("rackwise")
 # the annotation a job writes when it has checkpointed (RFC 3339): moves wait for it
 CHECKPOINTED = "rackwise.io/checkpointed-at"
-WARNINGS = {"Unplaceable", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
+WARNINGS = {"Unplaceable", "NeverFits", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
 WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
 Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
 
@@ -79,6 +81,8 @@ class Api(Protocol):
     def ensure_service(self, namespace: str, body: Obj) -> None: ...
     def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
     def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None: ...
+    def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None: ...
+    def can_write(self, namespace: str) -> bool: ...
     def create_event(self, namespace: str, body: Obj) -> str: ...
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
 
@@ -155,6 +159,10 @@ class Reconciler:
         # lands after the patch) must not make it written again, with its event, every cycle
         self.written: dict[str, Obj] = {}
         self.marked: set[str] = set()  # job uids marked to move after their next checkpoint
+        self.why = PendingPods(api.patch_pod_status, self.recorder, metrics)
+        self.access = Access(api.can_write, self.clock, config.protected_namespaces)
+        self.refused: dict[str, str] = {}  # uid of an object not scheduled -> why (reported)
+        self.refusing: dict[str, str] = {}  # the same, this cycle
         self.groups = GroupRunner(
             config,
             self.queue,
@@ -165,6 +173,7 @@ class Reconciler:
             metrics,
             self.expect,
             api.patch_podgroup_status,
+            self.why,
         )
 
     def close(self) -> None:
@@ -175,8 +184,12 @@ class Reconciler:
         start = time.perf_counter()
         report = CycleReport()
         self._made(report)
-        nodes, pods, jobs = self.api.nodes(), self.api.pods(), self.api.jobs()
+        nodes, pods = self.api.nodes(), self.api.pods()
+        self.refusing = {}
+        jobs = self._served(self.api.jobs(), "TrainingJob")
         groups = collect(pods, self.api.podgroups(), self.config)
+        groups = [g for g in groups if self._may(g.namespace, g.key, f"pod group {g.key[9:]}")]
+        self._count_refused()
         self.expect.settle(pods)
         state = self.builder.build(nodes, pods)
         self._watch_nodes(nodes, state)
@@ -187,6 +200,7 @@ class Reconciler:
                 owned.setdefault(uid, []).append(p)
         live = {str(j["metadata"]["uid"]): j for j in jobs}
         self._forget(set(live) | {g.key for g in groups})
+        self.why.forget({str(p["metadata"]["uid"]) for p in pods})
         self._delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             self.expect.reserve(state.snapshot, pods)
@@ -211,6 +225,38 @@ class Reconciler:
         self.written = {u: v for u, v in self.written.items() if u in live}
         self.expect.forget(live)
         self.queue.forget(live)
+
+    # namespaces not served (access.py)
+    def _served(self, objs: list[Obj], kind: str) -> list[Obj]:
+        out = []
+        for obj in objs:
+            meta = obj["metadata"]
+            if self._may(meta["namespace"], str(meta["uid"]), f"{kind} {key(obj)}"):
+                out.append(obj)
+        return out
+
+    def _may(self, namespace: str, uid: str, what: str) -> bool:
+        """Whether the object is scheduled; the first time it is not, an event says why in
+        the operator's namespace."""
+        reason = self.access.refusal(namespace)
+        if reason is None:
+            return True
+        self.refusing[uid] = reason
+        if self.refused.get(uid) != reason:
+            lease = self.config.leader_election
+            ref = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+            ref |= {"name": lease.name, "namespace": lease.namespace}
+            message = f"{what} is not scheduled: {why(reason, namespace)}"
+            if self._try(self.recorder.record, ref, "Warning", reason, message, uid):
+                self.refused[uid] = reason
+        return False
+
+    def _count_refused(self) -> None:
+        """The gauge of objects not scheduled now; those gone or served since are forgotten
+        (one that is refused again is reported again)."""
+        self.refused = {u: r for u, r in self.refused.items() if u in self.refusing}
+        for reason in (PROTECTED, NOT_SERVED):
+            self.metrics.ignored.labels(reason).set(list(self.refusing.values()).count(reason))
 
     def _groups(
         self, groups: list[Members], state: ClusterState | None, report: CycleReport
@@ -477,8 +523,8 @@ class Reconciler:
             self.queue.remove(uid)
         self.groups.enqueue(waiting)
         if state is None:
-            for view, _ in pending.values():
-                self._pending(view, "NoNodes", "the cluster has no labelled nodes")
+            for view, unbound in pending.values():
+                self._waits(view, unbound, "NoNodes", "the cluster has no labelled nodes")
             return
         if not len(self.queue):
             self.marked = set()  # no waiting gang: no move is wanted
@@ -556,11 +602,11 @@ class Reconciler:
             if uid in groups:
                 self.groups.wait(groups[uid], wait.reason.value, wait.message)
                 continue
-            view = pending[uid][0]
+            view, unbound = pending[uid]
             self._isolated(
                 view.obj,
                 report,
-                functools.partial(self._pending, view, wait.reason.value, wait.message),
+                functools.partial(self._waits, view, unbound, wait.reason.value, wait.message),
             )
         self._starts(decisions.starts, pending, groups, state, report)
 
@@ -717,6 +763,11 @@ class Reconciler:
     def _rollback(self, view: JobView, pods: list[Obj], reason: str, message: str) -> None:
         self._delete(pods)
         self._pending(view, reason, f"{reason}: {message}")
+
+    def _waits(self, view: JobView, unbound: Waiting, reason: str, message: str) -> None:
+        """A queued job and its pods say why it waits."""
+        self._pending(view, reason, message)
+        self.why.tell(unbound.pods, reason, message)
 
     def _pending(self, view: JobView, reason: str, message: str) -> None:
         self._set(view, "Pending", [self._cond(view, "Placed", False, reason, message)])

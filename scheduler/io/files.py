@@ -29,6 +29,8 @@ def load_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text())
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

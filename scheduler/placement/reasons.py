@@ -1,11 +1,14 @@
-"""Why a gang cannot be placed: the binding constraint and the best available alternative."""
+"""Why a gang cannot be placed: the binding constraint and the best available alternative, and
+whether it can never be placed on a fabric, however much of it is free."""
 
 from __future__ import annotations
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
+from scheduler.placement import roles, slices
 from scheduler.placement.bounds import INFEASIBLE, kstar
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.snapshot import Snapshot
 from scheduler.topology.fabric import Fabric
 
 
@@ -58,4 +61,21 @@ def explain(capacity: Capacity) -> str | None:
                 f"{gang.required_level} {name} has room for {room}"
                 + (alt if spread != INFEASIBLE else "")
             )
+    return None
+
+
+def never_fits(fabric: Fabric, gang: GangRequest) -> str | None:
+    """A reason when no placement of the gang can exist on `fabric` even with every host up
+    and free (a proof: each reason is a capacity count a placement needs), None when one may.
+    Waiting cannot help such a gang; a larger fabric or a smaller request can."""
+    wrong = unknown_levels(fabric, gang) or slices.problem(fabric, gang)
+    wrong = wrong or roles.problem(fabric, gang)
+    if wrong is not None:
+        return wrong
+    empty = Snapshot(fabric)
+    parts = [(gang, ""), *((roles.as_gang(gang, r), f"role {r.name}: ") for r in gang.roles)]
+    for part, label in parts:
+        why = explain(Capacity.of(empty, part))
+        if why is not None:
+            return f"even with every host free, {label}{why}"
     return None

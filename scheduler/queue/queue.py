@@ -31,6 +31,9 @@ blocked gang, and when the queue wants to be called again. It promises:
   first unplaceable gang start or cuts its own J (budgeted). A move is carried out as a
   preemption: the driver stops the gang and queues it again, its new hosts held for it
   (pinned), and the waiting gang is nominated to the room it leaves;
+- never fits: a gang no placement can hold even with every host of the fabric up and free
+  (placement/reasons.never_fits, a proof by counting) waits as NEVER_FITS, holds no
+  reservation and blocks no one;
 - isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
   never the cycle.
 Drivers apply the decisions: the simulator at once, the operator through the API server."""
@@ -51,6 +54,7 @@ from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.reasons import never_fits
 from scheduler.queue import joint, preemption
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.joint import Start
@@ -154,6 +158,7 @@ class SchedulingQueue:
         self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
         self._known_version = 0
         self._fabric: Fabric | None = None  # what is known holds for this fabric only
+        self._never: dict[tuple[object, ...], str | None] = {}  # shape, pods -> never fits
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
         self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
         self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
@@ -233,6 +238,7 @@ class SchedulingQueue:
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
             self._known.clear()
+            self._never.clear()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
@@ -554,7 +560,8 @@ class SchedulingQueue:
         wait = self._why(c, entry, view, placement.reason)
         self._remember(c, v, entry, wait)
         self._wait(c, entry, wait)
-        self._block(c, entry, p, view, seen)
+        if wait.reason in BLOCKING:
+            self._block(c, entry, p, view, seen)
 
     def _remember(self, c: _Cycle, v: _View, entry: Entry, wait: Wait) -> None:
         """What this failure says of the view: its shape and priority, with this many pods or
@@ -573,11 +580,23 @@ class SchedulingQueue:
             self._known.popitem(last=False)
 
     def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
-        """Unplaceable, or only kept off hosts held for earlier gangs (it would fit on them)."""
+        """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier
+        gangs (it would fit on them)."""
+        never = self._never_fits(c, entry)
+        if never is not None:
+            return Wait(WaitReason.NEVER_FITS, never)
         if view is c.work or Capacity.of(c.work, entry.gang).total < entry.gang.pods:
             return Wait(WaitReason.UNPLACEABLE, reason)
         holders = sorted(self._holders(c, entry))
         return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
+
+    def _never_fits(self, c: _Cycle, entry: Entry) -> str | None:
+        """Whether the gang can never fit on this fabric (reasons.never_fits), once per shape
+        and size while the fabric is the same."""
+        key = (*_shape(entry), entry.gang.pods)
+        if key not in self._never:
+            self._never[key] = never_fits(c.work.fabric, entry.gang)
+        return self._never[key]
 
     def _holders(self, c: _Cycle, entry: Entry) -> set[str]:
         return set(self._held_by(c, entry))

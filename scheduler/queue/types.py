@@ -90,6 +90,9 @@ class WaitReason(StrEnum):
     RESERVED = "WaitingForReservation"
     # preemption chose victims; their hosts are not free yet
     PREEMPTING = "WaitingForPreemption"
+    # larger than any part of the fabric its constraints allow, even with every host free:
+    # waiting cannot help (it holds no reservation and blocks no one)
+    NEVER_FITS = "NeverFits"
 
 
 @dataclass(frozen=True)

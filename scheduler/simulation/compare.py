@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scheduler.simulation.metrics import policy_metrics
+from scheduler.simulation import sweep
 from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.simulation.protocol import (
     ORACLE,
@@ -33,8 +31,9 @@ from scheduler.simulation.protocol import (
     captures,
     ratios,
 )
-from scheduler.simulation.runner import Task, run_one
+from scheduler.simulation.runner import Task
 from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs
+from scheduler.simulation.sweep import Key
 
 ORACLE_POLICY = "kueue-best-fit"
 # rackwise with one of its own mechanisms switched off (or on, for moves at checkpoints, off
@@ -70,8 +69,9 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "defrag_moves",
     "wall_seconds",
 )
-Key = tuple[str, int]  # (row label, seed)
-Progress = Callable[[str, int, int], None]  # (what finished, runs done, runs in all)
+# (the run, runs done, runs in all) when a run ends (None: the runs read back), or
+# (the run, -jobs done, jobs in all) while it runs
+Progress = Callable[[Key | None, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -101,12 +101,6 @@ def tasks(scenario: Scenario, base: Path, seeds: Sequence[int], rows: list[Row])
                 spec, jobs, row.policy, config.model_copy(update=row.changes)
             )
     return out
-
-
-def measure(task: Task) -> dict[str, Any]:
-    """One run's protocol measures, computed in the worker (the full result stays there)."""
-    metrics = policy_metrics(run_one(task))
-    return {key: metrics[key] for key in PROTOCOL_KEYS}
 
 
 class Saved:
@@ -150,39 +144,34 @@ def code_digest() -> str:
 
 
 def run_all(
-    todo: dict[Key, Task], workers: int, saved: Saved | None, progress: Progress | None = None
-) -> dict[Key, dict[str, Any]]:
-    """Every run's measures: saved ones read back, the others run `workers` at a time and
-    saved as each ends, so a stopped protocol loses only the runs under way."""
-    done = {key: m for key in todo if saved is not None and (m := saved.load(key)) is not None}
-    left = [key for key in todo if key not in done]
-    if progress is not None:
-        progress(f"{len(done)} read back", len(done), len(todo))
-    if workers <= 1:
-        for key in left:
-            _finish(key, measure(todo[key]), done, saved, progress, len(todo))
-        return done
-    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited threads
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {pool.submit(measure, todo[key]): key for key in left}
-        for future in as_completed(futures):
-            _finish(futures[future], future.result(), done, saved, progress, len(todo))
-    return done
-
-
-def _finish(
-    key: Key,
-    metrics: dict[str, Any],
-    done: dict[Key, dict[str, Any]],
+    todo: dict[Key, Task],
+    workers: int,
     saved: Saved | None,
-    progress: Progress | None,
-    total: int,
-) -> None:
-    done[key] = metrics
-    if saved is not None:
-        saved.store(key, metrics)
-    if progress is not None:
-        progress(f"{key[0]}, seed {key[1]}", len(done), total)
+    progress: Progress | None = None,
+    ray: str | None = None,
+) -> dict[Key, dict[str, Any]]:
+    """Every run's measures: saved ones read back, the others run on local processes
+    (`workers` at a time) or as Ray tasks (`ray`: an address, or auto) and saved as each
+    ends, so a stopped protocol loses only the runs under way."""
+    done = {key: m for key in todo if saved is not None and (m := saved.load(key)) is not None}
+    left = {key: task for key, task in todo.items() if key not in done}
+    tell = progress or (lambda *_: None)
+    tell(None, len(done), len(todo))
+
+    def report(key: Key, jobs: int, total: int) -> None:
+        tell(key, -jobs, total)  # a run under way: its jobs done, negated
+
+    runs = (
+        sweep.local(left, PROTOCOL_KEYS, workers, report)
+        if ray is None
+        else sweep.on_ray(left, PROTOCOL_KEYS, ray, report)
+    )
+    for key, metrics in runs:
+        done[key] = metrics
+        if saved is not None:
+            saved.store(key, metrics)
+        tell(key, len(done), len(todo))
+    return done
 
 
 @dataclass(frozen=True)
@@ -235,8 +224,9 @@ def compare(
     workers: int = 2,
     saved: Saved | None = None,
     progress: Progress | None = None,
+    ray: str | None = None,
 ) -> Comparison:
-    done = run_all(tasks(scenario, base, seeds, rows), workers, saved, progress)
+    done = run_all(tasks(scenario, base, seeds, rows), workers, saved, progress, ray)
     per_seed = {row.label: [done[(row.label, s)] for s in seeds] for row in rows}
     variants = {r.label: against(per_seed, r.label) for r in rows if r.label in VARIANTS}
     return Comparison(per_seed, list(seeds), ratios(per_seed), captures(per_seed), variants)

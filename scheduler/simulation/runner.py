@@ -26,7 +26,10 @@ class Task:
     config: SimConfig
 
 
-def run_one(task: Task, report: Any = None) -> SimResult:
+def run_one(task: Task, report: Any = None, label: object = None) -> SimResult:
+    """One run; its progress goes to `report` (a queue) as (label, jobs done, jobs in all),
+    the label the policy's name unless given."""
+    name = task.policy if label is None else label
     fabric = Fabric(task.spec)
     sim = Simulation(fabric, task.jobs, task.policy, task.config)
     total = len(task.jobs)
@@ -36,11 +39,11 @@ def run_one(task: Task, report: Any = None) -> SimResult:
     def tick(done: int) -> None:
         if report is not None and done - last[0] >= step:
             last[0] = done
-            report.put((task.policy, done, total))
+            report.put((name, done, total))
 
     result = sim.run(tick)
     if report is not None:
-        report.put((task.policy, total, total))
+        report.put((name, total, total))
     return result
 
 

@@ -222,6 +222,8 @@ def load_topology(path: Path, gpus: int = 8) -> TopologySpec:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise TopologyError(f"{path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from exc
     except yaml.YAMLError as exc:
         raise TopologyError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
     if isinstance(data, dict) and "generate" in data:

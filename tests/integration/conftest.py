@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from scheduler.controller.gateway import Gateway
 from scheduler.controller.operator import run
 from scheduler.model import TopologySpec
 from scheduler.topology import generate
+from tests.waits import until
 
 pytestmark = pytest.mark.apiserver
 Obj = dict[str, Any]
@@ -123,12 +123,8 @@ class Env:
         return [p for p in self.pods(name, namespace) if p["spec"].get("nodeName")]
 
     def wait(self, what: str, check: Callable[[], bool], timeout: float = 45.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
+        """Until `check()`; `timeout` is the allowance on an idle machine (tests/waits.py)."""
+        until(what, check, timeout)
 
     def post(self, job: Obj, namespace: str = "default") -> None:
         """Create a TrainingJob straight through the API, as `kubectl apply --validate=false`

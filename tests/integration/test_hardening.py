@@ -3,6 +3,7 @@ issue's numbering) and checks the behaviour that replaced it."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from scheduler.controller.fake import set_ready
 from tests.integration.conftest import GRACE_S, Env, training_job
+from tests.integration.test_hostile import metric
 
 pytestmark = pytest.mark.apiserver
 Obj = dict[str, Any]
@@ -460,3 +462,46 @@ def test_a_silent_api_server_cannot_hang_a_call(tmp_path):
     [error] = outcome
     assert isinstance(error, ApiError)
     assert error.status == 0
+
+
+def test_objects_rackwise_will_not_touch_are_reported_where_a_user_looks(env: Env, fabric):
+    """A TrainingJob in a namespace without the RoleBinding, and a pod group in kube-system:
+    neither is scheduled; each gets an event in the operator's namespace naming it and why,
+    and the gauge rackwise_ignored_objects counts them."""
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    env.kubectl("create", "namespace", "unserved", check=False)
+    job = training_job("stray", 1)
+    job["metadata"]["namespace"] = "unserved"
+    env.post(job, namespace="unserved")
+    member = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "sys-member",
+            "namespace": "kube-system",
+            "labels": {"scheduling.x-k8s.io/pod-group": "sys"},
+        },
+        "spec": {
+            "schedulerName": "rackwise",
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    env.apply(member)
+
+    def reported() -> set[str]:
+        out = env.kubectl("get", "events", "-n", "rackwise-system", "-o", "json").stdout
+        return {e["message"] for e in json.loads(out)["items"]}
+
+    env.wait(
+        "both reported",
+        lambda: (
+            {"TrainingJob unserved/stray", "pod group kube-system/sys"}
+            <= {m.split(" is not scheduled")[0] for m in reported()}
+        ),
+    )
+    assert any("bind the ClusterRole rackwise-workloads there" in m for m in reported())
+    assert metric('rackwise_ignored_objects{reason="NamespaceNotServed"}') == 1
+    assert metric('rackwise_ignored_objects{reason="ProtectedNamespace"}') == 1
+    assert not [p for p in env.admin.pods() if p["metadata"]["namespace"] == "unserved"]
+    env.kubectl("delete", "pod", "sys-member", "-n", "kube-system", "--grace-period=0", "--force")
+    env.kubectl("delete", "tj", "stray", "-n", "unserved", "--wait=false")

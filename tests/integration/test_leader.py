@@ -22,6 +22,7 @@ from scheduler.controller.fake import create_nodes, run_kubelet
 from scheduler.controller.gateway import Gateway
 from scheduler.topology import generate
 from tests.integration.conftest import training_job
+from tests.waits import until
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.slow]
 KILLS = 20
@@ -103,13 +104,7 @@ def test_leader_kills_never_oversubscribe_or_lose_a_gang(replicated):
 
 
 def _wait_leader(replicas: Replicas, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        leader = replicas.leader()
-        if leader is not None:
-            return leader
-        time.sleep(0.1)
-    raise AssertionError("no replica became leader")
+    return until("a replica to lead", replicas.leader, timeout, poll_s=0.1)
 
 
 def _watch_invariants(admin: Gateway, stop: threading.Event, seen: list[str]) -> None:
@@ -120,12 +115,15 @@ def _watch_invariants(admin: Gateway, stop: threading.Event, seen: list[str]) ->
 
 
 def _settle(admin: Gateway, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def settled() -> bool:
         partial, empty = invariants.half_bound(admin.jobs(), admin.pods())
-        if not partial and not empty:
-            return
-        time.sleep(1)
+        return not partial and not empty
+
+    try:
+        until("every gang whole", settled, timeout, poll_s=1.0)
+        return
+    except AssertionError:
+        partial, empty = invariants.half_bound(admin.jobs(), admin.pods())
     jobs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in admin.jobs()}
     reasons = [
         c.get("message", "")

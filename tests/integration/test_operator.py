@@ -93,9 +93,37 @@ def test_pending_gang_is_placed_when_capacity_frees(env: Env, fabric):
     env.wait_placed("first")
     env.apply(training_job("second", 2))
     env.wait("second pending", lambda: env.condition("second").get("reason") == "Unplaceable")
+    env.wait("second's pods say why", lambda: pod_says(env, "second") == {"Unschedulable"})
+    described = env.kubectl("describe", "pod", "second-0").stdout
+    assert "FailedScheduling" in described
+    assert "PodScheduled" in described
     env.kubectl("delete", "tj", "first")
     env.wait_placed("second")
     env.wait("first's pods deleted", lambda: env.pods("first") == [])
+    scheduled = [c for p in env.pods("second") for c in p["status"]["conditions"]]
+    assert {c["status"] for c in scheduled if c["type"] == "PodScheduled"} == {"True"}
+
+
+def pod_says(env: Env, job: str) -> set[str]:
+    """The reasons of the job's pods' PodScheduled=False conditions."""
+    return {
+        c["reason"]
+        for p in env.pods(job)
+        for c in (p.get("status") or {}).get("conditions") or []
+        if c["type"] == "PodScheduled" and c["status"] == "False"
+    }
+
+
+def test_a_job_larger_than_the_fabric_never_fits_and_says_so(env: Env, fabric):
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    env.apply(training_job("huge", 5))
+    env.wait("NeverFits", lambda: env.condition("huge").get("reason") == "NeverFits")
+    assert env.condition("huge")["message"].startswith("even with every host free")
+    env.wait("its pods say so", lambda: pod_says(env, "huge") == {"NeverFits"})
+    env.apply(training_job("fits", 4))
+    env.wait_placed("fits")  # it does not wait behind the job that never fits
+    columns = env.kubectl("get", "tj", "huge").stdout
+    assert "NeverFits" in columns
 
 
 def test_gang_is_never_partly_bound(env: Env, fabric):
@@ -182,7 +210,10 @@ def test_operator_has_exactly_the_manifest_rbac(env: Env):
     assert can("create", "pods", "binding")
     assert can("patch", "trainingjobs.rackwise.io", "status")
     assert not can("patch", "trainingjobs.rackwise.io")
-    assert not can("patch", "pods", "status")
+    assert can("patch", "pods", "status")  # a pending pod's PodScheduled condition
+    assert not can("patch", "pods")
+    assert not can("patch", "pods", "-n=kube-system")
+    assert not can("patch", "nodes", "status")
     assert not can("delete", "nodes")
     assert not can("create", "trainingjobs.rackwise.io")
     assert not can("get", "secrets")

@@ -43,6 +43,16 @@ def test_version(rackwise, tmp_path):
     assert out.stdout.strip() == "rackwise 0.1.0"
 
 
+def test_the_wheel_writes_out_its_samples(rackwise, tmp_path):
+    out = run(rackwise, "samples", "mine", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    written = sorted(p.name for p in (tmp_path / "mine").iterdir())
+    assert written == sorted(p.name for p in (REPO / "manifests" / "samples").glob("*.yaml"))
+    again = run(rackwise, "samples", "mine", cwd=tmp_path)
+    assert again.returncode == 2
+    assert "exist already" in again.stderr
+
+
 def test_simulate_reads_the_bundled_default_scenario(rackwise, tmp_path):
     out = run(
         rackwise,

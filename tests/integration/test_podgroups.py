@@ -211,8 +211,8 @@ def test_kueue_topology_annotations_name_a_node_label(env, fabric):
     assert "rackwise.io/rack" in rack_label["metadata"]["labels"]
     notes = {"kueue.x-k8s.io/podset-required-topology": "rackwise.io/rack"}
     env.apply(podgroup("wide", 3))
-    env.apply(batch_job("wide", 3, annotations=notes))  # 3 x 8 GPUs; a rack holds 2
-    env.wait("Unplaceable", lambda: "Unplaceable" in reasons(env, "wide"), timeout=60)
+    env.apply(batch_job("wide", 3, annotations=notes))  # 3 x 8 GPUs; a rack holds 2: ever
+    env.wait("NeverFits", lambda: "NeverFits" in reasons(env, "wide"), timeout=60)
     assert not any(p["spec"].get("nodeName") for p in group_pods(env, "wide"))
 
 
@@ -255,3 +255,28 @@ def test_a_leader_and_its_workers_are_one_gang_the_leader_placed_near_them(env, 
     racks = env.node_rack()
     assert racks[where["lws-1"]] == racks[where["lws-2"]]  # the workers packed in one rack
     assert where["lws-0"] in {where["lws-1"], where["lws-2"]}  # the leader on a worker's host
+
+
+def test_a_member_bound_by_a_stopped_operator_that_finished_still_counts(env, fabric):
+    """What a kill right after binding leaves: one member of a group of two bound (here by
+    the admin, as the stopped operator did) and finished before the next operator looks. Its
+    sibling is placed; it does not wait for a second member that will never come."""
+    fabric(blocks=1, racks=1, hosts=2, gpus=8)
+    for rank in range(2):
+        meta = {"name": f"pair-{rank}", "labels": {GROUP: "pair"}}
+        env.apply({"apiVersion": "v1", "kind": "Pod", **template("pair"), "metadata": meta})
+    env.wait(
+        "no PodGroup yet",
+        lambda: "NoPodGroup" in reasons(env, "pair-0") | reasons(env, "pair-1"),
+        timeout=60,
+    )
+    node = env.admin.nodes()[0]["metadata"]["name"]
+    env.admin.bind("default", "pair-0", node)
+    env.admin.patch_pod_status("default", "pair-0", {"phase": "Succeeded"})
+    env.apply(podgroup("pair", 2))
+
+    def sibling_bound() -> bool:
+        pods = {p["metadata"]["name"]: p for p in group_pods(env, "pair")}
+        return bool(pods["pair-1"]["spec"].get("nodeName"))
+
+    env.wait("its sibling bound", sibling_bound, timeout=60)

@@ -110,6 +110,52 @@ def test_bad_gang_field_names_file_and_field(tmp_path, files):
     )
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00binary", "not a text file (byte 0 is not UTF-8)"),
+        (b"- {name: a, pods: 1, required_level: raq}\n", "gang a: unknown level 'raq'"),
+        (
+            b"- {name: a, pods: 1, roles: [{name: ps, pods: 1, required_level: pod}]}\n",
+            "gang a: role ps: unknown level 'pod'",
+        ),
+    ],
+)
+def test_a_gangs_file_that_cannot_be_read_is_an_input_error_naming_it(
+    tmp_path, files, content, message
+):
+    gangs = tmp_path / "gangs.yaml"
+    gangs.write_bytes(content)
+    for extra in ([], ["--json"]):
+        done = run_cli("place", "--topology", str(files["yaml"]), "--gangs", str(gangs), *extra)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"rackwise: error: {gangs}: ")
+        assert message in done.stderr
+
+
+def test_place_lists_every_role_with_its_exact_ranks(tmp_path, files):
+    gangs = tmp_path / "gangs.yaml"
+    gangs.write_text(
+        "- {name: a, pods: 2, roles: [{name: ps, pods: 1, gpus_per_pod: 0, "
+        "cpu_milli_per_pod: 100}]}\n"
+    )
+    done = run_cli("place", "--topology", str(files["yaml"]), "--gangs", str(gangs))
+    assert done.returncode == 0, done.stderr
+    assert "workers" in done.stdout
+    assert "role ps" in done.stdout
+    assert "(ranks 2)" in done.stdout
+
+
+def test_samples_are_written_out_and_never_overwritten_unasked(tmp_path):
+    done = run_cli("samples", str(tmp_path / "s"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == sorted(
+        p.name for p in (REPO / "manifests" / "samples").glob("*.yaml")
+    )
+    assert run_cli("samples", str(tmp_path / "s")).returncode == 2
+    assert run_cli("samples", str(tmp_path / "s"), "--force").returncode == 0
+
+
 def test_state_file_marks_usage_and_down_hosts(tmp_path, files):
     state = tmp_path / "state.yaml"
     state.write_text("used: [{host: h0-0, gpus: 8}]\ndown: [h0-1]\n")
@@ -150,3 +196,36 @@ def test_generate_refuses_pools_place_would_refuse_and_shares_not_summing_to_one
         assert why in done.stderr, done.stderr
     done = run_cli("topology", "generate", "-o", out, "--pools", "training=0.5,batch-inference=0.5")
     assert done.returncode == 0, done.stderr
+
+
+def test_the_help_listing_is_each_commands_own_first_paragraph():
+    from scheduler.cli.main import COMMANDS, load
+
+    for name, (_, _, listed) in COMMANDS.items():
+        own = " ".join((load(name).help or "").strip().split("\n\n")[0].split())
+        assert listed == own, name
+
+
+def test_help_and_version_load_no_command_module_nor_the_solver():
+    """What keeps `rackwise --help` and `--version` fast (a wall-clock limit would be noise on
+    a busy machine): neither imports a command's module, OR-Tools, pandas or matplotlib."""
+    probe = (
+        "import sys\n"
+        "from scheduler.cli.main import main\n"
+        "sys.argv = ['rackwise', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas', 'matplotlib',"
+        " 'numpy') or m.endswith('_cmd')]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    import subprocess
+    import sys
+
+    for args in (["--help"], ["--version"], []):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=REPO
+        )
+        assert "HEAVY []" in done.stdout, (args, done.stdout[-300:], done.stderr[-300:])

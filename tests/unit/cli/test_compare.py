@@ -95,3 +95,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     done = run_cli("compare", str(scenario))
     assert done.returncode == 2
     assert "ecmp: unknown level 'galaxy'; levels are host, nvlink, rack, spine" in done.stderr
+
+
+def test_a_sweep_on_a_local_ray_instance_equals_the_local_run(tmp_path):
+    """The same tiny sweep as local processes and as Ray tasks (`--ray auto` starts a local
+    Ray instance): every row's measures are the same, seed by seed."""
+    for part in ("local", "ray"):
+        (tmp_path / part).mkdir()
+    local, _ = compare(tmp_path / "local")
+    on_ray, _ = compare(tmp_path / "ray", "--ray", "auto")
+    assert _decided(on_ray) == _decided(local)
+
+
+def _decided(document: dict) -> dict:
+    """Every row's measures but its wall time (the one that is not decided by the code)."""
+    return {
+        row: [{k: v for k, v in run.items() if k != "wall_seconds"} for run in runs]
+        for row, runs in document["rows"].items()
+    }

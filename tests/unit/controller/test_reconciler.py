@@ -31,6 +31,7 @@ class MemoryApi:
         self.job_objs: dict[str, Obj] = {}
         self.podgroup_objs: list[Obj] = []
         self.reject: set[str] = set()  # pod names the API server refuses
+        self.unserved: set[str] = set()  # namespaces the operator may not write to
         self.attempts: list[str] = []  # every pod creation asked for
         self.ids = itertools.count()
 
@@ -79,6 +80,12 @@ class MemoryApi:
     def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
         group = next(g for g in self.podgroup_objs if g["metadata"]["name"] == name)
         group["status"] = status
+
+    def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
+        self.pod_objs[(namespace, name)]["status"] |= status
+
+    def can_write(self, namespace: str) -> bool:
+        return namespace not in self.unserved
 
     def create_event(self, namespace: str, body: Obj) -> str:
         return f"event-{next(self.ids)}"
@@ -344,6 +351,110 @@ def test_a_pod_groups_condition_says_why_it_waits_then_that_it_is_scheduled(api,
     reconciler.cycle()
     done = scheduled(api, "g")
     assert (done["status"], done["reason"]) == ("True", "Scheduled")
+
+
+def pod_scheduled(pod: Obj) -> tuple[str, str, str] | None:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    found = [c for c in conditions if c["type"] == "PodScheduled"]
+    return (found[0]["status"], found[0]["reason"], found[0]["message"]) if found else None
+
+
+class Counting(MemoryApi):
+    def __init__(self, config: OperatorConfig) -> None:
+        super().__init__(config)
+        self.pod_patches = 0
+        self.events: list[Obj] = []
+
+    def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
+        self.pod_patches += 1
+        super().patch_pod_status(namespace, name, status)
+
+    def create_event(self, namespace: str, body: Obj) -> str:
+        self.events.append(body)
+        return super().create_event(namespace, body)
+
+
+def test_pending_pods_say_why_they_wait_once_per_change_and_never_fits_is_not_a_wait():
+    """A job waiting for capacity: its pods say PodScheduled=False Unschedulable with the job's
+    message and get a FailedScheduling event; cycles that change nothing write nothing. A job
+    larger than the fabric is NeverFits, on the job and on its pods."""
+    api, clock = Counting(OperatorConfig()), Clock()
+    reconciler = Driven(api, clock)
+    api.submit("fill", 4)
+    api.submit("waits", 1, at="2026-12-01T00:00:05Z")
+    api.submit("huge", 5, at="2026-12-01T00:00:06Z")
+    for _ in range(2):
+        reconciler.cycle()
+    [pod] = api.of("waits").values()
+    message = api.job_objs["waits"]["status"]["conditions"][0]["message"]
+    assert pod_scheduled(pod) == ("False", "Unschedulable", message)
+    assert api.reason("huge") == "NeverFits"
+    assert {pod_scheduled(p)[1] for p in api.of("huge").values()} == {"NeverFits"}
+    failed = [e for e in api.events if e["reason"] == "FailedScheduling"]
+    assert {e["involvedObject"]["name"] for e in failed} == {"waits-0", *api.of("huge")}
+    assert failed[0]["message"].startswith(("Unplaceable: ", "NeverFits: "))
+    writes = api.pod_patches
+    for _ in range(3):
+        reconciler.cycle()
+    assert api.pod_patches == writes
+    assert len([e for e in api.events if e["reason"] == "FailedScheduling"]) == len(failed)
+
+
+def test_a_pod_groups_waiting_members_say_why_too(api, reconciler):
+    api.submit("fill", 4)
+    for _ in range(2):
+        reconciler.cycle()
+    api.add_member("g", 0, at="2026-12-01T00:00:01Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    reconciler.cycle()
+    [member] = api.members("g")
+    status, reason, message = pod_scheduled(member)
+    assert (status, reason) == ("False", "GroupIncomplete")
+    assert message == scheduled(api, "g")["message"]
+
+
+def test_a_member_that_ran_and_finished_counts_toward_min_member(api, reconciler):
+    """An operator bound one member of a group of two and stopped; the member ran and
+    finished before this one took over. Its sibling is placed, not left waiting for a second
+    member that will never arrive."""
+    for rank in range(2):
+        api.add_member("g", rank, at="2026-12-01T00:00:01Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    first, second = sorted(api.members("g"), key=lambda p: p["metadata"]["name"])
+    api.bind("default", first["metadata"]["name"], "h0-0")
+    first["status"]["phase"] = "Succeeded"
+    reconciler.cycle()
+    assert second["spec"].get("nodeName")
+
+
+def test_objects_of_namespaces_not_served_are_left_alone_and_reported_once():
+    """A job in kube-system (protected) and one in a namespace without the RoleBinding: no
+    pod is made for either; one event each in the operator's namespace names it and why, and
+    the gauge counts them; the job in `default` is scheduled."""
+    api, clock = Counting(OperatorConfig()), Clock()
+    api.unserved.add("tenant-x")
+    reconciler = Driven(api, clock)
+    for name, namespace in (("sys", "kube-system"), ("theirs", "tenant-x"), ("mine", "default")):
+        api.submit(name, 1)
+        api.job_objs[name]["metadata"]["namespace"] = namespace
+    for _ in range(3):
+        reconciler.cycle()
+    assert set(api.of("mine")) == {"mine-0"}
+    assert not api.of("sys")
+    assert not api.of("theirs")
+    refused = [e for e in api.events if e["metadata"]["namespace"] == "rackwise-system"]
+    assert sorted(e["reason"] for e in refused) == ["NamespaceNotServed", "ProtectedNamespace"]
+    assert any("TrainingJob tenant-x/theirs is not scheduled" in e["message"] for e in refused)
+    gauge = reconciler.inner.metrics.ignored
+    assert gauge.labels("ProtectedNamespace")._value.get() == 1
+    assert gauge.labels("NamespaceNotServed")._value.get() == 1
+    del api.job_objs["theirs"]
+    reconciler.cycle()
+    assert gauge.labels("NamespaceNotServed")._value.get() == 0
 
 
 def test_a_creation_that_raises_the_unexpected_stops_only_its_own_job(api, reconciler):

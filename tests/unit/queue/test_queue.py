@@ -151,7 +151,7 @@ def test_shape_ids_are_as_many_as_the_queued_shapes_and_a_reused_one_knows_nothi
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
     queue = SchedulingQueue(OFF)
     queue.add("big", gang("big", 4), arrival=0)
-    assert queue.cycle(0, snap, []).waiting["big"].reason is WaitReason.UNPLACEABLE
+    assert queue.cycle(0, snap, []).waiting["big"].reason is WaitReason.NEVER_FITS
     queue.remove("big")
     queue.add("small", gang("small", 4, gpus=1), arrival=1)
     assert [g for g, _ in queue.cycle(1, snap, []).starts] == ["small"]
@@ -261,7 +261,7 @@ def test_what_is_known_unplaceable_is_not_carried_to_another_fabric():
     queue = SchedulingQueue(OFF)
     queue.add("g", gang("g", 1), arrival=0)
     tainted = one_host((Taint(key="k", effect=TaintEffect.NO_SCHEDULE),))
-    assert queue.cycle(0, Snapshot(tainted), []).waiting["g"].reason is WaitReason.UNPLACEABLE
+    assert queue.cycle(0, Snapshot(tainted), []).waiting["g"].reason is WaitReason.NEVER_FITS
     assert queue.cycle(1, Snapshot(one_host(())), []).starts
 
 
@@ -291,3 +291,32 @@ def test_the_same_free_capacity_with_other_victims_is_tried_again():
     x = running(after, "x", ["h0-0"], priority=0)
     [eviction] = queue.cycle(1, after, [x]).evictions
     assert (eviction.victim, eviction.preemptor) == ("x", "g")
+
+
+@pytest.mark.parametrize("backfill", [Backfill.NONE, Backfill.EASY])
+def test_a_gang_that_never_fits_says_so_and_blocks_no_one(backfill):
+    """Five hosts' worth on four hosts: NeverFits, not a wait for capacity; it holds no
+    reservation and does not keep a later gang behind it under strict order."""
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    running(snap, "busy", ["h0-0"])
+    queue = SchedulingQueue(QueueConfig(backfill=backfill))
+    queue.add("huge", gang("huge", 5), arrival=0)
+    queue.add("wide", gang("wide", 4), arrival=1)  # fits once busy ends: waits for capacity
+    queue.add("small", gang("small", 1), arrival=2)
+    decisions = queue.cycle(0, snap, [])
+    assert decisions.waiting["huge"].reason is WaitReason.NEVER_FITS
+    assert decisions.waiting["huge"].message.startswith("even with every host free, needs 5 pods")
+    assert decisions.waiting["wide"].reason is WaitReason.UNPLACEABLE  # not behind huge
+    assert all(r.key != "huge" for r in decisions.reservations.values())
+    if backfill is Backfill.EASY:
+        assert "small" in dict(decisions.starts)
+
+
+def test_a_required_level_no_domain_of_the_fabric_holds_never_fits():
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    queue = SchedulingQueue(QueueConfig())
+    one_rack = gang("r", 3).model_copy(update={"required_level": "rack"})
+    queue.add("r", one_rack, arrival=0)
+    wait = queue.cycle(0, snap, []).waiting["r"]
+    assert wait.reason is WaitReason.NEVER_FITS
+    assert "in one rack" in wait.message

@@ -1,0 +1,107 @@
+"""Why a pending pod waits, said where users and dashboards look: on the pod.
+
+Every pod rackwise is responsible for and has not bound carries the condition kube-scheduler
+sets on a pod it cannot place, `PodScheduled=False`, with the message of its job or group. Its
+reason is kube-scheduler's `Unschedulable` when the gang waits for capacity (what autoscalers
+and dashboards look for), and rackwise's own reason otherwise (`NeverFits`, `GroupIncomplete`,
+`WaitingForReservation`, ...): those waits are not for capacity. A change of reason also
+records a `FailedScheduling` event on the pod (the recorder aggregates repeats). A pod is
+written only when what it says differs from what it should say, so a gang that keeps waiting
+for the same reason costs no write per cycle; binding sets `PodScheduled=True` (the API
+server's binding does)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.controller.events import Recorder
+from scheduler.controller.gateway import ApiError
+from scheduler.controller.observability import Metrics
+from scheduler.controller.status import now
+
+Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
+SCHEDULED = "PodScheduled"
+# rackwise's reasons that mean "waits for capacity", as kube-scheduler names it
+CAPACITY = {"Unplaceable": "Unschedulable"}
+MESSAGE_CHARS = 1000
+
+
+def pod_reason(reason: str) -> str:
+    return CAPACITY.get(reason, reason)
+
+
+def _unscheduled(c: Obj) -> bool:
+    return c.get("type") == SCHEDULED and c.get("status") == "False"
+
+
+def says(pod: Obj) -> tuple[str, str] | None:
+    """(reason, message) of the pod's PodScheduled=False condition, None when it has none."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if _unscheduled(c):
+            return str(c.get("reason")), str(c.get("message"))
+    return None
+
+
+def pod_ref(pod: Obj) -> Obj:
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta["uid"],
+    }
+
+
+@dataclass
+class PendingPods:
+    patch: Callable[[str, str, Obj], None]  # a pod's (namespace, name, status)
+    recorder: Recorder
+    metrics: Metrics
+    # pod uid -> (reason, message) last written: the cache may not show it yet
+    told: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def tell(self, pods: Iterable[Obj], reason: str, message: str) -> None:
+        want = (pod_reason(reason), message[:MESSAGE_CHARS])
+        for pod in pods:
+            if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            uid = str(pod["metadata"]["uid"])
+            old = says(pod)
+            if want in (old, self.told.get(uid)):
+                continue
+            self._write(pod, want, old, f"{reason}: {message}")
+
+    def _write(
+        self, pod: Obj, want: tuple[str, str], old: tuple[str, str] | None, event: str
+    ) -> None:
+        meta = pod["metadata"]
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        others = [c for c in conditions if c.get("type") != SCHEDULED]
+        since = next((c.get("lastTransitionTime") for c in conditions if _unscheduled(c)), None)
+        mine = {
+            "type": SCHEDULED,
+            "status": "False",
+            "reason": want[0],
+            "message": want[1],
+            "lastProbeTime": None,
+            "lastTransitionTime": since or now(),
+        }
+        try:
+            self.patch(meta["namespace"], meta["name"], {"conditions": [*others, mine]})
+            if old is None or old[0] != want[0]:
+                self.recorder.record(pod_ref(pod), "Warning", "FailedScheduling", event)
+        except ApiError as exc:  # written again next cycle: nothing is remembered
+            self.metrics.api_error("patch_pod_status")
+            log.warning("pod condition not written", pod=meta["name"], error=str(exc))
+            return
+        self.told[str(meta["uid"])] = want
+
+    def forget(self, live: set[str]) -> None:
+        """Keep only the pods that still exist (uids)."""
+        self.told = {k: v for k, v in self.told.items() if k in live}
