@@ -15,7 +15,7 @@ from scheduler.model.topology import complete
 from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
 from scheduler.queue import Backfill, Preemption, QueueConfig
 from scheduler.topology import LabelKeys, LevelLabel
-from scheduler.topology.sources import label_levels
+from scheduler.topology.sources import HOSTNAME, label_levels
 
 
 class LeaderElection(BaseModel):
@@ -138,8 +138,19 @@ class OperatorConfig(BaseModel):
 
     @property
     def level_names(self) -> tuple[str, ...]:
-        """Every level a job may name, host and any level filled in included."""
-        return tuple(level.name for level in complete(label_levels(self.levels)))
+        """Every level a job may name, host and any level filled in included, and the name the
+        config gives the hostname level (`hostname` in Kueue's examples) beside `host`."""
+        own = tuple(level.name for level in complete(label_levels(self.levels)))
+        return own + tuple(n for n in self._host_aliases if n not in own)
+
+    @property
+    def _host_aliases(self) -> tuple[str, ...]:
+        return tuple(lv.name for lv in self.levels if lv.label == HOSTNAME and lv.name != "host")
+
+    def canonical(self, name: str) -> str:
+        """The fabric's name of a level a job names: the hostname level is the fabric's first
+        level, `host`, whatever the config calls it."""
+        return "host" if name in self._host_aliases else name
 
     @property
     def pools(self) -> PoolPolicy:

@@ -36,6 +36,7 @@ from scheduler.controller.resources import Charge, charge
 from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
 from scheduler.model import GangRequest, Slice
 from scheduler.model.gang import Role
+from scheduler.topology.sources import HOSTNAME
 
 Obj = dict[str, Any]
 
@@ -261,8 +262,8 @@ def _pod_spec(pod: Obj) -> PodSpec:
 
 def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
     """required_level, preferred_levels and slices from the annotations."""
-    by_label = {level.label: level.name for level in config.levels}
-    by_label.setdefault("kubernetes.io/hostname", "host")
+    by_label = {level.label: config.canonical(level.name) for level in config.levels}
+    by_label[HOSTNAME] = "host"  # the fabric's first level, whatever the config calls it
 
     def level(ours: str, kueue: str) -> str | None:
         if OURS + ours in notes:
@@ -296,4 +297,4 @@ def _named(name: str, where: str, config: OperatorConfig) -> str:
     if name not in config.level_names:
         names = ", ".join(config.level_names)
         raise InvalidSpecError(f"annotation {where}: unknown level {name!r}; levels are {names}")
-    return name
+    return config.canonical(name)

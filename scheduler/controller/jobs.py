@@ -138,9 +138,11 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
             pods=role.replicas,
             **per_pod.per_pod(),
             constraints=constraints(role.template.spec, spec.pool, config),
-            required_level=topology.required_level,
-            preferred_level=topology.preferred_level,
-            slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
+            required_level=_level(topology.required_level, config),
+            preferred_level=_level(topology.preferred_level, config),
+            slices=tuple(
+                Slice(level=config.canonical(s.level), size=s.size) for s in topology.slices
+            ),
             gradients=role.gradients,
         )
     except ValidationError as exc:
@@ -264,9 +266,13 @@ def _gang(
             **per_pod.per_pod(),
             pool=spec.pool,
             objective=config.objective(spec.pool),
-            required_level=topology.required_level,
-            preferred_levels={p.level: float(p.weight) for p in topology.preferred_levels},
-            slices=tuple(Slice(level=s.level, size=s.size) for s in topology.slices),
+            required_level=_level(topology.required_level, config),
+            preferred_levels={
+                config.canonical(p.level): float(p.weight) for p in topology.preferred_levels
+            },
+            slices=tuple(
+                Slice(level=config.canonical(s.level), size=s.size) for s in topology.slices
+            ),
             roles=roles,
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
             priority=spec.priority,
@@ -275,6 +281,10 @@ def _gang(
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc
+
+
+def _level(name: str | None, config: OperatorConfig) -> str | None:
+    return None if name is None else config.canonical(name)
 
 
 def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstraints:

@@ -35,9 +35,22 @@ def node_ready(node: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+# taints the node lifecycle controller keeps in step with a node's health (not-ready,
+# unreachable, unschedulable, memory pressure, ...): they say "down for now", not what the host
+# is, so they make the host down instead of being part of the fabric (which would change, and
+# make gangs NeverFits, at every flap)
+CONDITION_TAINTS = "node.kubernetes.io/"
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
 def schedulable(node: Obj) -> bool:
-    """Takes new pods: ready and not cordoned."""
-    return node_ready(node) and not node.get("spec", {}).get("unschedulable")
+    """Takes new pods: ready, not cordoned, and no condition taint keeps pods off."""
+    spec = node.get("spec", {})
+    held = any(
+        str(t.get("key", "")).startswith(CONDITION_TAINTS) and t.get("effect") in BLOCKING_EFFECTS
+        for t in spec.get("taints") or []
+    )
+    return node_ready(node) and not spec.get("unschedulable") and not held
 
 
 def host_of(pod: Obj) -> str | None:
@@ -150,7 +163,10 @@ def _taints(node: Obj) -> tuple[Taint, ...]:
     out = []
     for taint in node.get("spec", {}).get("taints") or []:
         effect = taint.get("effect")
-        if effect in TaintEffect.__members__.values() and taint.get("key"):
+        key = str(taint.get("key") or "")
+        if key.startswith(CONDITION_TAINTS):
+            continue  # health, not identity: `schedulable` counts it
+        if effect in TaintEffect.__members__.values() and key:
             out.append(
                 Taint(key=taint["key"], value=taint.get("value") or "", effect=TaintEffect(effect))
             )

@@ -46,6 +46,9 @@ def explain(capacity: Capacity) -> str | None:
             f"needs {what} in pool {gang.pool}{extra}; the pool has room for {total} "
             f"({free} GPUs free)"
         )
+    sliced = _slices(capacity)
+    if sliced is not None:
+        return sliced
     if gang.required_level is not None:
         level = capacity.snapshot.fabric.index(gang.required_level)
         caps = capacity.per_domain[level]
@@ -78,4 +81,33 @@ def never_fits(fabric: Fabric, gang: GangRequest) -> str | None:
         why = explain(Capacity.of(empty, part))
         if why is not None:
             return f"even with every host free, {label}{why}"
+    return None
+
+
+def _slices(capacity: Capacity) -> str | None:
+    """The lowest sliced level whose domains, counting whole slices only, cannot hold the gang
+    (`slices.budgets`), named with its slice size and its freest domain; None when each can."""
+    fabric, gang = capacity.snapshot.fabric, capacity.gang
+    size = slices.sizes(fabric, gang)
+    if max(size) == 1:
+        return None
+    budget = slices.budgets(fabric, size, capacity.slots)
+    for level in range(1, fabric.depth):
+        held = sum(budget[level].values())
+        if size[level] > size[level - 1] and held < gang.pods:
+            name = fabric.levels[level]
+            rooms: dict[int, int] = {}
+            for host, pods in capacity.slots.items():
+                d = fabric.domain[level][host]
+                rooms[d] = rooms.get(d, 0) + pods
+            best = max(rooms.items(), key=lambda dc: dc[1], default=None)
+            freest = (
+                f"; the freest {name} {fabric.display(level, best[0])} has room for {best[1]}"
+                if best
+                else ""
+            )
+            return (
+                f"needs {gang.pods} pods in whole slices of {size[level]} per {name}; the "
+                f"{name}s with room hold {held} pods in such slices{freest}"
+            )
     return None

@@ -25,9 +25,15 @@ def requested(fabric: Fabric, gang: GangRequest) -> dict[int, int]:
     for s in gang.slices:
         level = fabric.index(s.level)
         out[level] = max(out.get(level, 1), s.size)
-    if gang.tp_pods > 1:
+    if gang.tp_pods > 1 and not _inside_one_host(fabric, gang):
         out[Tier.NVLINK] = max(out.get(Tier.NVLINK, 1), gang.tp_pods)
     return out
+
+
+def _inside_one_host(fabric: Fabric, gang: GangRequest) -> bool:
+    """A gang required inside one host keeps its TP groups there without asking: the groups'
+    NVLink slice is implied, not a slice above the required level."""
+    return gang.required_level in fabric.levels and fabric.index(gang.required_level) == Tier.HOST
 
 
 def problem(fabric: Fabric, gang: GangRequest) -> str | None:

@@ -94,7 +94,8 @@ def test_gang_size_and_the_node_pod_limit_bound_a_launch(env: Env, fabric):
         allocatable = {**node["status"]["allocatable"], "pods": "5"}
         env.admin.patch_node_status(node["metadata"]["name"], {"allocatable": allocatable})
     env.post(training_job("too-many", 11, gpus=0))
-    env.wait("unplaceable", lambda: env.condition("too-many").get("reason") == "Unplaceable")
+    # 11 pods on 2 nodes of 5 pods each: never, however free
+    env.wait("never fits", lambda: env.condition("too-many").get("reason") == "NeverFits")
     env.post(training_job("just-fits", 10, gpus=0))
     env.wait_placed("just-fits")
     per_node: dict[str, int] = {}
@@ -145,7 +146,7 @@ def test_init_containers_sidecars_and_foreign_pods_are_charged(env: Env, fabric)
     big = [{**CONTAINER, "resources": {"requests": {"cpu": "500"}}}]
     env.post(with_template("cpu-500", 1, 0, containers=big))
     env.wait(
-        "500 cores unplaceable", lambda: env.condition("cpu-500").get("reason") == "Unplaceable"
+        "500 cores never fit", lambda: env.condition("cpu-500").get("reason") == "NeverFits"
     )
     env.kubectl("delete", "tj", "heavy-init", "more-init", "cpu-500")
     foreign = {
@@ -222,7 +223,7 @@ def test_template_selector_and_affinity_are_placement_constraints(env: Env, fabr
     env.wait_placed("affine")
     assert env.pods("affine")[0]["spec"]["nodeName"] == "h0-1"
     env.post(with_template("nowhere", 1, 8, nodeSelector={"disk": "tape"}))
-    env.wait("no such node", lambda: env.condition("nowhere").get("reason") == "Unplaceable")
+    env.wait("no such node", lambda: env.condition("nowhere").get("reason") == "NeverFits")
 
 
 # 5. unlabelled nodes are taken as training nodes
@@ -241,7 +242,7 @@ def test_unlabelled_nodes_are_left_out_with_an_event(env: Env, fabric):
     env.admin.create_node(bare)
     env.admin.patch_node("bare", {"spec": {"taints": []}})
     env.post(training_job("two", 2))
-    env.wait("two unplaceable", lambda: env.condition("two").get("reason") == "Unplaceable")
+    env.wait("two never fit", lambda: env.condition("two").get("reason") == "NeverFits")
     env.wait("node event", lambda: any(e["reason"] == "NodeIgnored" for e in env.events("bare")))
     [event] = [e for e in env.events("bare") if e["reason"] == "NodeIgnored"]
     assert "no pool label" in event["message"]
@@ -392,7 +393,9 @@ def test_foreign_pods_are_never_touched_and_never_join_a_gang(env: Env, fabric):
 # 10. event storm and stale status
 def test_one_event_per_reason_and_no_rewrites(env: Env, fabric):
     fabric(blocks=1, racks=1, hosts=2, gpus=8)
-    env.apply(training_job("waiter", 3))
+    env.apply(training_job("holder", 1))
+    env.wait_placed("holder")
+    env.apply(training_job("waiter", 2))
     env.wait("waiting", lambda: env.condition("waiter").get("reason") == "Unplaceable")
     for i in range(3):  # free GPU counts change under it
         env.apply(training_job(f"churn-{i}", 1, gpus=4))

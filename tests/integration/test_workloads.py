@@ -115,7 +115,7 @@ def test_metrics_carry_pool_and_namespace_and_the_process(env, fabric):
     fabric(blocks=1, racks=1, hosts=2, gpus=8)
     env.apply(training_job("measured", 1))
     env.wait_placed("measured")
-    env.apply(training_job("too-big", 3))  # 3 hosts on a 2-host fabric: it waits
+    env.apply(training_job("too-big", 2))  # 2 hosts, one of them busy: it waits
     env.wait("too-big waits", lambda: env.condition("too-big").get("reason") == "Unplaceable")
     text = scrape()
     labels = 'namespace="default",pool="training"'

@@ -64,6 +64,32 @@ def test_jobs_name_the_configured_levels():
     base["spec"]["topology"] = {"requiredLevel": "rack"}
     with pytest.raises(InvalidSpecError, match="unknown level 'rack'; levels are host, nvlink"):
         translate(base, config)
+    # the config's name for the hostname level is the fabric's `host`
+    base["spec"]["topology"] = {"requiredLevel": "hostname"}
+    assert translate(base, config).gang.required_level == "host"
+
+
+def test_kueue_annotations_naming_the_hostname_label_use_the_configured_level():
+    """The README's own levels (hostname, subblock, block): a pod group asking Kueue's
+    required topology kubernetes.io/hostname is required on one host, not 'unknown level'."""
+    from scheduler.controller.groups import Members, gang
+
+    config = OperatorConfig.model_validate(KUEUE)
+    notes = {"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"}
+    pods = [
+        {
+            "metadata": {"name": f"p-{i}", "namespace": "default", "annotations": notes},
+            "spec": {
+                "schedulerName": "rackwise",
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+                ],
+            },
+        }
+        for i in range(2)
+    ]
+    request, _ = gang(Members("default", "g", pods, None), pods, config)
+    assert request.required_level == "host"
 
 
 def test_pools_are_the_configs_with_their_objectives():
@@ -126,3 +152,26 @@ def test_node_capacity_is_rounded_down_never_up():
     assert state is not None
     [host] = state.fabric.hosts
     assert (host.gpus, host.cpu_milli, host.memory_mib, host.max_pods) == (7, 1, 1, 10)
+
+
+def test_health_taints_make_a_host_down_and_leave_the_fabric_as_it_is():
+    """The lifecycle controller's not-ready taint comes and goes with the node's health: the
+    host is down while it is there, and the fabric (what never-fits is judged on) is the one
+    the node had without it. A taint of the operator's own choosing stays the host's."""
+    config = OperatorConfig()
+    healthy = node("a", {"rackwise.io/rack": "r1"})
+    flapping = node("a", {"rackwise.io/rack": "r1"})
+    flapping["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    builder = StateBuilder(config)
+    before = builder.build([healthy], [])
+    during = builder.build([flapping], [])
+    assert before is not None
+    assert during is not None
+    assert during.fabric is before.fabric
+    assert during.snapshot.down == {0}
+    dedicated = node("a", {"rackwise.io/rack": "r1"})
+    dedicated["spec"]["taints"] = [{"key": "team", "value": "x", "effect": "NoSchedule"}]
+    state = builder.build([dedicated], [])
+    assert state is not None
+    assert [t.key for t in state.fabric.hosts[0].taints] == ["team"]
+    assert state.snapshot.down == set()

@@ -142,6 +142,32 @@ def test_impossible_slices_are_refused_with_the_reason(slices, required, reason)
     assert reason in placement.reason
 
 
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_slice_no_domain_can_hold_names_the_slice_not_a_time_limit(engine):
+    """Racks of 4 hosts x 4 GPUs; 8 pods of 4 GPUs in slices of 8 per rack: no rack holds a
+    slice. The reason says so (the solver is never asked)."""
+    snapshot = fragmented(FABRIC, busy=0.0, seed=0)
+    gang = GangRequest(name="g", pods=8, gpus_per_pod=4, slices=(Slice(level="rack", size=8),))
+    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine))
+    assert not placement.placed
+    assert placement.reason.startswith("needs 8 pods in whole slices of 8 per rack")
+    assert "has room for 4" in placement.reason
+    assert "time limit" not in placement.reason
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_tp_group_wider_than_a_pod_fits_a_required_host(engine):
+    """Two 2-GPU pods of one 4-GPU TP group, required on one host: the group is inside the
+    host, so its NVLink slice asks nothing more (it was refused as above the required level)."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=1, gpus=8))
+    gang = GangRequest(
+        name="g", pods=2, gpus_per_pod=2, shape={"dp": 1, "tp": 4}, required_level="host"
+    )
+    [placement] = place(fragmented(fabric, busy=0.0, seed=0), [gang], PlaceConfig(engine=engine))
+    assert placement.placed, placement.reason
+    assert len(placement.hosts()) == 1
+
+
 def test_a_slice_of_one_pod_constrains_nothing():
     """Size 1 is valid (Kueue, LeaderWorkerSet): the gang is placed as without it."""
     snapshot = fragmented(FABRIC, busy=0.3, seed=1)
