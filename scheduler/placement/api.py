@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
-from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import collector, cpsat, roles, slices
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
+from scheduler.placement import collector, cpsat, parts, roles, slices
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -117,20 +117,79 @@ def _with_roles(
     start: float,
     config: PlaceConfig,
 ) -> Placement:
-    """The roles' pods after the workers', or the whole gang unplaceable (all or nothing)."""
+    """The roles' pods after the workers' (placement/roles.py); for rackwise, every part in
+    one model (placement/parts.py) when that order leaves a part without room, or when a ring
+    role's J is not proven optimal: the better of the two, or the gang unplaceable (all or
+    nothing) when neither places it."""
     snapshot, gang = capacity.snapshot, capacity.gang
     if not gang.roles:
         return placement
     work = snapshot.copy()
     work.apply(gang, placement)
     others = roles.place_roles(work, gang, [h for h, n in counts.items() if n > 0])
-    if isinstance(others, str):
-        return _unplaceable(gang, placement.policy, others, start)
-    pods = (*placement.pods, *others)
-    whole = placement.model_copy(update={"pods": pods})
-    if any(r.gradients for r in gang.roles):
+    found = None if isinstance(others, str) else _whole(capacity, placement, others, config)
+    if config.policy == RACKWISE and (found is None or _improvable(gang, found)):
+        joint = _joint(capacity, placement.bound, config)
+        if joint is not None and (found is None or joint.objective < found.objective * (1 - 1e-9)):
+            found = joint
+    if found is None:
+        why = _why_not(gang, str(others)) if config.policy == RACKWISE else str(others)
+        return _unplaceable(gang, placement.policy, why, start)
+    return found.model_copy(update={"solve_seconds": time.perf_counter() - start})
+
+
+def _why_not(gang: GangRequest, first: str) -> str:
+    """Why no part order places the gang: with a group-wide level, that no domain of it holds
+    the group; else why the first role that did not fit after the workers did not."""
+    group = [r.name for r in gang.roles if r.required_level is None]
+    if gang.required_level is None or not group:
+        return first
+    return (
+        f"no {gang.required_level} holds the workers and {', '.join(group)} together "
+        f"({first})"
+    )
+
+
+def _whole(
+    capacity: Capacity, placement: Placement, others: list[PodAssignment], config: PlaceConfig
+) -> Placement:
+    whole = placement.model_copy(update={"pods": (*placement.pods, *others)})
+    if any(r.gradients for r in capacity.gang.roles):
         whole = _in_ring(capacity, whole, config)
-    return whole.model_copy(update={"solve_seconds": time.perf_counter() - start})
+    return whole
+
+
+# gangs up to this many pods (all parts) are placed again jointly when a ring role leaves J
+# unproven; larger ones keep the nearest-first ring (its gap is reported): the joint model
+# grows with the hosts a gang may use, and the engines' speed on large gangs matters more
+JOINT_PODS = 64
+
+
+def _improvable(gang: GangRequest, placement: Placement) -> bool:
+    """A ring role's pods count in J: placed after the workers, J may be above the best."""
+    ring = any(r.gradients for r in gang.roles)
+    size = gang.pods + sum(r.pods for r in gang.roles)
+    return ring and size <= JOINT_PODS and not placement.optimal and placement.bound is not None
+
+
+def _joint(capacity: Capacity, bound: float | None, config: PlaceConfig) -> Placement | None:
+    """Every part in one model; the workers' bound stays the bound (a ring only adds hosts)."""
+    start = time.perf_counter()
+    gang, fabric = capacity.gang, capacity.snapshot.fabric
+    weights = level_weights(fabric, gang)
+    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
+    work = config.deterministic_time or config.time_limit_s
+    found = parts.solve(capacity.snapshot, gang, weights, fresh, work)
+    if found is None:
+        return None
+    workers = found.counts[parts.WORKERS]
+    value = j_value(capacity, workers, config)
+    placement = finalize(capacity, workers, config.policy, value, bound, start, "joint")
+    first, others = gang.pods, []
+    for role in gang.roles:
+        others += roles.assign(fabric, role, found.counts[role.name], first)
+        first += role.pods
+    return _whole(capacity, placement, others, config)
 
 
 def _in_ring(capacity: Capacity, placement: Placement, config: PlaceConfig) -> Placement:

@@ -7,12 +7,14 @@ shared), then depth-first; each role is charged before the next is placed. A rol
 topology narrows that order: with a required level, the first domain of that level (in the
 same order) that holds the whole role; with a preferred level, the same when one does, else the
 plain order; with slices, each domain of a sliced level takes whole groups (slices.fill).
+The gang's required level holds a role that names none of its own: it goes inside the workers'
+domain of that level (the whole group in one domain, as Kueue places a PodSet group).
 Promises: every role placed or none (the reason names the first role that did not fit); every
 pod on a host of the gang's pool that admits the role's constraints and has the role's
 resources and a pod slot; a required level and every slice kept, by role rank. `problem` names
 a role's request that cannot be valid (unknown level, slices that do not nest or sit above its
 required level). The traffic model and the objective count the workers only: roles do not move
-the optimum, and a role is placed greedily, not optimised."""
+the optimum; a ring role's do (placement.api then tries every part in one model, parts.py)."""
 
 from __future__ import annotations
 
@@ -44,12 +46,12 @@ def place_roles(
     for role in gang.roles:
         part = as_gang(gang, role)
         capacity = Capacity.of(work, part)
-        hosts = capacity.hosts  # nearest first, then depth-first
-        order = hosts[np.lexsort((fabric.dfs_rank[hosts], near[hosts]))].tolist()
+        hosts = _group_wide(fabric, gang, role, workers, capacity.hosts)
+        order = hosts[np.lexsort((fabric.dfs_rank[hosts], near[hosts]))].tolist()  # nearest first
         counts = _counts(capacity, role, order)
         if counts is None:
             return f"role {role.name}: {explain(capacity) or 'no room for its pods'}"
-        pods = _assign(fabric, role, counts, first=gang.pods + len(out))
+        pods = assign(fabric, role, counts, first=gang.pods + len(out))
         work.apply(
             part,
             Placement(
@@ -61,6 +63,17 @@ def place_roles(
         )
         out += pods
     return out
+
+
+def _group_wide(
+    fabric: Fabric, gang: GangRequest, role: Role, workers: Sequence[int], hosts: np.ndarray
+) -> np.ndarray:
+    """The hosts a role may use: with the gang's required level and none of its own, only
+    those in the workers' domain of that level (the whole group in one domain)."""
+    if gang.required_level is None or role.required_level is not None or not len(workers):
+        return hosts
+    column = fabric.columns[fabric.index(gang.required_level)]
+    return hosts[column[hosts] == column[workers[0]]]
 
 
 def problem(fabric: Fabric, gang: GangRequest) -> str | None:
@@ -119,7 +132,8 @@ def nearness(fabric: Fabric, workers: Sequence[int]) -> np.ndarray:
     return near
 
 
-def _assign(fabric: Fabric, role: Role, counts: dict[int, int], first: int) -> list[PodAssignment]:
+def assign(fabric: Fabric, role: Role, counts: dict[int, int], first: int) -> list[PodAssignment]:
+    """The role's pods on `counts` (host -> pods), depth-first, ranks from `first`."""
     hosts = [
         h for h in sorted(counts, key=fabric.dfs_position.__getitem__) for _ in range(counts[h])
     ]

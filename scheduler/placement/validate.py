@@ -52,7 +52,10 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
             level = fabric.index(gang.required_level)
         except UnknownLevelError as exc:
             raise InvalidPlacementError(f"{gang.name}: {exc}") from exc
-        if len({fabric.domain[level][h] for h in hosts}) != 1:
+        # group-wide: the workers and every role that names no level of its own
+        own = {r.name for r in gang.roles if r.required_level is not None}
+        group = [index[p.host] for p in placement.pods if p.role not in own]
+        if len({fabric.domain[level][h] for h in group}) != 1:
             raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)
     _check_rack_cap(snapshot, gang, hosts)

@@ -393,8 +393,7 @@ def test_foreign_pods_are_never_touched_and_never_join_a_gang(env: Env, fabric):
 # 10. event storm and stale status
 def test_one_event_per_reason_and_no_rewrites(env: Env, fabric):
     fabric(blocks=1, racks=1, hosts=2, gpus=8)
-    env.apply(training_job("holder", 1))
-    env.wait_placed("holder")
+    env.kubectl("cordon", "h0-1")  # waiter fits the fabric, not what is open now
     env.apply(training_job("waiter", 2))
     env.wait("waiting", lambda: env.condition("waiter").get("reason") == "Unplaceable")
     for i in range(3):  # free GPU counts change under it
