@@ -68,7 +68,9 @@ def reference(snapshot: Snapshot, gang: GangRequest) -> Reference:
     parts = [("", gang), *((r.name, as_gang(gang, r)) for r in gang.roles)]
     ring = {""} | {r.name for r in gang.roles if r.gradients}
     own = {r.name: r.required_level for r in gang.roles}
-    options = [list(spreads(sorted(Capacity.of(snapshot, g).slots.items()), g.pods)) for _, g in parts]
+    options = [
+        list(spreads(sorted(Capacity.of(snapshot, g).slots.items()), g.pods)) for _, g in parts
+    ]
     workers = Capacity.of(snapshot, gang)
     best = None
     for combo in itertools.product(*options):
