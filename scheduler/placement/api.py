@@ -144,10 +144,7 @@ def _why_not(gang: GangRequest, first: str) -> str:
     group = [r.name for r in gang.roles if r.required_level is None]
     if gang.required_level is None or not group:
         return first
-    return (
-        f"no {gang.required_level} holds the workers and {', '.join(group)} together "
-        f"({first})"
-    )
+    return f"no {gang.required_level} holds the workers and {', '.join(group)} together ({first})"
 
 
 def _whole(

@@ -145,9 +145,7 @@ def test_init_containers_sidecars_and_foreign_pods_are_charged(env: Env, fabric)
     env.wait("no room left", lambda: env.condition("more-init").get("reason") == "Unplaceable")
     big = [{**CONTAINER, "resources": {"requests": {"cpu": "500"}}}]
     env.post(with_template("cpu-500", 1, 0, containers=big))
-    env.wait(
-        "500 cores never fit", lambda: env.condition("cpu-500").get("reason") == "NeverFits"
-    )
+    env.wait("500 cores never fit", lambda: env.condition("cpu-500").get("reason") == "NeverFits")
     env.kubectl("delete", "tj", "heavy-init", "more-init", "cpu-500")
     foreign = {
         "apiVersion": "v1",
