@@ -125,6 +125,12 @@ def _solve_in(
     return counts, status == cp_model.OPTIMAL
 
 
+def _needs(g: GangRequest, extended: list[str]) -> list[int]:
+    """What one pod of the part takes: GPUs, CPU, memory, a pod slot, each extended resource."""
+    own = [g.gpus_per_pod, g.cpu_milli_per_pod, g.memory_mib_per_pod, 1]
+    return own + [g.extended_per_pod.get(n, 0) for n in extended]
+
+
 class _JointModel:
     def __init__(
         self, snapshot: Snapshot, gang: GangRequest, parts: list[Part], hosts: list[int]
@@ -155,19 +161,14 @@ class _JointModel:
     def _shared(self) -> None:
         """Each host's resources, summed over the parts."""
         snap = self.snapshot
-        columns = [
-            (snap.free_gpus, lambda g: g.gpus_per_pod),
-            (snap.free_cpu, lambda g: g.cpu_milli_per_pod),
-            (snap.free_mem, lambda g: g.memory_mib_per_pod),
-            (snap.free_pods, lambda _: 1),
-        ]
-        names = {n for p in self.parts for n in p.gang.extended_per_pod}
-        for name in sorted(names):
-            columns.append((snap.ext(name), lambda g, n=name: g.extended_per_pod.get(n, 0)))
-        for free, need in columns:
+        names = sorted({n for p in self.parts for n in p.gang.extended_per_pod})
+        columns = [snap.free_gpus, snap.free_cpu, snap.free_mem, snap.free_pods]
+        columns += [snap.ext(n) for n in names]
+        for i, free in enumerate(columns):
+            needs = [_needs(p.gang, names)[i] for p in self.parts]
             for h in self.hosts:
-                terms = [need(p.gang) * self.x[p.name][h] for p in self.parts if need(p.gang)]
-                if len(terms) > 1:
+                terms = [n * self.x[p.name][h] for p, n in zip(self.parts, needs, strict=True) if n]
+                if len(terms) > 1:  # one part alone is held by its own slots
                     self.m.add(total(terms) <= int(free[h]))
 
     def _groups(self, p: Part) -> None:

@@ -73,7 +73,8 @@ def _group_wide(
     if gang.required_level is None or role.required_level is not None or not len(workers):
         return hosts
     column = fabric.columns[fabric.index(gang.required_level)]
-    return hosts[column[hosts] == column[workers[0]]]
+    inside: np.ndarray = hosts[column[hosts] == column[workers[0]]]
+    return inside
 
 
 def problem(fabric: Fabric, gang: GangRequest) -> str | None:
