@@ -46,6 +46,7 @@ ROLE_LABEL = "rackwise.io/role"  # names a pod set other than the workers (else 
 INDEX = "batch.kubernetes.io/job-completion-index"
 OURS = "rackwise.io/"
 KUEUE = "kueue.x-k8s.io/podset-"
+GROUP_NAME = KUEUE + "group-name"  # pod sets placed in one domain together (Kueue's PodSet group)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,10 @@ def gang(
             objective=config.objective(pool),
             priority=int(first["spec"].get("priority") or 0),
             constraints=constraints(_pod_spec(workers[0]), pool, config),
-            roles=tuple(_role(i, c, ps, pool, config) for i, (c, ps) in enumerate(others)),
+            roles=tuple(
+                _role(i, c, ps, pool, config, _notes(workers[0]))
+                for i, (c, ps) in enumerate(others)
+            ),
             **wanted,
         )
     except ValidationError as exc:
@@ -214,20 +218,33 @@ def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, lis
     return list(sets.values())
 
 
-def _role(i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig) -> Role:
+def _role(
+    i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig, workers: Obj
+) -> Role:
+    """A pod set besides the workers. In the workers' PodSet group (Kueue's
+    `podset-group-name`, the same on both) it shares their domain of the required level, as
+    Kueue places a group; otherwise its own annotations are its own topology."""
     named = {(p["metadata"].get("labels") or {}).get(ROLE_LABEL) for p in pods}
     name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
     notes = _notes(pods[0])
     wanted = _topology(notes, config)
+    group = notes.get(GROUP_NAME)
+    together = group is not None and group == workers.get(GROUP_NAME)
+    if together and wanted != _topology(workers, config):
+        raise InvalidSpecError(
+            f"annotation {GROUP_NAME}: pod sets of group {group!r} ask different topologies; "
+            "a group has one"
+        )
     return Role(
         name=str(name),
         pods=len(pods),
         **cost.per_pod(),
         constraints=constraints(_pod_spec(pods[0]), pool, config),
-        required_level=wanted["required_level"],
+        required_level=None if together else wanted["required_level"],
         preferred_level=next(iter(wanted.get("preferred_levels", {})), None),
         slices=wanted.get("slices", ()),
         gradients=_gradients(notes),
+        in_group=together,
     )
 
 

@@ -95,6 +95,9 @@ class Role(BaseModel):
     preferred_level: str | None = None
     slices: tuple[Slice, ...] = ()
     gradients: bool = False  # its pods are members of the workers' gradient ring
+    # held by the gang's required level when it names none of its own: the whole group in one
+    # domain (Kueue's PodSet group); False leaves such a role free of it
+    in_group: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> Role:

@@ -141,7 +141,7 @@ def _with_roles(
 def _why_not(gang: GangRequest, first: str) -> str:
     """Why no part order places the gang: with a group-wide level, that no domain of it holds
     the group; else why the first role that did not fit after the workers did not."""
-    group = [r.name for r in gang.roles if r.required_level is None]
+    group = [r.name for r in gang.roles if roles.grouped(gang, r)]
     if gang.required_level is None or not group:
         return first
     return f"no {gang.required_level} holds the workers and {', '.join(group)} together ({first})"

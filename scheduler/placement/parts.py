@@ -28,7 +28,7 @@ from scheduler.model.topology import Tier
 from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.model import SCALE, total
-from scheduler.placement.roles import as_gang
+from scheduler.placement.roles import as_gang, grouped
 from scheduler.placement.snapshot import Snapshot
 
 MAX_HOSTS = 256  # hosts with room in one model
@@ -56,7 +56,7 @@ def parts_of(snapshot: Snapshot, gang: GangRequest) -> list[Part]:
     out = [Part(WORKERS, gang, True, True, Capacity.of(snapshot, gang).slots)]
     for role in gang.roles:
         alone = as_gang(gang, role)
-        group = role.required_level is None
+        group = grouped(gang, role)
         out.append(
             Part(role.name, alone, role.gradients, group, Capacity.of(snapshot, alone).slots)
         )

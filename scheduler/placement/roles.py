@@ -70,11 +70,16 @@ def _group_wide(
 ) -> np.ndarray:
     """The hosts a role may use: with the gang's required level and none of its own, only
     those in the workers' domain of that level (the whole group in one domain)."""
-    if gang.required_level is None or role.required_level is not None or not len(workers):
+    if not grouped(gang, role) or not len(workers):
         return hosts
     column = fabric.columns[fabric.index(gang.required_level)]
     inside: np.ndarray = hosts[column[hosts] == column[workers[0]]]
     return inside
+
+
+def grouped(gang: GangRequest, role: Role) -> bool:
+    """Is the role held in the gang's group-wide domain (the gang's required level)?"""
+    return gang.required_level is not None and role.required_level is None and role.in_group
 
 
 def problem(fabric: Fabric, gang: GangRequest) -> str | None:

@@ -7,6 +7,7 @@ from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
+from scheduler.placement.roles import grouped
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology.fabric import UnknownLevelError
 
@@ -53,8 +54,8 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
         except UnknownLevelError as exc:
             raise InvalidPlacementError(f"{gang.name}: {exc}") from exc
         # group-wide: the workers and every role that names no level of its own
-        own = {r.name for r in gang.roles if r.required_level is not None}
-        group = [index[p.host] for p in placement.pods if p.role not in own]
+        held = {"", *(r.name for r in gang.roles if grouped(gang, r))}
+        group = [index[p.host] for p in placement.pods if p.role in held]
         if len({fabric.domain[level][h] for h in group}) != 1:
             raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)

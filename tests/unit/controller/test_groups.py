@@ -47,6 +47,34 @@ def test_each_pod_set_takes_the_topology_its_own_annotations_ask_for():
     [leader] = request.roles
     assert (leader.name, leader.pods, leader.required_level) == ("leader", 2, None)
     assert [(s.level, s.size) for s in leader.slices] == [("host", 2)]
+    assert not leader.in_group  # not in the workers' PodSet group: not held in their rack
+
+
+GROUPED = {
+    "kueue.x-k8s.io/podset-group-name": "lws",
+    "kueue.x-k8s.io/podset-required-topology": "rackwise.io/rack",
+}
+
+
+def test_a_leader_in_the_workers_podset_group_shares_their_domain():
+    """Kueue's PodSet group (LeaderWorkerSet): the leader and its workers in one rack."""
+    leader = pod("leader", 0, GROUPED, {ROLE_LABEL: "leader"})
+    workers = [pod(f"w{i}", 8, GROUPED) for i in range(4)]
+    request = read([leader, *workers])
+    assert request.required_level == "rack"
+    [role] = request.roles
+    assert (role.in_group, role.required_level) == (True, None)
+
+
+def test_pod_sets_of_one_group_must_ask_one_topology():
+    leader = pod("leader", 0, {**GROUPED, "kueue.x-k8s.io/podset-required-topology": "x"})
+    workers = [pod(f"w{i}", 8, GROUPED) for i in range(2)]
+    with pytest.raises(InvalidSpecError, match="no level is read from node label 'x'"):
+        read([leader, *workers])
+    host = {**GROUPED, "kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"}
+    leader = pod("leader", 0, host, {ROLE_LABEL: "leader"})
+    with pytest.raises(InvalidSpecError, match="ask different topologies"):
+        read([leader, *workers])
 
 
 def test_alike_pods_with_other_annotations_are_another_pod_set():

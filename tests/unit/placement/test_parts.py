@@ -45,6 +45,7 @@ def scene(seed: int) -> tuple[Snapshot, GangRequest]:
                 cpu_milli_per_pod=rng.choice([0, 1000, 4000]),
                 gradients=rng.random() < 0.5,
                 required_level=rng.choice([None, None, None, "host"]),
+                in_group=rng.random() < 0.8,
             )
         )
     gang = GangRequest(
@@ -68,6 +69,7 @@ def reference(snapshot: Snapshot, gang: GangRequest) -> Reference:
     parts = [("", gang), *((r.name, as_gang(gang, r)) for r in gang.roles)]
     ring = {""} | {r.name for r in gang.roles if r.gradients}
     own = {r.name: r.required_level for r in gang.roles}
+    free = {r.name for r in gang.roles if r.required_level is None and not r.in_group}
     options = [
         list(spreads(sorted(Capacity.of(snapshot, g).slots.items()), g.pods)) for _, g in parts
     ]
@@ -76,7 +78,7 @@ def reference(snapshot: Snapshot, gang: GangRequest) -> Reference:
     for combo in itertools.product(*options):
         if not _fits(snapshot, parts, combo):
             continue
-        if not _levels(fabric, gang, parts, combo, own):
+        if not _levels(fabric, gang, parts, combo, own, free):
             continue
         counts: Counter[int] = Counter()
         for (name, _), spread in zip(parts, combo, strict=True):
@@ -104,9 +106,11 @@ def _fits(snapshot: Snapshot, parts: list[tuple[str, GangRequest]], combo: tuple
     )
 
 
-def _levels(fabric, gang, parts, combo, own) -> bool:
+def _levels(fabric, gang, parts, combo, own, free) -> bool:
     group: set[int] = set()
     for (name, _), spread in zip(parts, combo, strict=True):
+        if name in free:  # outside the gang's group: no level holds it
+            continue
         level = own.get(name)
         if level is not None:
             column = fabric.columns[fabric.index(level)]
