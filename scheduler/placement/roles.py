@@ -70,9 +70,10 @@ def _group_wide(
 ) -> np.ndarray:
     """The hosts a role may use: with the gang's required level and none of its own, only
     those in the workers' domain of that level (the whole group in one domain)."""
-    if not grouped(gang, role) or not len(workers):
+    level = gang.required_level
+    if level is None or not grouped(gang, role) or not len(workers):
         return hosts
-    column = fabric.columns[fabric.index(gang.required_level)]
+    column = fabric.columns[fabric.index(level)]
     inside: np.ndarray = hosts[column[hosts] == column[workers[0]]]
     return inside
 
