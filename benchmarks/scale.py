@@ -16,7 +16,9 @@ decisions proven optimal, and the share proven optimal or within 1% of a valid l
 placement/knapsack.py). Solve time is wall time on
 this machine (2 shared cores): a measurement, not a test. The "roles" row adds to each gang a
 launcher (1 pod, no GPU) and 8 parameter servers (1 GPU each, all in one rack, in pairs per
-host), placed after the workers, nearest first (placement/roles.py)."""
+host), placed after the workers, nearest first (placement/roles.py); the "launcher+ring" row a
+launcher and 8 ring members of 1 GPU (J counts them; gangs this large keep the nearest-first
+ring, placement.api JOINT_PODS)."""
 
 from __future__ import annotations
 
@@ -103,6 +105,14 @@ ROLES = (
 )
 
 
+# the issue's pair: the same gang with a launcher and a ring role (data-parallel members of
+# another shape in the workers' gradient ring)
+RING = (
+    Role(name="launcher", pods=1, gpus_per_pod=0),
+    Role(name="dp", pods=8, gpus_per_pod=1, gradients=True),
+)
+
+
 def measure(
     fabric: Fabric,
     gpus: int,
@@ -157,6 +167,7 @@ def main() -> None:
     parser.add_argument(
         "--fragmentation-share", type=float, default=PlaceConfig().fragmentation_share
     )
+    parser.add_argument("--only", help="the cases whose name contains this text")
     args = parser.parse_args()
     share = args.fragmentation_share
     print(f"fragmentation share {share} (0: the J-optimum alone)", flush=True)
@@ -166,11 +177,13 @@ def main() -> None:
         ("3 levels, 100k", three_levels, [1024], plain, ()),
         ("6 levels, 100k, taints", six_levels, [1024], tainted, ()),
         ("6 levels, 100k, taints, roles", six_levels, [1024], tainted, ROLES),
+        ("6 levels, 100k, taints, launcher+ring", six_levels, [1024], tainted, RING),
         ("5 levels, 100k", default, [256, 1024, 4096], plain, ()),
         ("5 levels, 400k", big, [256, 1024, 4096], plain, ()),
     ]
     rows = []
-    for name, build, sizes, constraints, roles in cases:
+    chosen = [c for c in cases if args.only is None or args.only in c[0]]
+    for name, build, sizes, constraints, roles in chosen:
         started = time.perf_counter()
         fabric = build()
         built = time.perf_counter() - started
