@@ -3,6 +3,7 @@ that keeps a large gang from starving behind small ones."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -188,6 +189,52 @@ def test_a_preemptor_takes_one_victim_and_its_freed_host_is_held_for_it(env: Env
     ]
     assert not others, [p["metadata"]["name"] for p in others]
     assert host not in {p["spec"].get("nodeName") for n in lows for p in env.pods(n)}
+
+
+HOLD = "rackwise.io/test-hold"
+
+
+def test_victims_whose_pods_take_time_to_go_are_not_followed_by_more(env: Env, fabric):
+    """The race behind the hostile tenant's case, made certain: the victims' pods carry a
+    finalizer, so they stay (terminating) after the operator deletes them, as pods do while a
+    kubelet stops them. For several cycles nothing more is preempted and nothing of tenant-a
+    takes the host; once the pods go, the preemptor starts there. (Before the hold was kept
+    until the preemptor started, each cycle preempted one more job.)"""
+    from tests.integration.test_hostile import metric
+
+    fabric(blocks=1, racks=1, hosts=4, gpus=8)
+    if env.kubectl("create", "namespace", "tenant-a", check=False).returncode == 0:
+        serve_namespace(env.cluster, "tenant-a")
+    lows = [f"slow-{i}" for i in range(4)]
+    for name in lows:
+        env.post(training_job(name, 1))
+    for name in lows:
+        env.wait_placed(name)
+        for pod in env.pods(name):
+            patch = json.dumps({"metadata": {"finalizers": [HOLD]}})
+            env.kubectl("patch", "pod", pod["metadata"]["name"], "--type=merge", "-p", patch)
+    theirs = training_job("theirs", 1)
+    theirs["metadata"]["namespace"] = "tenant-a"
+    env.post(theirs, namespace="tenant-a")
+    env.post(training_job("urgent", 1, priority=1_000_000_000))
+    try:
+        env.wait("a victim", lambda: len(preempted(env, lows)) >= 1)
+        victim = preempted(env, lows)[0]
+        cycles = metric("rackwise_last_cycle_timestamp")
+        for i in range(1, 4):  # three more seconds of the operator's cycles (resync 1 s)
+            env.wait(f"cycle {i}", lambda i=i: metric("rackwise_last_cycle_timestamp") > cycles + i)
+        assert preempted(env, lows) == [victim]
+        assert not env.bound("urgent")
+        assert not env.bound("theirs", "tenant-a")
+    finally:  # the pods go (and the next test's reset can delete them)
+        for pod in env.admin.pods():
+            if HOLD in (pod["metadata"].get("finalizers") or []):
+                patch = '{"metadata":{"finalizers":null}}'
+                name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+                env.kubectl("patch", "pod", name, "-n", namespace, "--type=merge", "-p", patch)
+    env.wait_placed("urgent")
+    assert preempted(env, lows) == [victim]
+    assert not env.bound("theirs", "tenant-a")
 
 
 def preempted(env: Env, names: list[str]) -> list[str]:
