@@ -27,6 +27,10 @@ from scheduler.topology.fabric import Fabric
 FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)  # order of events at the same instant
 
 
+class SimulationError(RuntimeError):
+    """A gang's handling raised: the run's measures would be wrong, so it stops."""
+
+
 @dataclass
 class JobState:
     job: TraceJob
@@ -235,6 +239,11 @@ class Simulation:
         started = time.perf_counter()
         decisions = self.queue.cycle(now, self.snapshot, self.running.values())
         self.result.cycle_seconds.append(time.perf_counter() - started)
+        if decisions.failed:  # the operator logs and goes on; a simulation would mis-measure
+            key, exc = next(iter(decisions.failed.items()))
+            raise SimulationError(
+                f"job {key} at t={now:.0f} s: handling it raised {exc!r}"
+            ) from exc
         self._record(decisions)
         for eviction in decisions.evictions:
             self._preempt(self.by_key[eviction.victim], eviction, now)

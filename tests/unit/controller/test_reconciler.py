@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.fake import node_manifest
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import CycleReport, Reconciler
+from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
 
 Obj = dict[str, Any]
