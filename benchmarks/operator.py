@@ -39,13 +39,13 @@ from typing import Any
 import psutil
 from kubernetes import client, watch
 
-from scheduler.controller.cluster import REPO, LocalCluster, free_port
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import install, operator_command
-from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
 from scheduler.controller.jobs import translate
 from scheduler.controller.pods import pod
+from scheduler.devtools.cluster import REPO, LocalCluster, free_port
+from scheduler.devtools.devcluster import install, operator_command
+from scheduler.devtools.fake import create_nodes
 from scheduler.topology import generate
 
 Obj = dict[str, Any]

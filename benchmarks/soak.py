@@ -20,11 +20,11 @@ import psutil
 import yaml
 
 from scheduler.controller import invariants
-from scheduler.controller.cluster import LocalCluster
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import Replicas, install
-from scheduler.controller.fake import create_nodes, run_kubelet, set_ready
 from scheduler.controller.gateway import ApiError, Gateway
+from scheduler.devtools.cluster import LocalCluster
+from scheduler.devtools.devcluster import Replicas, install
+from scheduler.devtools.fake import create_nodes, run_kubelet, set_ready
 from scheduler.topology import generate
 
 Obj = dict[str, Any]

@@ -48,8 +48,8 @@ def up_cmd(
 ) -> None:
     """Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler, install CRDs and
     RBAC, create nodes, start the operator."""
-    from scheduler.controller.cluster import ClusterError
-    from scheduler.controller.devcluster import up
+    from scheduler.devtools.cluster import ClusterError
+    from scheduler.devtools.devcluster import up
 
     spec = snapshot_from(topology).fabric.spec
     try:
@@ -65,7 +65,7 @@ def down_cmd(
     workdir: Annotated[Path, typer.Option("--dir", help="state folder")] = DEFAULT_DIR,
 ) -> None:
     """Stop everything `up` started."""
-    from scheduler.controller.devcluster import down
+    from scheduler.devtools.devcluster import down
 
     typer.echo("stopped" if down(workdir.resolve()) else f"no dev cluster in {workdir}")
 
@@ -73,7 +73,7 @@ def down_cmd(
 @dev.command("kubelet")
 def kubelet_cmd(kubeconfig: Annotated[Path, typer.Option(help="admin kubeconfig")]) -> None:
     """Mark bound pods Running (there is no real kubelet in the dev cluster)."""
-    from scheduler.controller.fake import run_kubelet
     from scheduler.controller.gateway import Gateway
+    from scheduler.devtools.fake import run_kubelet
 
     run_kubelet(Gateway(kubeconfig), threading.Event())

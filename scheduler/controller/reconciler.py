@@ -55,7 +55,8 @@ from scheduler.controller.state import ClusterState, StateBuilder, host_of
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.repair import piecemeal, repair
-from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue
+from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue, Wait
+from scheduler.queue.effects import apply
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -208,7 +209,7 @@ class Reconciler:
         running: dict[str, tuple[JobView, list[Obj]]] = {}
         for job in jobs:
             handle = functools.partial(self._job, job, owned, state, pending, running)
-            self._isolated(job, report, handle)
+            self.isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
         self._place(pending, running, state, report, waiting)
         self._launch(report)
@@ -282,7 +283,7 @@ class Reconciler:
                 out[members.key] = found
         return out
 
-    def _isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
+    def isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
         """Run one job's handling; False when it raised (reported on the job, or logged)."""
         try:
             handle()
@@ -524,14 +525,14 @@ class Reconciler:
         self.groups.enqueue(waiting)
         if state is None:
             for view, unbound in pending.values():
-                self._waits(view, unbound, "NoNodes", "the cluster has no labelled nodes")
+                self.waits(view, unbound, "NoNodes", "the cluster has no labelled nodes")
             return
         if not len(self.queue):
             self.marked = set()  # no waiting gang: no move is wanted
             return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
-        self._apply(decisions, pending, running, state, report, groups)
+        apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
 
     def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
         """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
@@ -567,50 +568,7 @@ class Reconciler:
         at = st.parse_time(notes.get(CHECKPOINTED))
         return -math.inf if at is None else self.clock() - max(0.0, time.time() - at)
 
-    def _apply(
-        self,
-        decisions: Decisions,
-        pending: Pending,
-        running: dict[str, tuple[JobView, list[Obj]]],
-        state: ClusterState,
-        report: CycleReport,
-        groups: dict[str, Waiting],
-    ) -> None:
-        gangs = {
-            **{u: g.gang for u, g in groups.items()},
-            **{u: v.gang for u, (v, _) in pending.items()},
-        }
-        by_name = {g.name: g for g in gangs.values()}
-        for placement in decisions.tried:
-            report.solve_seconds += placement.solve_seconds
-            if placement.gang in by_name:
-                self.metrics.observe(placement, by_name[placement.gang])
-        for uid, exc in decisions.failed.items():
-            report.errors += 1
-            self.metrics.job_errors.inc()
-            log.error("job handling failed", job=gangs[uid].name, exc_info=exc)
-        for eviction in decisions.evictions:
-            victim = running[eviction.victim]
-            self._isolated(
-                victim[0].obj, report, functools.partial(self._evict, eviction, *victim, gangs)
-            )
-        self.marked = set(decisions.marked)
-        for move in decisions.moves:
-            view, pods = running[move.key]
-            self._isolated(view.obj, report, functools.partial(self._move, view, pods, move, gangs))
-        for uid, wait in decisions.waiting.items():
-            if uid in groups:
-                self.groups.wait(groups[uid], wait.reason.value, wait.message)
-                continue
-            view, unbound = pending[uid]
-            self._isolated(
-                view.obj,
-                report,
-                functools.partial(self._waits, view, unbound, wait.reason.value, wait.message),
-            )
-        self._starts(decisions.starts, pending, groups, state, report)
-
-    def _starts(
+    def starts(
         self,
         starts: list[tuple[str, Placement]],
         pending: Pending,
@@ -649,9 +607,9 @@ class Reconciler:
             return self.groups.started(waiting, placement, results)
         view = pending[waiting.key][0]
         done = functools.partial(self._started, view, placement, results)
-        return self._isolated(view.obj, report, done) and all(results)
+        return self.isolated(view.obj, report, done) and all(results)
 
-    def _evict(
+    def evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
     ) -> None:
         """Its pods go; a Preempted condition naming the preemptor stays while it waits."""
@@ -667,7 +625,7 @@ class Reconciler:
         preempted = self._cond(view, "Preempted", True, "Preempted", message)
         self._set(view, "Pending", [placed, preempted])
 
-    def _move(
+    def move(
         self, view: JobView, pods: list[Obj], move: Move, gangs: dict[str, GangRequest]
     ) -> None:
         """Moved at the checkpoint it reported: its pods go, and it restarts on the hosts the
@@ -709,7 +667,7 @@ class Reconciler:
         creation, once none of its calls is in flight, deletes what it made. A call that
         raised something unexpected is that job's alone: logged, and its making starts over."""
         for uid, launch in list(self.launches.items()):
-            if not self._isolated(launch.view.obj, report, launch.collect):
+            if not self.isolated(launch.view.obj, report, launch.collect):
                 del self.launches[uid]
             elif launch.finished:
                 del self.launches[uid]
@@ -764,7 +722,7 @@ class Reconciler:
         self._delete(pods)
         self._pending(view, reason, f"{reason}: {message}")
 
-    def _waits(self, view: JobView, unbound: Waiting, reason: str, message: str) -> None:
+    def waits(self, view: JobView, unbound: Waiting, reason: str, message: str) -> None:
         """A queued job and its pods say why it waits."""
         self._pending(view, reason, message)
         self.why.tell(unbound.pods, reason, message)
@@ -863,3 +821,59 @@ class Reconciler:
             placed = next(c for c in new["conditions"] if c["type"] == "Placed")
             kind = "Warning" if after in WARNINGS else "Normal"
             self._try(self.recorder.record, job_ref(job), kind, after, placed["message"])
+
+
+@dataclass
+class _CycleEffects:
+    """The operator's side of the port (queue/effects.py) for one cycle: each effect through
+    the API server, each object's handling on its own (`Reconciler.isolated`)."""
+
+    r: Reconciler
+    pending: Pending
+    running: dict[str, tuple[JobView, list[Obj]]]
+    state: ClusterState
+    report: CycleReport
+    groups: dict[str, Waiting]
+
+    def __post_init__(self) -> None:
+        self.gangs = {
+            **{u: g.gang for u, g in self.groups.items()},
+            **{u: v.gang for u, (v, _) in self.pending.items()},
+        }
+
+    def learnt(self, decisions: Decisions) -> None:
+        by_name = {g.name: g for g in self.gangs.values()}
+        for placement in decisions.tried:
+            self.report.solve_seconds += placement.solve_seconds
+            if placement.gang in by_name:
+                self.r.metrics.observe(placement, by_name[placement.gang])
+        self.r.marked = set(decisions.marked)
+
+    def fail(self, key: str, exc: Exception) -> None:
+        self.report.errors += 1
+        self.r.metrics.job_errors.inc()
+        log.error("job handling failed", job=self.gangs[key].name, exc_info=exc)
+
+    def evict(self, eviction: Eviction) -> None:
+        view, pods = self.running[eviction.victim]
+        evict = functools.partial(self.r.evict, eviction, view, pods, self.gangs)
+        self.r.isolated(view.obj, self.report, evict)
+
+    def move(self, move: Move) -> None:
+        view, pods = self.running[move.key]
+        moved = functools.partial(self.r.move, view, pods, move, self.gangs)
+        self.r.isolated(view.obj, self.report, moved)
+
+    def wait(self, key: str, wait: Wait) -> None:
+        if key in self.groups:
+            self.r.groups.wait(self.groups[key], wait.reason.value, wait.message)
+            return
+        view, unbound = self.pending[key]
+        waits = functools.partial(self.r.waits, view, unbound, wait.reason.value, wait.message)
+        self.r.isolated(view.obj, self.report, waits)
+
+    def nominate(self, key: str, placement: Placement) -> None:
+        pass  # the queue holds its hosts; it starts there once its victims' pods are gone
+
+    def start(self, starts: list[tuple[str, Placement]]) -> None:
+        self.r.starts(starts, self.pending, self.groups, self.state, self.report)

@@ -31,16 +31,6 @@ class Capacity:
     hosts: Array  # eligible hosts with room for at least one pod, in host order
     pods: Array  # pods each of them can take
 
-    @classmethod
-    def from_slots(cls, snapshot: Snapshot, gang: GangRequest, slots: dict[int, int]) -> Capacity:
-        hosts = sorted(slots)
-        return cls(
-            snapshot,
-            gang,
-            np.asarray(hosts, dtype=np.int64),
-            np.asarray([slots[h] for h in hosts], dtype=np.int64),
-        )
-
     @cached_property
     def slots(self) -> dict[int, int]:
         """host index -> pods it can take."""

@@ -111,8 +111,6 @@ class Entry:
     tenant: str = ""
     estimate_s: float | None = None  # run time the submitter expects (EASY backfill)
     placeable_since: float | None = None  # patience counts from here
-    retry_at: float = 0.0  # backoff after a failed start
-    delay_s: float = 0.0
     # patience: the view fingerprint it was found placeable on, and when to look again
     failed_on: bytes | None = None
     recheck_at: float = math.inf

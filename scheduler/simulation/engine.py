@@ -17,7 +17,16 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
-from scheduler.queue import Decisions, Eviction, Move, QueueConfig, Running, SchedulingQueue
+from scheduler.queue import (
+    Decisions,
+    Eviction,
+    Move,
+    QueueConfig,
+    Running,
+    SchedulingQueue,
+    Wait,
+)
+from scheduler.queue.effects import apply
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.network import Network
 from scheduler.simulation.slowdown import Reference, stretch, uncontended_gbps
@@ -25,6 +34,10 @@ from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
 FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)  # order of events at the same instant
+
+
+class SimulationError(RuntimeError):
+    """A gang's handling raised: the run's measures would be wrong, so it stops."""
 
 
 @dataclass
@@ -235,21 +248,14 @@ class Simulation:
         started = time.perf_counter()
         decisions = self.queue.cycle(now, self.snapshot, self.running.values())
         self.result.cycle_seconds.append(time.perf_counter() - started)
-        self._record(decisions)
-        for eviction in decisions.evictions:
-            self._preempt(self.by_key[eviction.victim], eviction, now)
-        for move in decisions.moves:  # before the starts: they may use the room moves made
-            self._move(self.by_key[move.key], move, now)
-        for key, placement in [*decisions.nominated.items(), *decisions.starts]:
-            self.queue.remove(key)
-            self._start(self.by_key[key], placement, now)
+        apply(decisions, _Effects(self, now))
         if decisions.moves:  # the moved gangs are queued again: they restart at once
             self._cycle(now)
         if decisions.wake_at < math.inf and decisions.wake_at not in self.woken:
             self.woken.add(decisions.wake_at)
             self.push(decisions.wake_at, WAKE, -1)
 
-    def _record(self, decisions: Decisions) -> None:
+    def record(self, decisions: Decisions) -> None:
         self.result.joint_gain += decisions.joint_gain
         self.result.joint_joined += len(decisions.joint_joined)
         for placement in decisions.tried:
@@ -257,7 +263,11 @@ class Simulation:
             if placement.placed and placement.gap is not None:
                 self.result.gaps.append(placement.gap)
 
-    def _preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
+    def begin(self, key: str, placement: Placement, now: float) -> None:
+        self.queue.remove(key)
+        self._start(self.by_key[key], placement, now)
+
+    def preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
         """Evicted for a higher-priority gang: the work since the last checkpoint is lost."""
         worked = self._stop(state, now)
         interval = self.config.checkpoint_s
@@ -267,7 +277,7 @@ class Simulation:
         self.result.evictions.append((now, eviction))
         self._enqueue(state)
 
-    def _move(self, state: JobState, move: Move, now: float) -> None:
+    def move(self, state: JobState, move: Move, now: float) -> None:
         """Stopped at a checkpoint and queued again (its new hosts are held for it): the work
         since the checkpoint (none when the move falls on it) is lost, and the restart time is
         paid again."""
@@ -403,3 +413,36 @@ class Simulation:
         total = np.bincount(rack, weights=fabric.gpus)
         stranded = int(free[(free > 0) & (free < total)].sum())
         self.result.samples.append((at, stranded, int(free.max(initial=0))))
+
+
+@dataclass
+class _Effects:
+    """The simulator's side of the port (queue/effects.py): every effect at once, at `now`."""
+
+    sim: Simulation
+    now: float
+
+    def learnt(self, decisions: Decisions) -> None:
+        self.sim.record(decisions)
+
+    def fail(self, key: str, exc: Exception) -> None:
+        # the operator logs and goes on; a simulation that went on would mis-measure
+        raise SimulationError(
+            f"job {key} at t={self.now:.0f} s: handling it raised {exc!r}"
+        ) from exc
+
+    def evict(self, eviction: Eviction) -> None:
+        self.sim.preempt(self.sim.by_key[eviction.victim], eviction, self.now)
+
+    def move(self, move: Move) -> None:
+        self.sim.move(self.sim.by_key[move.key], move, self.now)
+
+    def wait(self, key: str, wait: Wait) -> None:
+        pass  # the measures count waits from start times
+
+    def nominate(self, key: str, placement: Placement) -> None:
+        self.sim.begin(key, placement, self.now)  # its victims are gone at once here
+
+    def start(self, starts: list[tuple[str, Placement]]) -> None:
+        for key, placement in starts:
+            self.sim.begin(key, placement, self.now)

@@ -160,4 +160,7 @@ def test_the_image_build_copies_what_exists_and_pins_every_runtime_dependency():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [*project["dependencies"], *project["optional-dependencies"]["cluster"]]
     names = {re.split(r"[<>=\[ ]", d)[0].lower().replace("_", "-") for d in wanted}
-    assert names <= lock
+    # plots only (`rackwise simulate`): the image leaves them out, import-linter keeps the
+    # operator's modules from importing them
+    assert names - {"matplotlib"} <= lock
+    assert "matplotlib" not in lock

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.controller.cluster import LocalCluster, free_port
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import install
-from scheduler.controller.fake import create_nodes, run_kubelet
 from scheduler.controller.gateway import Gateway
 from scheduler.controller.operator import run
+from scheduler.devtools.cluster import LocalCluster, free_port
+from scheduler.devtools.devcluster import install
+from scheduler.devtools.fake import create_nodes, run_kubelet
 from scheduler.model import TopologySpec
 from scheduler.topology import generate
 from tests.waits import until

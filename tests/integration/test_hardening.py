@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.controller.fake import set_ready
+from scheduler.devtools.fake import set_ready
 from tests.integration.conftest import GRACE_S, Env, training_job
 from tests.integration.test_hostile import metric
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from scheduler.controller import invariants
-from scheduler.controller.cluster import LocalCluster
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import Replicas, install
-from scheduler.controller.fake import create_nodes, run_kubelet
 from scheduler.controller.gateway import Gateway
+from scheduler.devtools.cluster import LocalCluster
+from scheduler.devtools.devcluster import Replicas, install
+from scheduler.devtools.fake import create_nodes, run_kubelet
 from scheduler.topology import generate
 from tests.integration.conftest import training_job
 from tests.waits import until

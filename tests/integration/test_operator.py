@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.controller.cluster import OPERATOR_USER
+from scheduler.devtools.cluster import OPERATOR_USER
 from tests.integration.conftest import Env, training_job
 
 pytestmark = pytest.mark.apiserver
@@ -154,7 +154,7 @@ def test_invalid_spec_is_a_condition_and_the_operator_keeps_going(env: Env, fabr
 
 
 def test_lost_node_replaces_the_gang(env: Env, fabric):
-    from scheduler.controller.fake import set_ready
+    from scheduler.devtools.fake import set_ready
 
     fabric(blocks=1, racks=2, hosts=2, gpus=8)
     env.apply(training_job("phoenix", 2))

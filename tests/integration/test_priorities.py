@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.controller.devcluster import serve_namespace
+from scheduler.devtools.devcluster import serve_namespace
 from tests.integration.conftest import Env, training_job
 
 pytestmark = pytest.mark.apiserver

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.controller.cluster import LocalCluster
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.devcluster import install
-from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import Gateway
 from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import Reconciler
+from scheduler.devtools.cluster import LocalCluster
+from scheduler.devtools.devcluster import install
+from scheduler.devtools.fake import create_nodes
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.profiles import FabricProfile, ProfileName, RestartCost

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.fake import node_manifest
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import CycleReport, Reconciler
+from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
 
 Obj = dict[str, Any]
@@ -455,6 +455,31 @@ def test_objects_of_namespaces_not_served_are_left_alone_and_reported_once():
     del api.job_objs["theirs"]
     reconciler.cycle()
     assert gauge.labels("NamespaceNotServed")._value.get() == 0
+
+
+def test_a_placement_that_raises_is_a_failure_reported_and_the_others_go_on(
+    api, reconciler, monkeypatch
+):
+    """The same queue failure the simulator stops on (test_engine): the operator counts it,
+    logs its stack, and places the other jobs."""
+    from scheduler.queue import queue as module
+
+    real = module.place_one
+
+    def boom(view, gang, config):
+        if gang.name == "default/bad":
+            raise RuntimeError("surprise")
+        return real(view, gang, config)
+
+    monkeypatch.setattr(module, "place_one", boom)
+    api.submit("bad", 1)
+    api.submit("good", 1, at="2026-12-01T00:00:01Z")
+    reconciler.cycle()
+    report = reconciler.cycle()
+    assert report.errors == 1
+    assert reconciler.inner.metrics.job_errors._value.get() == 1
+    assert all(api.nodes_of("good").values())
+    assert not any(api.nodes_of("bad").values())
 
 
 def test_a_creation_that_raises_the_unexpected_stops_only_its_own_job(api, reconciler):

@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 
 from scheduler.bundled import bundled
-from scheduler.controller.cluster import OPERATOR_USER, REPO, LocalCluster
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.fake import create_nodes
 from scheduler.controller.gateway import Gateway
+from scheduler.devtools.cluster import OPERATOR_USER, REPO, LocalCluster
+from scheduler.devtools.fake import create_nodes
 from scheduler.model import TopologySpec
 
 MANIFESTS = bundled("manifests/base")
