@@ -44,7 +44,6 @@ import bisect
 import hashlib
 import heapq
 import math
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -56,8 +55,11 @@ from scheduler.placement import InvalidPlacementError, Snapshot, place_one, vali
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
 from scheduler.queue import joint, preemption
+from scheduler.queue.backoff import Backoff
 from scheduler.queue.defrag import Defrag
+from scheduler.queue.holds import Holds
 from scheduler.queue.joint import Start
+from scheduler.queue.memo import Memo
 from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.reservation import reserve
 from scheduler.queue.shapes import ShapeIds
@@ -76,8 +78,6 @@ from scheduler.queue.types import (
 )
 from scheduler.topology import Fabric
 
-PIN_PATIENCE_S = 60.0  # how long hosts a preemption or a move freed wait for the pods to go
-KNOWN_VIEWS = 256  # views whose unplaceable shapes are remembered (the most recent)
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
 BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
 CHOOSERS = {
@@ -155,18 +155,14 @@ class SchedulingQueue:
         self._orders: dict[str, PoolOrder] = {}  # pool -> its entries in queue order
         self._shapes = ShapeIds()  # shape and priority -> id, while a queued gang has it
         # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
-        self._known: OrderedDict[tuple[bytes, frozenset[int]], dict[int, Known]] = OrderedDict()
-        self._known_version = 0
+        self._memo = Memo()  # what is known unplaceable, per view (memo.py)
         self._fabric: Fabric | None = None  # what is known holds for this fabric only
         self._never: dict[tuple[object, ...], str | None] = {}  # shape, pods -> never fits
-        self._backoff: dict[str, tuple[float, float]] = {}  # key -> (retry at, delay)
-        self._leaving: dict[str, frozenset[str]] = {}  # preemptor -> victims not gone yet
-        self._held: dict[str, frozenset[int]] = {}  # preemptor -> hosts nominated to it
+        self._backoff = Backoff()
+        # hosts held for preemptors, moved gangs and the gangs moves made room for (holds.py)
+        self._pins = Holds()
         self._defrag = Defrag(self.config)
         self._at_once = self.config.at_once  # joint placement's rules, built once
-        # gang -> the placement a move gave it (the moved gang, or the gang it made room for)
-        self._pinned: dict[str, Placement] = {}
-        self._pinned_at: dict[str, float] = {}  # first cycle its pinned hosts were not free
 
     # membership
     def add(
@@ -182,15 +178,13 @@ class SchedulingQueue:
             entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
             shape, reused = self._shapes.take(_shape_key(entry), (gang.priority, tenant))
             if reused:  # freed by a shape no gang has any more: what was known goes with it
-                for known in self._known.values():
-                    known.pop(shape, None)
+                self._memo.forget_shape(shape)
             entry.shape = shape
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
 
     def remove(self, key: str) -> None:
         self._drop(key)
-        self._leaving.pop(key, None)
-        self.remove_pin(key)
+        self._pins.drop(key)
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
@@ -209,17 +203,14 @@ class SchedulingQueue:
 
     # backoff after a start the driver could not carry out
     def backoff(self, key: str, now: float, long: bool = False) -> None:
-        """Exponential: 1 s .. 60 s, or 5 s .. 5 min when the cause needs a person."""
-        first, cap = (2.5, 300.0) if long else (0.5, 60.0)
-        _, delay = self._backoff.get(key, (0.0, first))
-        delay = min(delay * 2, cap)
-        self._backoff[key] = (now + delay, delay)
+        """Exponential (queue/backoff.py)."""
+        self._backoff.failed(key, now, long)
 
     def backing_off(self, key: str, now: float) -> bool:
-        return self._backoff.get(key, (0.0, 0.0))[0] > now
+        return self._backoff.retry_at(key) > now
 
     def succeeded(self, key: str) -> None:
-        self._backoff.pop(key, None)
+        self._backoff.succeeded(key)
 
     def forget(self, alive: set[str]) -> None:
         """Drop what is kept of keys that no longer exist (deleted jobs), the hosts held for
@@ -227,9 +218,9 @@ class SchedulingQueue:
         then would otherwise hold its new hosts for as long as the queue lives."""
         for key in set(self._entries) - alive:
             self.remove(key)
-        for key in {*self._pinned, *self._held, *self._leaving} - alive:
+        for key in self._pins.keys() - alive:
             self.remove(key)
-        self._backoff = {k: v for k, v in self._backoff.items() if k in alive}
+        self._backoff.forget(alive)
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
@@ -237,7 +228,7 @@ class SchedulingQueue:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
-            self._known.clear()
+            self._memo.clear()
             self._never.clear()
         c = _Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
@@ -275,7 +266,7 @@ class SchedulingQueue:
         """Per pool, the positions of gangs that are looked at whatever is known of their
         shape: pinned by a move, backing off, or waiting for their victims to go."""
         out: dict[str, list[int]] = {}
-        for key in {*self._pinned, *self._backoff, *self._leaving}:
+        for key in {*self._pins.pins, *self._backoff.keys(), *self._pins.leaving}:
             entry = self._entries.get(key)
             if entry is None:
                 continue
@@ -319,7 +310,7 @@ class SchedulingQueue:
         """Whether a preemptor or a moved gang holds hosts of this pool (views then differ
         gang by gang: quiet cycles look at each)."""
         mask = c.work.fabric.pool_mask.get(pool)
-        return mask is not None and any(mask[h] for held in self._held.values() for h in held)
+        return mask is not None and self._pins.any_in(mask)
 
     def _known_blocked(self, c: _Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
         """Per position: known blocked on the view that gang sees now, and known unplaceable.
@@ -327,7 +318,7 @@ class SchedulingQueue:
         before it (no other hosts are held here: `_held_in`)."""
         p = c.pool(pool)
         r = p.reservation
-        state = (c.version, r, self._known_version, len(order))
+        state = (c.version, r, self._memo.version, len(order))
         cached = c.masks.get(pool)
         if cached is not None and cached[0] == state:
             return cached[1], cached[2]
@@ -354,7 +345,7 @@ class SchedulingQueue:
         blocked = self._blocked(c)
         if len(c.free_starts) + len(blocked) < 2:
             return
-        holds = {**self._held, **{r.key: r.hosts for r in c.out.reservations.values()}}
+        holds = {**self._pins.hosts, **{r.key: r.hosts for r in c.out.reservations.values()}}
         keys = [k for k, _, _ in c.free_starts] + [k for k, _ in blocked]
         forbidden = {k: frozenset().union(*(h for o, h in holds.items() if o != k)) for k in keys}
         found = joint.improve(
@@ -370,8 +361,8 @@ class SchedulingQueue:
             return
         blocked = self._blocked(c)
         reserved = {r.key: r.hosts for r in c.out.reservations.values()}
-        forbidden = frozenset().union(*self._held.values(), *reserved.values())
-        leaving = c.evicted.union(*self._leaving.values(), self._pinned)
+        forbidden = frozenset().union(*self._pins.hosts.values(), *reserved.values())
+        leaving = c.evicted | self._pins.stopping()
         running = [r for r in c.running if r.key not in leaving]
         moves, starts, marked = self._defrag.cycle(
             c.now, c.work, running, blocked, forbidden, reserved
@@ -387,12 +378,13 @@ class SchedulingQueue:
 
     def _moved(self, c: _Cycle, move: Move) -> None:
         """The driver stops the gang and queues it again; it restarts on its new hosts, which
-        are held for it (`_pinned`) so that no one else takes them meanwhile."""
+        are held for it (holds.py) so that no one else takes them meanwhile."""
         c.out.moves.append(move)
         c.evicted.add(move.key)
         index = c.work.fabric.host_index
-        self._held[move.key] = frozenset(index[h] for h in move.placement.hosts())
-        self._pinned[move.key] = move.placement
+        self._pins.hold(
+            move.key, move.placement, frozenset(index[h] for h in move.placement.hosts())
+        )
 
     def _nominate_room(self, c: _Cycle, key: str, placement: Placement, moves: list[Move]) -> None:
         """The waiting gang a move made room for gets that room, as a preemptor gets its
@@ -400,9 +392,7 @@ class SchedulingQueue:
         moved = frozenset(m.key for m in moves if m.waiting == key)
         index = c.work.fabric.host_index
         c.out.nominated[key] = placement
-        self._leaving[key] = moved
-        self._held[key] = frozenset(index[h] for h in placement.hosts())
-        self._pinned[key] = placement
+        self._pins.hold(key, placement, frozenset(index[h] for h in placement.hosts()), moved)
         names = ", ".join(sorted(moved))
         self._wait(c, self._entries[key], Wait(WaitReason.PREEMPTING, f"{names} moving"))
         _unreserve(c, key)
@@ -436,24 +426,17 @@ class SchedulingQueue:
     def _settle(self, running: list[Running]) -> None:
         """Forget the victims that have left; their preemptor keeps its hosts (it is pinned
         to them) until it starts or `PIN_PATIENCE_S` has passed."""
-        if not self._leaving:
-            return
-        alive = {r.key for r in running}
-        for key, victims in list(self._leaving.items()):
-            left = victims & alive
-            if left and key in self._entries:
-                self._leaving[key] = left
-            else:
-                self._leaving.pop(key)
+        if self._pins.leaving:
+            self._pins.settle({r.key for r in running}, self._entries)
 
     def _consider(self, c: _Cycle, entry: Entry) -> None:
-        if entry.key in self._pinned and self._pinned_start(c, entry):
+        if entry.key in self._pins.pins and self._pinned_start(c, entry):
             return
         p = c.pool(entry.gang.pool)
         if p.blocker is not None:
             c.out.waiting[entry.key] = Wait(WaitReason.BEHIND, f"waiting behind {p.blocker}")
             return
-        retry_at = self._backoff.get(entry.key, (0.0, 0.0))[0]
+        retry_at = self._backoff.retry_at(entry.key)
         if retry_at > c.now:
             c.out.wake(retry_at)
             return
@@ -462,7 +445,7 @@ class SchedulingQueue:
             self._still_patient(c, entry)
             return
         shape = entry.shape
-        known = self._known.get((v.seen(), v.held), {}).get(shape)
+        known = self._memo.at((v.seen(), v.held)).get(shape)
         if known is not None and known.pods <= entry.gang.pods and self._holds(c, v, shape, known):
             self._known_unplaceable(c, entry, p, v, known)
             return
@@ -474,7 +457,7 @@ class SchedulingQueue:
     def _still_known(self, c: _Cycle, v: _View) -> dict[int, Known]:
         """What is known unplaceable on this view, per shape, that still holds: found when the
         gangs it could preempt were the ones it could preempt now."""
-        known = self._known.get((v.seen(), v.held), {})
+        known = self._memo.at((v.seen(), v.held))
         return {shape: k for shape, k in known.items() if self._holds(c, v, shape, k)}
 
     def _holds(self, c: _Cycle, v: _View, shape: int, k: Known) -> bool:
@@ -504,31 +487,28 @@ class SchedulingQueue:
         """A gang given hosts by a preemption or a move starts there once they are free; until
         then (the victims' or moved gangs' pods still going, `PIN_PATIENCE_S` at most once they
         have left) it waits, and preempts nothing more."""
-        if self._leaving.get(entry.key):
-            n = len(self._leaving[entry.key])
+        n = self._pins.waiting_for(entry.key)
+        if n:
             wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} gangs to leave its hosts")
             self._wait(c, entry, wait)
             return True
-        pinned = self._pinned[entry.key]
+        pinned = self._pins.pins[entry.key]
         view = self._view(c, entry).snapshot
         try:
             validate(view, entry.gang, pinned)
         except InvalidPlacementError:
-            since = self._pinned_at.setdefault(entry.key, c.now)
-            if c.now - since < PIN_PATIENCE_S:
-                c.out.wake(since + PIN_PATIENCE_S)
+            if not self._pins.lapsed(entry.key, c.now):
+                c.out.wake(self._pins.lapses_at(entry.key))
                 self._wait(c, entry, Wait(WaitReason.PREEMPTING, "waiting for its hosts"))
                 return True
-            self.remove_pin(entry.key)
+            self._pins.release(entry.key)
             return False
-        self.remove_pin(entry.key)
+        self._pins.release(entry.key)
         self._start(c, entry, pinned)
         return True
 
     def remove_pin(self, key: str) -> None:
-        self._pinned.pop(key, None)
-        self._pinned_at.pop(key, None)
-        self._held.pop(key, None)
+        self._pins.release(key)
 
     def _known_unplaceable(self, c: _Cycle, entry: Entry, p: _Pool, v: _View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
@@ -567,17 +547,9 @@ class SchedulingQueue:
         """What this failure says of the view: its shape and priority, with this many pods or
         more, cannot start there nor preempt the gangs it may preempt now. The most recent
         views are kept."""
-        at = (v.seen(), v.held)
-        known = self._known.setdefault(at, {})
-        self._known.move_to_end(at)
-        shape = entry.shape
         victims = self._victims(c, v.pool, entry.gang.priority, entry.tenant)
-        old = known.get(shape)
-        if old is None or old.victims != victims or entry.gang.pods < old.pods:
-            known[shape] = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
-            self._known_version += 1
-        while len(self._known) > KNOWN_VIEWS:
-            self._known.popitem(last=False)
+        found = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
+        self._memo.learn((v.seen(), v.held), entry.shape, found)
 
     def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
         """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier
@@ -657,7 +629,7 @@ class SchedulingQueue:
 
     def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
         r = c.pool(entry.gang.pool).reservation
-        if not self._held:  # the common cases, on the hot path: no preemptor holds hosts
+        if not self._pins.hosts:  # the common cases, on the hot path: no preemptor holds hosts
             if r is None or r.key == entry.key or _ends_before(entry, c.now, r):
                 return frozenset()
             return r.hosts
@@ -666,7 +638,7 @@ class SchedulingQueue:
     def _held_by(self, c: _Cycle, entry: Entry) -> dict[str, frozenset[int]]:
         """Gang name -> hosts held for it that this entry may not use: preemptors' nominated
         hosts, and its pool's reservation unless the entry ends before it."""
-        held = {self._entries[k].gang.name: h for k, h in self._held.items() if k != entry.key}
+        held = {self._entries[k].gang.name: h for k, h in self._pins.others(entry.key).items()}
         r = c.pool(entry.gang.pool).reservation
         if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
             held[r.gang] = r.hosts
@@ -704,12 +676,11 @@ class SchedulingQueue:
         c.version += 1
         c.out.nominated[entry.key] = found.placement
         index = c.work.fabric.host_index
-        self._leaving[entry.key] = frozenset(r.key for r in found.running)
         # held, and pinned, until it starts: a driver's victims leave its list of running gangs
         # before their pods are gone (the operator's cache lags its deletes), and hosts released
         # then would go to whoever comes first, and the preemptor would preempt again
-        self._held[entry.key] = frozenset(index[h] for h in found.placement.hosts())
-        self._pinned[entry.key] = found.placement
+        hosts = frozenset(index[h] for h in found.placement.hosts())
+        self._pins.hold(entry.key, found.placement, hosts, frozenset(r.key for r in found.running))
         victims = ", ".join(r.gang.name for r in found.running)
         self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
 

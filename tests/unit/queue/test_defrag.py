@@ -9,7 +9,7 @@ from scheduler.model import GangRequest
 from scheduler.placement import Snapshot, place_one, validate
 from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.defrag import Defrag
-from scheduler.queue.queue import PIN_PATIENCE_S
+from scheduler.queue.holds import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, running
 
 ON = QueueConfig(preemption=Preemption.OFF, defrag_moves_per_hour=4)

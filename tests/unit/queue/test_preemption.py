@@ -10,8 +10,8 @@ import pytest
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason
+from scheduler.queue.holds import PIN_PATIENCE_S
 from scheduler.queue.preemption import estimates, lowest_first, released, topology
-from scheduler.queue.queue import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, gang, running
 
 CONFIG = QueueConfig()
