@@ -18,7 +18,11 @@ from typing import Any
 
 import structlog
 
+from scheduler.controller.calls import Calls
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.events import Recorder
 from scheduler.controller.gateway import ApiError
+from scheduler.controller.observability import Metrics
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
@@ -56,3 +60,50 @@ def why(reason: str, namespace: str) -> str:
         f"rackwise may not bind pods in namespace {namespace}: bind the ClusterRole "
         "rackwise-workloads there (manifests/base/rbac/rolebinding.yaml)"
     )
+
+
+@dataclass
+class Refusals:
+    """Which objects are scheduled this cycle, and the report of those that are not: one event
+    per object (again if it is refused for another reason, or again after it was served), and
+    the gauge of the objects refused now."""
+
+    access: Access
+    config: OperatorConfig
+    calls: Calls
+    recorder: Recorder
+    metrics: Metrics
+    reported: dict[str, str] = field(default_factory=dict)  # object uid -> why, as reported
+    now: dict[str, str] = field(default_factory=dict)  # the same, this cycle
+
+    def begin(self) -> None:
+        self.now = {}
+
+    def served(self, objs: list[Obj], kind: str) -> list[Obj]:
+        out = []
+        for obj in objs:
+            meta = obj["metadata"]
+            where = f"{meta.get('namespace')}/{meta.get('name')}"
+            if self.may(meta["namespace"], str(meta["uid"]), f"{kind} {where}"):
+                out.append(obj)
+        return out
+
+    def may(self, namespace: str, uid: str, what: str) -> bool:
+        reason = self.access.refusal(namespace)
+        if reason is None:
+            return True
+        self.now[uid] = reason
+        if self.reported.get(uid) != reason:
+            lease = self.config.leader_election
+            ref = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+            ref |= {"name": lease.name, "namespace": lease.namespace}
+            message = f"{what} is not scheduled: {why(reason, namespace)}"
+            if self.calls.attempt(self.recorder.record, ref, "Warning", reason, message, uid):
+                self.reported[uid] = reason
+        return False
+
+    def count(self) -> None:
+        """The gauge of objects refused now; those gone or served since are forgotten."""
+        self.reported = {u: r for u, r in self.reported.items() if u in self.now}
+        for reason in (PROTECTED, NOT_SERVED):
+            self.metrics.ignored.labels(reason).set(list(self.now.values()).count(reason))

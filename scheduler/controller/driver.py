@@ -1,0 +1,291 @@
+"""The scheduler's side of the operator: waiting gangs into the queue, its decisions out.
+
+Contract. Each cycle `place` takes the waiting gangs (TrainingJobs' and pod groups', one kind
+of `Waiting`), the running TrainingJobs and the cluster state; queues the waiting, describes
+the running ones to the queue (what it may preempt or move: hosts, start, checkpoints) and
+applies the cycle's decisions through the Effects port (queue/effects.py): victims' and moved
+gangs' pods deleted with their status saying why, waits written on jobs, groups and pods, every
+start bound in one batch and then told. `isolated` runs one object's handling so that its
+error (InvalidSpec, or anything unexpected: logged with its stack) touches nothing else.
+Promises: a gang is bound whole or its failure reported and backed off; pod groups are never
+preemption victims (the queue sees only TrainingJobs as running)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from scheduler.controller import status as st
+from scheduler.controller.calls import Calls
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.grouprun import Binding, GroupRunner, Waiting
+from scheduler.controller.jobs import InvalidSpecError, JobView, key
+from scheduler.controller.jobstatus import CHECKPOINTED, JobStatus
+from scheduler.controller.observability import Metrics
+from scheduler.controller.state import ClusterState, host_of
+from scheduler.controller.trainingjobs import Pending, rank_of, seconds
+from scheduler.controller.trainingjobs import Running as Bound
+from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
+from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue, Wait
+from scheduler.queue.effects import apply
+
+Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
+
+
+@dataclass
+class CycleReport:
+    placed: int = 0
+    pods_bound: int = 0
+    pending: int = 0
+    invalid: int = 0
+    errors: int = 0
+    solve_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+def _assignment(view: JobView, pod: Obj, host: str) -> PodAssignment:
+    rank = max(rank_of(pod), 0)
+    role, index = view.role_of(rank) if rank < view.total_pods else ("", rank)
+    return PodAssignment(rank=rank, host=host, role=role, role_rank=index if role else None)
+
+
+@dataclass
+class QueueDriver:
+    config: OperatorConfig
+    queue: SchedulingQueue
+    clock: Callable[[], float]
+    metrics: Metrics
+    calls: Calls
+    status: JobStatus
+    groups: GroupRunner
+    started: dict[str, float]  # shared with the TrainingJob controller
+
+    def isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
+        """Run one job's handling; False when it raised (reported on the job, or logged)."""
+        try:
+            handle()
+        except InvalidSpecError as exc:
+            report.invalid += 1
+            self.status.invalid(job, str(exc))
+        except Exception:  # one job's surprise must not stop the others; its stack is logged
+            report.errors += 1
+            self.metrics.job_errors.inc()
+            log.exception("job handling failed", job=key(job))
+        else:
+            return True
+        return False
+
+    def place(
+        self,
+        pending: Pending,
+        running: Bound,
+        state: ClusterState | None,
+        report: CycleReport,
+        groups: dict[str, Waiting],
+    ) -> None:
+        """Every waiting gang, pod group or TrainingJob, goes into the queue the same way."""
+        waiting = {**groups, **{uid: w for uid, (_, w) in pending.items()}}
+        report.pending += len(waiting)
+        depth = dict.fromkeys(self.config.pool_names, 0)
+        for w in waiting.values():
+            depth[w.gang.pool] = depth.get(w.gang.pool, 0) + 1
+        self.metrics.depth(depth)
+        for uid in self.queue.keys() - set(waiting):
+            self.queue.remove(uid)
+        self.groups.enqueue(waiting)
+        if state is None:
+            for view, unbound in pending.values():
+                self.status.waits(view, unbound, "NoNodes", "the cluster has no labelled nodes")
+            return
+        if not len(self.queue):
+            self.status.marked = set()  # no waiting gang: no move is wanted
+            return  # nothing waits: no need to describe every running gang to the queue
+        holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
+        decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
+        apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
+
+    def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
+        """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
+        index = state.fabric.host_index
+        hosts = [host_of(p) for p in pods]
+        if any(h not in index for h in hosts):
+            return None
+        assignments = tuple(_assignment(view, p, str(h)) for p, h in zip(pods, hosts, strict=True))
+        placement = Placement(
+            gang=view.gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=assignments
+        )
+        started = self.started.get(view.uid)
+        if started is None:  # placed before this operator started: the pods' age tells
+            age = time.time() - min(st.created(p) for p in pods)
+            started = self.started.setdefault(view.uid, self.clock() - max(age, 0.0))
+        spec = view.spec
+        expected = seconds(spec.expected_runtime_seconds)
+        return Running(
+            view.uid,
+            view.gang,
+            placement,
+            started,
+            tenant=view.namespace,
+            checkpoint_s=seconds(spec.checkpoint_interval_seconds),
+            end_s=None if expected is None else started + expected,
+            checkpointed_s=self._checkpointed(view),
+        )
+
+    def _checkpointed(self, view: JobView) -> float:
+        """When the job last said it checkpointed (its annotation), on this operator's clock;
+        -inf when it never did: a job is moved only after a checkpoint it reported."""
+        notes = view.obj["metadata"].get("annotations") or {}
+        at = st.parse_time(notes.get(CHECKPOINTED))
+        return -math.inf if at is None else self.clock() - max(0.0, time.time() - at)
+
+    def starts(
+        self,
+        starts: list[tuple[str, Placement]],
+        pending: Pending,
+        groups: dict[str, Waiting],
+        state: ClusterState,
+        report: CycleReport,
+    ) -> None:
+        """Every gang the queue started, pod groups and TrainingJobs alike: all their pods
+        bound in one batch, then each told how it went (its status and event writes, too, on
+        the API threads: each touches only its own gang's entries)."""
+        chosen = [(groups.get(uid) or pending[uid][1], placement) for uid, placement in starts]
+        for waiting, placement in chosen:
+            state.snapshot.apply(waiting.gang, placement)
+        batch = [
+            Binding(w.key, w.members.namespace, w.gang, p, dict(enumerate(w.pods)))
+            for w, p in chosen
+        ]
+        bound = list(zip(chosen, self.groups.bind_many(batch), strict=True))
+        told = functools.partial(self._told, pending=pending, groups=groups, report=report)
+        for (_, results), ok in zip(bound, self.calls.each(told, bound), strict=True):
+            if ok:
+                report.placed += 1
+                report.pods_bound += len(results)
+
+    def _told(
+        self,
+        item: tuple[tuple[Waiting, Placement], list[bool]],
+        pending: Pending,
+        groups: dict[str, Waiting],
+        report: CycleReport,
+    ) -> bool:
+        """A started gang's status and events, once its bindings are known; True when all
+        its pods were bound."""
+        (waiting, placement), results = item
+        if waiting.key in groups:
+            return self.groups.started(waiting, placement, results)
+        view = pending[waiting.key][0]
+        done = functools.partial(self._started, view, placement, results)
+        return self.isolated(view.obj, report, done) and all(results)
+
+    def evict(
+        self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
+    ) -> None:
+        """Its pods go; a Preempted condition naming the preemptor stays while it waits."""
+        preemptor = gangs[eviction.preemptor]
+        message = (
+            f"preempted by {preemptor.name} (priority {preemptor.priority}); "
+            f"{eviction.lost_gpu_s / 3600:.2f} GPU-hours since its last checkpoint lost; "
+            "queued again"
+        )
+        self.calls.delete(pods)
+        self.metrics.preempted(view.gang)
+        placed = self.status.cond(view, "Placed", False, "Preempted", message)
+        preempted = self.status.cond(view, "Preempted", True, "Preempted", message)
+        self.status.set(view, "Pending", [placed, preempted])
+
+    def move(
+        self, view: JobView, pods: list[Obj], move: Move, gangs: dict[str, GangRequest]
+    ) -> None:
+        """Moved at the checkpoint it reported: its pods go, and it restarts on the hosts the
+        queue holds for it as soon as they are free."""
+        why = (
+            f"to let {gangs[move.waiting].name} start"
+            if move.waiting in gangs
+            else "to cut its own cross-fabric traffic"
+        )
+        self.calls.delete(pods)
+        self.metrics.moved(view.gang)
+        self.status.pending(
+            view, "Moved", f"moved at its checkpoint {why}; restarting on new hosts"
+        )
+
+    def _started(self, view: JobView, placement: Placement, results: list[bool]) -> None:
+        """Its pods were bound where the queue placed them (`results`), as a group's are."""
+        if not all(results):
+            self.queue.backoff(view.uid, self.clock())
+            failed = len(results) - sum(results)
+            message = (
+                f"{failed} of {len(results)} bindings failed; the gang is completed or placed again"
+            )
+            self.status.pending(view, "BindFailed", message)
+            return
+        self.queue.succeeded(view.uid)
+        self.started[view.uid] = self.clock()
+        self.status.placed(view, placement, repair=False)
+
+
+@dataclass
+class _CycleEffects:
+    """The operator's side of the port (queue/effects.py) for one cycle: each effect through
+    the API server, each object's handling on its own (`QueueDriver.isolated`)."""
+
+    r: QueueDriver
+    pending: Pending
+    running: Bound
+    state: ClusterState
+    report: CycleReport
+    groups: dict[str, Waiting]
+
+    def __post_init__(self) -> None:
+        self.gangs = {
+            **{u: g.gang for u, g in self.groups.items()},
+            **{u: v.gang for u, (v, _) in self.pending.items()},
+        }
+
+    def learnt(self, decisions: Decisions) -> None:
+        by_name = {g.name: g for g in self.gangs.values()}
+        for placement in decisions.tried:
+            self.report.solve_seconds += placement.solve_seconds
+            if placement.gang in by_name:
+                self.r.metrics.observe(placement, by_name[placement.gang])
+        self.r.status.marked = set(decisions.marked)
+
+    def fail(self, key: str, exc: Exception) -> None:
+        self.report.errors += 1
+        self.r.metrics.job_errors.inc()
+        log.error("job handling failed", job=self.gangs[key].name, exc_info=exc)
+
+    def evict(self, eviction: Eviction) -> None:
+        view, pods = self.running[eviction.victim]
+        evict = functools.partial(self.r.evict, eviction, view, pods, self.gangs)
+        self.r.isolated(view.obj, self.report, evict)
+
+    def move(self, move: Move) -> None:
+        view, pods = self.running[move.key]
+        moved = functools.partial(self.r.move, view, pods, move, self.gangs)
+        self.r.isolated(view.obj, self.report, moved)
+
+    def wait(self, key: str, wait: Wait) -> None:
+        if key in self.groups:
+            self.r.groups.wait(self.groups[key], wait.reason.value, wait.message)
+            return
+        view, unbound = self.pending[key]
+        waits = functools.partial(
+            self.r.status.waits, view, unbound, wait.reason.value, wait.message
+        )
+        self.r.isolated(view.obj, self.report, waits)
+
+    def nominate(self, key: str, placement: Placement) -> None:
+        pass  # the queue holds its hosts; it starts there once its victims' pods are gone
+
+    def start(self, starts: list[tuple[str, Placement]]) -> None:
+        self.r.starts(starts, self.pending, self.groups, self.state, self.report)

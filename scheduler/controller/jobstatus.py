@@ -1,0 +1,167 @@
+"""A TrainingJob's status and events: what the operator says of each job.
+
+Contract. Takes a job (its view) and what happened to it; writes its status (phase, the
+`Placed`, `Running`, `Preempted` and `MoveRequested` conditions, the placement summary) only
+when it changed, compared with what was last written (a cache that lags must not make it
+written again, with its event, every cycle), and records an event when the `Placed` reason
+changes (compared with the stored status, so a restarted operator does not repeat itself).
+Promises: a preempted job keeps its `Preempted` condition until it is placed again; a waiting
+job's pods say what the job says (podwhy.py); an API error is counted, logged and retried on a
+later cycle, never raised."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from scheduler.controller import status as st
+from scheduler.controller.calls import Calls
+from scheduler.controller.events import Recorder, job_ref
+from scheduler.controller.grouprun import Waiting
+from scheduler.controller.jobs import JobView, total_gpus
+from scheduler.controller.observability import Metrics
+from scheduler.controller.podwhy import PendingPods
+from scheduler.model import Placement
+
+Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
+# the annotation a job writes when it has checkpointed (RFC 3339): moves wait for it
+CHECKPOINTED = "rackwise.io/checkpointed-at"
+WARNINGS = {"Unplaceable", "NeverFits", "InvalidSpec", "NodeLost", "PodRejected", "BindFailed"}
+WARNINGS |= {"IncompleteGang", "RepairWaiting", "Preempted"}
+
+
+class StatusApi(Protocol):
+    def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
+
+
+def first_placement(view: JobView) -> bool:
+    """Neither restarted nor preempted before: its wait since creation is time to place."""
+    status = view.obj.get("status") or {}
+    preempted = any(c.get("type") == "Preempted" for c in status.get("conditions") or [])
+    return not status.get("restarts") and not preempted
+
+
+@dataclass
+class JobStatus:
+    api: StatusApi
+    calls: Calls
+    recorder: Recorder
+    metrics: Metrics
+    why: PendingPods
+    # job uid -> the status last written
+    written: dict[str, Obj] = field(default_factory=dict)
+    marked: set[str] = field(default_factory=set)  # job uids marked to move (this cycle)
+
+    def forget(self, live: set[str]) -> None:
+        self.written = {u: s for u, s in self.written.items() if u in live}
+
+    def rollback(self, view: JobView, pods: list[Obj], reason: str, message: str) -> None:
+        self.calls.delete(pods)
+        self.pending(view, reason, f"{reason}: {message}")
+
+    def waits(self, view: JobView, unbound: Waiting, reason: str, message: str) -> None:
+        """A queued job and its pods say why it waits."""
+        self.pending(view, reason, message)
+        self.why.tell(unbound.pods, reason, message)
+
+    def pending(self, view: JobView, reason: str, message: str) -> None:
+        self.set(view, "Pending", [self.cond(view, "Placed", False, reason, message)])
+
+    def running(self, view: JobView, pods: list[Obj]) -> None:
+        phases = [p.get("status", {}).get("phase") for p in pods]
+        old = view.obj.get("status") or {}
+        before: Obj = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == "Placed"), {}
+        )
+        message = before.get("message") if before.get("status") == "True" else "all pods bound"
+        placed = self.cond(view, "Placed", True, "Placed", str(message))
+        phase, reason, text = _phase(phases)
+        running = self.cond(view, "Running", phase == "Running", reason, text)
+        conditions = [placed, running]
+        if view.uid in self.marked:
+            message = f"will be moved after its next checkpoint (annotation {CHECKPOINTED})"
+            conditions.append(self.cond(view, "MoveRequested", True, "Defragmentation", message))
+        self.set(view, phase, conditions, old.get("placement"))
+
+    def placed(self, view: JobView, whole: Placement, repair: bool) -> None:
+        message = (
+            f"{view.total_pods} pods across "
+            + " ".join(f"{level}={n}" for level, n in whole.domains.items())
+            + (" (lost pods re-placed)" if repair else "")
+        )
+        placed = self.cond(view, "Placed", True, "Placed", message)
+        running = self.cond(view, "Running", False, "Starting", "waiting for pods to start")
+        if first_placement(view) and not repair:
+            self.metrics.placed(view.gang, time.time() - st.created(view.obj))
+        self.set(view, "Placed", [placed, running], st.summary(whole))
+        log.info(
+            "placed",
+            job=view.gang.name,
+            repair=repair,
+            cost=round(whole.cost, 3),
+            engine=whole.engine,
+            seconds=round(whole.solve_seconds, 4),
+            broke=whole.broken,  # whole domains it broke, and the J it paid to break fewer
+            premium=round(whole.premium, 4),
+            **whole.domains,
+        )
+
+    def invalid(self, job: Obj, message: str) -> None:
+        conditions = (job.get("status") or {}).get("conditions") or []
+        placed = st.condition("Placed", False, "InvalidSpec", message, conditions)
+        self._write(job, st.build(job, "Invalid", [placed], 0))
+
+    def cond(self, view: JobView, kind: str, ok: bool, reason: str, message: str) -> Obj:
+        conditions = (view.obj.get("status") or {}).get("conditions") or []
+        return st.condition(kind, ok, reason, message, conditions)
+
+    def set(
+        self,
+        view: JobView,
+        phase: str,
+        conditions: list[Obj],
+        placement: Obj | None = None,
+        restarts: int | None = None,
+    ) -> None:
+        if phase == "Pending":
+            conditions = [*conditions, *_still_preempted(view, conditions)]
+        gpus = total_gpus(view.spec)
+        self._write(view.obj, st.build(view.obj, phase, conditions, gpus, placement, restarts))
+
+    def _write(self, job: Obj, new: Obj) -> None:
+        meta = job["metadata"]
+        old = self.written.get(str(meta.get("uid"))) or job.get("status") or {}
+        if st.same(old, new):
+            return
+        if not self.calls.attempt(self.api.patch_status, meta["namespace"], meta["name"], new):
+            return
+        before, after = st.reason_of({"status": old}), st.reason_of({"status": new})
+        job["status"] = new
+        self.written[str(meta.get("uid"))] = new
+        if after and after != before:
+            placed = next(c for c in new["conditions"] if c["type"] == "Placed")
+            kind = "Warning" if after in WARNINGS else "Normal"
+            self.calls.attempt(self.recorder.record, job_ref(job), kind, after, placed["message"])
+
+
+def _phase(phases: list[str | None]) -> tuple[str, str, str]:
+    """(phase, Running reason, message) of a gang whose pods are all bound."""
+    if "Failed" in phases:
+        return "Failed", "PodFailed", "a pod failed"
+    if all(p == "Succeeded" for p in phases):
+        return "Succeeded", "Completed", "all pods succeeded"
+    if all(p == "Running" for p in phases):
+        return "Running", "AllPodsRunning", "all pods running"
+    return "Placed", "Starting", "waiting for pods to start"
+
+
+def _still_preempted(view: JobView, conditions: list[Obj]) -> list[Obj]:
+    """A preempted job keeps saying so until it is placed again."""
+    if any(c["type"] == "Preempted" for c in conditions):
+        return []
+    old = (view.obj.get("status") or {}).get("conditions") or []
+    return [c for c in old if c.get("type") == "Preempted" and c.get("status") == "True"]

@@ -1,0 +1,56 @@
+"""Which nodes are lost, and the nodes rackwise leaves out, said once.
+
+Contract. Each cycle `watch` takes every Node and the cluster state: a node not ready is noted
+from the first cycle it is seen so (by the operator's clock), a node the state leaves out gets
+one Warning event `NodeIgnored` per reason. `lost(node)` is true for a node that is gone, or
+NotReady for longer than the grace period. Promises: a cordoned node is not lost; a node left
+out keeps the pods already on it; what is kept is bounded by the nodes that exist."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.controller.calls import Calls
+from scheduler.controller.events import Recorder, node_ref
+from scheduler.controller.state import ClusterState
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class NodeWatch:
+    clock: Callable[[], float]
+    grace_s: float
+    calls: Calls
+    recorder: Recorder
+    not_ready_since: dict[str, float] = field(default_factory=dict)  # node -> first NotReady
+    noted: set[tuple[str, str]] = field(default_factory=set)  # (node, reason) reported
+    names: set[str] = field(default_factory=set)  # every Node seen in the last cycle
+
+    def watch(self, nodes: list[Obj], state: ClusterState | None) -> None:
+        now = self.clock()
+        ready = state.ready if state else set()
+        names: set[str] = set()
+        for node in nodes:
+            name = node["metadata"]["name"]
+            names.add(name)
+            if name in ready:
+                self.not_ready_since.pop(name, None)
+            else:
+                self.not_ready_since.setdefault(name, now)
+            reason = state.excluded.get(name) if state else None
+            if reason and (name, reason) not in self.noted:
+                self.noted.add((name, reason))
+                ref = node_ref(node)
+                self.calls.attempt(self.recorder.record, ref, "Warning", "NodeIgnored", reason)
+        self.names = names
+        self.not_ready_since = {n: t for n, t in self.not_ready_since.items() if n in names}
+        self.noted = {(n, r) for n, r in self.noted if n in names}
+
+    def lost(self, node: str | None) -> bool:
+        if node is None or node not in self.names:
+            return True
+        since = self.not_ready_since.get(node)
+        return since is not None and self.clock() - since > self.grace_s

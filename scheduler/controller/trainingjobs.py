@@ -1,0 +1,262 @@
+"""The TrainingJob controller: each job brought to its next step, as a Job controller would.
+
+Contract. Takes a TrainingJob, the pods it owns and the cluster state. Decides its next step:
+a finished job keeps no pod (a failed one) or goes when its TTL has passed; a suspended job
+has no pods; pods made from an edited spec are made again; a gang of the wrong size is placed
+again; the pods it lacks are made, unbound (launch.py), after its rendezvous Service exists;
+a failed pod restarts the whole gang until the backoff limit; pods on a lost node are put back
+near the rest (`repair: LostPods`, piecemeal gangs) or the gang is placed again whole; a gang
+half bound is completed near its bound pods. A gang whose pods all exist and none is bound is
+handed to the queue as a `Waiting` (rank i = pods[i]); one whose pods are all bound is
+running. Promises: one job's handling touches only that job's pods and status; a job whose last
+writes the cache does not show yet is not judged (expect.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scheduler.controller import status as st
+from scheduler.controller.calls import Calls
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.expect import Expectations
+from scheduler.controller.grouprun import GroupRunner, Waiting
+from scheduler.controller.groups import Members
+from scheduler.controller.jobs import JobView, translate
+from scheduler.controller.jobstatus import JobStatus
+from scheduler.controller.launch import Launch
+from scheduler.controller.nodewatch import NodeWatch
+from scheduler.controller.pods import RANK_LABEL, generation, made_from, service
+from scheduler.controller.spec import RepairPolicy
+from scheduler.controller.state import ClusterState, host_of
+from scheduler.model import Placement, PodAssignment
+from scheduler.model.placement import PlaceConfig
+from scheduler.placement.cost import domains_spanned, traffic
+from scheduler.placement.repair import piecemeal, repair
+from scheduler.queue import SchedulingQueue
+
+Obj = dict[str, Any]
+Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
+Running = dict[str, tuple[JobView, list[Obj]]]  # job uid -> the job and its bound pods
+
+
+class ServiceApi(Protocol):
+    def ensure_service(self, namespace: str, body: Obj) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
+
+
+def seconds(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _stale(view: JobView, pod: Obj) -> bool:
+    """An unbound pod made from an earlier generation of its job's spec (a bound one runs on)."""
+    return not pod["spec"].get("nodeName") and made_from(pod) != generation(view.obj)
+
+
+def rank_of(pod: Obj) -> int:
+    text = str((pod["metadata"].get("labels") or {}).get(RANK_LABEL, ""))
+    return int(text) if text.isdigit() else -1
+
+
+@dataclass
+class TrainingJobs:
+    config: OperatorConfig
+    api: ServiceApi
+    queue: SchedulingQueue
+    clock: Callable[[], float]
+    calls: Calls
+    status: JobStatus
+    nodes: NodeWatch
+    groups: GroupRunner
+    expect: Expectations
+    launches: dict[str, Launch]  # shared with the reconciler, which makes the pods
+    started: dict[str, float]  # shared with the queue driver: when each run began
+    place_config: PlaceConfig
+
+    def handle(
+        self,
+        job: Obj,
+        owned: dict[str, list[Obj]],
+        state: ClusterState | None,
+        pending: Pending,
+        running: Running,
+    ) -> None:
+        uid = str(job["metadata"]["uid"])
+        if (job.get("status") or {}).get("phase") in st.TERMINAL:
+            self._finished(job, owned.get(uid, []))
+            return
+        if uid in self.launches or self.expect.waiting(uid):
+            return  # its pods being made, or the cache does not show what was just done to it
+        view = translate(job, self.config)
+        pods = owned.get(uid, [])
+        stale = [p for p in pods if _stale(view, p)]
+        if view.spec.suspend:
+            self._suspend(view, pods)
+        elif stale:
+            self.calls.delete(stale)  # made from a spec since edited: made again from the new one
+        elif len(pods) > view.total_pods:
+            self.status.rollback(view, pods, "Resized", "its size changed; it is placed again")
+        elif len(pods) < view.total_pods:
+            self._make(view, pods)
+        else:
+            self._existing(view, pods, state, pending, running)
+
+    def _make(self, view: JobView, pods: list[Obj]) -> None:
+        """Make the pods it lacks, unbound: every rank of a gang not placed yet, the lost
+        ranks of one that may be repaired near its bound pods; one that may not goes whole."""
+        if any(p["spec"].get("nodeName") for p in pods) and not self._repairable(view):
+            self.status.rollback(view, pods, "IncompleteGang", "the gang will be placed again")
+            return
+        if self.queue.backing_off(view.uid, self.clock()):
+            return  # a failed creation or a restart: not before its backoff has passed
+        if not self.calls.attempt(self.api.ensure_service, view.namespace, service(view)):
+            # without it MASTER_ADDR does not resolve: no pod is made, try again later
+            self.queue.backoff(view.uid, self.clock())
+            self.status.pending(
+                view, "BindFailed", "could not create the rendezvous Service; retrying"
+            )
+            return
+        have = {rank_of(p) for p in pods}
+        missing = tuple(r for r in range(view.total_pods) if r not in have)
+        self.launches[view.uid] = Launch(view, missing)
+
+    def _existing(
+        self,
+        view: JobView,
+        pods: list[Obj],
+        state: ClusterState | None,
+        pending: Pending,
+        running: Running,
+    ) -> None:
+        """Bring a gang whose pods all exist to its next step: queued while none is bound,
+        running once all are."""
+        phases = [p.get("status", {}).get("phase") for p in pods]
+        if "Failed" in phases:
+            self._pod_failed(view, pods)
+            return
+        if all(p == "Succeeded" for p in phases):
+            self.status.running(view, pods)
+            return
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        lost = [p for p in bound if self.nodes.lost(host_of(p))]
+        if lost:
+            self._node_lost(view, pods, lost)
+        elif len(bound) == len(pods):
+            self.status.running(view, pods)
+            running[view.uid] = (view, pods)
+        elif bound:
+            self._complete(view, pods, state)
+        else:
+            pending[view.uid] = (view, self._waiting(view, pods))
+
+    def _waiting(self, view: JobView, pods: list[Obj]) -> Waiting:
+        """Its unbound gang, as the queue sees a pod group: rank i = pods[i]."""
+        ordered = sorted(pods, key=rank_of)
+        members = Members(view.namespace, view.name, ordered, None)
+        expected = seconds(view.spec.expected_runtime_seconds)
+        return Waiting(view.uid, members, view.gang, ordered, st.created(view.obj), expected)
+
+    def _pod_failed(self, view: JobView, pods: list[Obj]) -> None:
+        """The whole gang restarts (its pods deleted, queued again in its place) until the
+        backoff limit; then the job is Failed and no pod of it is left."""
+        failed = next(p for p in pods if (p.get("status") or {}).get("phase") == "Failed")
+        name, limit = failed["metadata"]["name"], view.spec.backoff_limit
+        restarts = int((view.obj.get("status") or {}).get("restarts") or 0)
+        self.calls.delete(pods)
+        self.started.pop(view.uid, None)
+        if restarts < limit:
+            self.queue.backoff(view.uid, self.clock())
+            message = (
+                f"pod {name} failed; the gang restarts from its latest checkpoint "
+                f"(restart {restarts + 1} of {limit})"
+            )
+            cond = self.status.cond(view, "Placed", False, "Restarting", message)
+            self.status.set(view, "Pending", [cond], restarts=restarts + 1)
+            return
+        message = f"pod {name} failed after {restarts} restarts (backoffLimit {limit})"
+        placed = self.status.cond(view, "Placed", False, "BackoffLimitExceeded", message)
+        running = self.status.cond(view, "Running", False, "BackoffLimitExceeded", message)
+        self.status.set(view, "Failed", [placed, running])
+
+    def _suspend(self, view: JobView, pods: list[Obj]) -> None:
+        if pods:
+            self.calls.delete(pods)
+        self.started.pop(view.uid, None)
+        message = "spec.suspend is true: no pods; it is queued again when set to false"
+        self.status.set(
+            view, "Suspended", [self.status.cond(view, "Placed", False, "Suspended", message)]
+        )
+
+    def _finished(self, job: Obj, pods: list[Obj]) -> None:
+        """A failed job keeps no pod; a finished one goes when its TTL has passed."""
+        status = job.get("status") or {}
+        if status.get("phase") == "Failed" and pods:
+            self.calls.delete(pods)
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        done = st.seconds(status.get("completionTime"))
+        if isinstance(ttl, int) and done and time.time() - done >= ttl:
+            meta = job["metadata"]
+            self.calls.attempt(self.api.delete_job, meta["namespace"], meta["name"])
+
+    def _repairable(self, view: JobView) -> bool:
+        return view.spec.repair is RepairPolicy.LOST_PODS and piecemeal(view.gang)
+
+    def _node_lost(self, view: JobView, pods: list[Obj], lost: list[Obj]) -> None:
+        nodes = sorted({str(host_of(p)) for p in lost})
+        where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "")
+        if not self._repairable(view):
+            self.status.rollback(
+                view, pods, "NodeLost", f"node {where} lost; moving the whole gang"
+            )
+            return
+        self.calls.delete(lost)
+        message = f"node {where} lost; re-placing {len(lost)} of {len(pods)} pods near the rest"
+        self.status.set(
+            view, "Repairing", [self.status.cond(view, "Placed", False, "NodeLost", message)]
+        )
+
+    def _complete(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+        """Some pods bound, some not (lost ones made again, a binding that failed, an operator
+        that stopped mid-binding): the unbound ones go near the bound, all or none of them, or
+        the gang goes whole when the job does not allow piecemeal repair."""
+        if not self._repairable(view):
+            self.status.rollback(view, pods, "IncompleteGang", "the gang will be placed again")
+            return
+        if state is None or self.queue.backing_off(view.uid, self.clock()):
+            return
+        survivors = {rank_of(p): str(host_of(p)) for p in pods if p["spec"].get("nodeName")}
+        unbound = {rank_of(p): p for p in pods if not p["spec"].get("nodeName")}
+        found = repair(state.snapshot, view.gang, survivors, sorted(unbound), self.place_config)
+        if found is None:
+            message = f"no room for {len(unbound)} pods near the rest of the gang yet"
+            cond = self.status.cond(view, "Placed", False, "RepairWaiting", message)
+            self.status.set(view, "Repairing", [cond])
+            return
+        state.snapshot.apply(view.gang, found)
+        if not all(self.groups.bind(view.uid, view.namespace, view.gang, found, unbound)):
+            self.queue.backoff(view.uid, self.clock())  # the rest are completed next time
+            return
+        self.status.placed(view, self._combined(state, view, survivors, found), repair=True)
+
+    def _combined(
+        self, state: ClusterState, view: JobView, survivors: dict[int, str], found: Placement
+    ) -> Placement:
+        kept = [PodAssignment(rank=r, host=h) for r, h in survivors.items()]
+        pods = tuple(sorted([*kept, *found.pods], key=lambda p: p.rank))
+        fabric = state.fabric
+        cost = traffic(fabric, view.gang, pods)
+        hosts = [fabric.host_index[p.host] for p in pods if p.host in fabric.host_index]
+        return found.model_copy(
+            update={
+                "pods": pods,
+                "domains": domains_spanned(fabric, hosts),
+                "cost": cost.cost,
+                "bound": None,
+                "gap": None,
+                "optimal": False,
+                "engine": "repair",
+            }
+        )
