@@ -40,7 +40,7 @@ import psutil
 from kubernetes import client, watch
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import GROUP, PLURAL, VERSION, Gateway
+from scheduler.controller.gateway import GROUP, PLURAL, VERSION, AdminGateway, Gateway
 from scheduler.controller.jobs import translate
 from scheduler.controller.pods import pod
 from scheduler.devtools.cluster import REPO, LocalCluster, free_port
@@ -242,7 +242,7 @@ def main() -> None:
     rows: list[list[str]] = []
     try:
         install(cluster)
-        admin = Gateway(cluster.admin_kubeconfig, pool_size=32)
+        admin = AdminGateway(cluster.admin_kubeconfig, pool_size=32)
         spec = generate(blocks=5, racks=25, hosts=8, gpus=8)
         create_nodes(admin, spec, OperatorConfig())
         nodes = [h.name for h in spec.hosts for _ in range(8)][:total]
@@ -371,7 +371,7 @@ def large() -> None:
     cluster = LocalCluster.start(workdir)
     try:
         install(cluster)
-        admin = Gateway(cluster.admin_kubeconfig, pool_size=32)
+        admin = AdminGateway(cluster.admin_kubeconfig, pool_size=32)
         spec = generate(blocks=25, racks=50, hosts=10, gpus=8)
         started = time.perf_counter()
         create_nodes(admin, spec, OperatorConfig())

@@ -21,7 +21,7 @@ import yaml
 
 from scheduler.controller import invariants
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import ApiError, Gateway
+from scheduler.controller.gateway import AdminGateway, ApiError
 from scheduler.devtools.cluster import LocalCluster
 from scheduler.devtools.devcluster import Replicas, install
 from scheduler.devtools.fake import create_nodes, run_kubelet, set_ready
@@ -81,7 +81,7 @@ class Soak:
         self.stop = threading.Event()
         self.cluster = LocalCluster.start(workdir)
         install(self.cluster)
-        self.admin = Gateway(self.cluster.admin_kubeconfig)
+        self.admin = AdminGateway(self.cluster.admin_kubeconfig)
         self.spec = generate(blocks=2, racks=4, hosts=8, gpus=8)  # 64 nodes, 512 GPUs
         create_nodes(self.admin, self.spec, OperatorConfig())
         config = workdir / "config.yaml"

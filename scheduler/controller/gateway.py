@@ -306,19 +306,6 @@ class Gateway:
         """Optimistic: body carries the resourceVersion read, so a racing writer gets 409."""
         return dict(self._call(self.coordination.replace_namespaced_lease, name, namespace, body))
 
-    # used by the fake kubelet and test fixtures (admin rights), never by the operator
-    def create_node(self, body: Obj) -> None:
-        self._call(self.core.create_node, body)
-
-    def delete_node(self, name: str) -> None:
-        self._call(self.core.delete_node, name)
-
-    def patch_node(self, name: str, patch: Obj) -> None:
-        self._call(self.core.patch_node, name, patch)
-
-    def patch_node_status(self, name: str, status: Obj) -> None:
-        self._call(self.core.patch_node_status, name, {"status": status})
-
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         self._call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
 
@@ -363,3 +350,20 @@ def _watch(
             log.warning("watch failed; watching again", exc_info=True)
             wake()
             stop.wait(1.0)
+
+
+class AdminGateway(Gateway):
+    """The calls only the dev tools and test fixtures make, with admin rights (nodes), never
+    the operator."""
+
+    def create_node(self, body: Obj) -> None:
+        self._call(self.core.create_node, body)
+
+    def delete_node(self, name: str) -> None:
+        self._call(self.core.delete_node, name)
+
+    def patch_node(self, name: str, patch: Obj) -> None:
+        self._call(self.core.patch_node, name, patch)
+
+    def patch_node_status(self, name: str, status: Obj) -> None:
+        self._call(self.core.patch_node_status, name, {"status": status})

@@ -13,7 +13,7 @@ import yaml
 
 from scheduler.bundled import bundled
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import AdminGateway
 from scheduler.devtools.cluster import OPERATOR_USER, REPO, LocalCluster
 from scheduler.devtools.fake import create_nodes
 from scheduler.model import TopologySpec
@@ -91,7 +91,7 @@ def up(workdir: Path, spec: TopologySpec) -> LocalCluster:
     cluster = LocalCluster.start(workdir, controllers=True)
     try:
         install(cluster)
-        create_nodes(Gateway(cluster.admin_kubeconfig), spec, OperatorConfig())
+        create_nodes(AdminGateway(cluster.admin_kubeconfig), spec, OperatorConfig())
     except BaseException:
         cluster.stop()
         raise
@@ -165,7 +165,7 @@ class Replicas:
         return name
 
     def leader(self) -> str | None:
-        lease = Gateway(self.cluster.admin_kubeconfig).get_lease(
+        lease = AdminGateway(self.cluster.admin_kubeconfig).get_lease(
             "rackwise-system", "rackwise-operator"
         )
         holder = ((lease or {}).get("spec") or {}).get("holderIdentity")

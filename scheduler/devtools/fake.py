@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import AdminGateway
 from scheduler.controller.status import now
 from scheduler.model import HostSpec, TopologySpec
 
@@ -51,19 +51,19 @@ def node_manifest(host: HostSpec, config: OperatorConfig) -> Obj:
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 
 
-def create_nodes(gateway: Gateway, spec: TopologySpec, config: OperatorConfig) -> None:
+def create_nodes(gateway: AdminGateway, spec: TopologySpec, config: OperatorConfig) -> None:
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda h: _create_ready(gateway, node_manifest(h, config)), spec.hosts))
 
 
-def _create_ready(gateway: Gateway, body: Obj) -> None:
+def _create_ready(gateway: AdminGateway, body: Obj) -> None:
     """Create the node, then do what the node lifecycle controller does for a Ready node: lift
     the not-ready taint the API server's admission puts on every new node."""
     gateway.create_node(body)
     gateway.patch_node(body["metadata"]["name"], {"spec": {"taints": body["spec"]["taints"]}})
 
 
-def set_ready(gateway: Gateway, node: str, ready: bool) -> None:
+def set_ready(gateway: AdminGateway, node: str, ready: bool) -> None:
     """The kubelet's Ready condition, and the not-ready taint the lifecycle controller keeps in
     step with it."""
     current = next(n for n in gateway.nodes() if n["metadata"]["name"] == node)
@@ -79,7 +79,7 @@ def set_ready(gateway: Gateway, node: str, ready: bool) -> None:
     gateway.patch_node_status(node, {"conditions": [condition]})
 
 
-def run_kubelet(gateway: Gateway, stop: threading.Event, period: float = 0.5) -> None:
+def run_kubelet(gateway: AdminGateway, stop: threading.Event, period: float = 0.5) -> None:
     """Every bound pod still Pending becomes Running: enough for `kubectl get tj` to show the
     lifecycle on a cluster with no real kubelet."""
     while not stop.is_set():

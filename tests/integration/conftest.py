@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import AdminGateway
 from scheduler.controller.operator import run
 from scheduler.devtools.cluster import LocalCluster, free_port
 from scheduler.devtools.devcluster import install
@@ -41,8 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="session")
-def admin(cluster: LocalCluster) -> Gateway:
-    return Gateway(cluster.admin_kubeconfig)
+def admin(cluster: LocalCluster) -> AdminGateway:
+    return AdminGateway(cluster.admin_kubeconfig)
 
 
 # the session operator's probes and metrics (loopback)
@@ -52,7 +52,7 @@ GRACE_S = 5.0
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]:
+def operator(cluster: LocalCluster, admin: AdminGateway) -> Iterator[threading.Event]:
     stop = threading.Event()
     # moves at checkpoints on: only jobs that report a checkpoint (test_defrag.py) are moved
     config = OperatorConfig(resync_s=1.0, node_grace_s=GRACE_S, defrag_moves_per_hour=60)
@@ -75,7 +75,7 @@ def operator(cluster: LocalCluster, admin: Gateway) -> Iterator[threading.Event]
 class Env:
     """What a test uses: kubectl, the admin API, waiting for conditions."""
 
-    def __init__(self, cluster: LocalCluster, admin: Gateway) -> None:
+    def __init__(self, cluster: LocalCluster, admin: AdminGateway) -> None:
         self.cluster = cluster
         self.admin = admin
 
@@ -194,7 +194,7 @@ def reset(env: Env, spec: TopologySpec) -> None:
 
 
 @pytest.fixture
-def env(cluster: LocalCluster, admin: Gateway, operator: threading.Event) -> Env:
+def env(cluster: LocalCluster, admin: AdminGateway, operator: threading.Event) -> Env:
     return Env(cluster, admin)
 
 

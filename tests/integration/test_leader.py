@@ -16,7 +16,7 @@ import yaml
 
 from scheduler.controller import invariants
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import AdminGateway, Gateway
 from scheduler.devtools.cluster import LocalCluster
 from scheduler.devtools.devcluster import Replicas, install
 from scheduler.devtools.fake import create_nodes, run_kubelet
@@ -64,7 +64,7 @@ def gangs(rng: random.Random) -> list[dict]:
 
 def test_leader_kills_never_oversubscribe_or_lose_a_gang(replicated):
     cluster, replicas = replicated
-    admin = Gateway(cluster.admin_kubeconfig)
+    admin = AdminGateway(cluster.admin_kubeconfig)
     create_nodes(admin, generate(blocks=2, racks=6, hosts=12, gpus=8), OperatorConfig())
     stop = threading.Event()
     kubelet = threading.Thread(target=run_kubelet, args=(admin, stop, 0.5), daemon=True)

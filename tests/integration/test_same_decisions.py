@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import Gateway
+from scheduler.controller.gateway import AdminGateway, Gateway
 from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import Reconciler
 from scheduler.devtools.cluster import LocalCluster
@@ -67,7 +67,7 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
     local = LocalCluster.start(tmp_path_factory.mktemp("same-decisions"))
     try:
         install(local)
-        create_nodes(Gateway(local.admin_kubeconfig), SPEC, OperatorConfig())
+        create_nodes(AdminGateway(local.admin_kubeconfig), SPEC, OperatorConfig())
         yield local
     finally:
         local.stop()
@@ -78,7 +78,7 @@ class Driven:
 
     def __init__(self, cluster: LocalCluster) -> None:
         self.now = 0.0
-        self.admin = Gateway(cluster.admin_kubeconfig)
+        self.admin = AdminGateway(cluster.admin_kubeconfig)
         api = Gateway(cluster.operator_kubeconfig)
         self.reconciler = Reconciler(api, OperatorConfig(), Metrics(), clock=lambda: self.now)
         self.hosts: dict[str, dict[str, int]] = {}
