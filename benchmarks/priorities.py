@@ -27,9 +27,9 @@ from typing import Any
 
 from benchmarks.common import table
 from scheduler.simulation.config import SimConfig
-from scheduler.simulation.engine import SimResult
 from scheduler.simulation.metrics import percentile
 from scheduler.simulation.protocol import cell, interval
+from scheduler.simulation.records import SimResult
 from scheduler.simulation.runner import Task, run_all
 from scheduler.simulation.trace import TraceJob, load_trace, transform
 from scheduler.topology import generate

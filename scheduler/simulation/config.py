@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.queue import Backfill, Preemption
+from scheduler.model.placement import PlaceConfig
+from scheduler.queue import Backfill, Preemption, QueueConfig
 from scheduler.simulation.profiles import CommShare, FabricProfile, RestartCost
 
 
@@ -77,3 +78,31 @@ class SimConfig(BaseModel):
     @property
     def checkpoint_s(self) -> float:
         return (self.failures.checkpoint_minutes if self.failures else self.checkpoint_minutes) * 60
+
+
+def queue_config(config: SimConfig, policy: str) -> QueueConfig:
+    """The queue a run drives. Queue rules (patience, backfill, preemption) are the same for
+    every policy; rackwise's own mechanisms only for rackwise; baselines' distance to the bound
+    is not a simulator metric, so it is not computed; nothing reads waits, so cycles pass over
+    gangs known to be blocked."""
+    ours = policy == "rackwise"
+    place = PlaceConfig(
+        policy=policy,
+        time_limit_s=config.time_limit_s,
+        deterministic_time=config.work_limit,
+        seed=config.seed,
+        workers=1,
+        report_bound=ours,
+        compact_wait_s=config.compact_wait_s,
+        fragmentation_share=config.fragmentation_share if ours else 0.0,
+    )
+    return QueueConfig(
+        place=place,
+        backfill=config.backfill,
+        preemption=config.preemption,
+        max_attempts=config.max_attempts,
+        cross_tenant=True,
+        joint_gangs=config.joint_gangs if ours else 0,
+        defrag_moves_per_hour=config.defrag_moves_per_hour if ours else 0.0,
+        report_waits=config.report_waits,
+    )

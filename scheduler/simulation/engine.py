@@ -13,22 +13,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.model.gang import GangRequest
-from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
 from scheduler.queue import (
     Decisions,
     Eviction,
     Move,
-    QueueConfig,
     Running,
     SchedulingQueue,
     Wait,
 )
 from scheduler.queue.effects import apply
-from scheduler.simulation.config import SimConfig
+from scheduler.simulation.config import SimConfig, queue_config
 from scheduler.simulation.network import Network
+from scheduler.simulation.records import JobState, SimResult
 from scheduler.simulation.slowdown import Reference, stretch, uncontended_gbps
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
@@ -40,81 +39,37 @@ class SimulationError(RuntimeError):
     """A gang's handling raised: the run's measures would be wrong, so it stops."""
 
 
-@dataclass
-class JobState:
-    job: TraceJob
-    gang: GangRequest
-    order: int
-    work_left: float  # seconds of work on a compact placement
-    first_start: float | None = None
-    finish: float | None = None
-    restarts: int = 0
-    placement: Placement | None = None
-    started: float = 0.0
-    overhead: float = 0.0  # restart cost paid at the start of the current run
-    stretch: float = 1.0
-    due: float = math.inf  # when the current run ends; a FINISH for another time is stale
-    preemptions: int = 0
-    moves: int = 0  # moved at a checkpoint (defragmentation)
-    rack_gb: float = 0.0
-    spine_gb: float = 0.0
-    last_domains: dict[str, int] = field(default_factory=dict)
-    # the ring's share of a compact step (drawn once per job), and for the current run: work
-    # left when it started, the compact reference rate, the rate alone on the fabric, and the
-    # time up to which work_left is counted
-    share: float = 0.0
-    run_work: float = 0.0
-    reference_gbps: float = 0.0
-    cap_gbps: float = 0.0
-    progress_at: float = 0.0
-    comm_gpu_s: float = 0.0  # GPU-seconds spent communicating, over every run
-    run_gpu_s: float = 0.0  # GPU-seconds of running (restart overhead excluded), every run
-    held_gpu_s: float = 0.0  # GPU-seconds its GPUs were held, restarts included, every run
-    contended_s: float = 0.0  # seconds run below its uncontended rate (shared links)
-    done_s: float = 0.0  # compact seconds of work done, every run (redone work included)
-
-    @property
-    def fabric_slowdown(self) -> float:
-        """Seconds run per compact second of work: what shared links cost it (1.0: none)."""
-        ran = self.run_gpu_s / self.gang.gpus if self.gang.gpus else 0.0
-        return ran / self.done_s if self.done_s else 1.0
-
-
-@dataclass
-class SimResult:
-    policy: str
-    jobs: list[JobState]
-    busy: list[tuple[float, str, int]]  # (time, pool, busy GPUs in that pool after the change)
-    samples: list[tuple[float, int, int]]  # (time, stranded free GPUs, largest rack free GPUs)
-    latencies: list[float]
-    gaps: list[float]
-    pool_gpus: dict[str, int]
-    end: float
-    wall_seconds: float = 0.0
-    background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
-    gpus_per_host: int = 8
-    rack_gpus: int = 64  # GPUs of the largest rack: gangs above it are "larger than a rack"
-    warmup_s: float = 0.0  # jobs submitted before this are not measured
-    # the steady window (end of the warm-up to the last arrival) and the GPU-seconds of work
-    # at compact speed done inside it: effective utilisation, which slowed jobs do not inflate
-    window: tuple[float, float] = (0.0, 0.0)
-    useful_gpu_s: float = 0.0
-    evictions: list[tuple[float, Eviction]] = field(default_factory=list)
-    # every start: (time, job, hosts with their pod counts), in the order they happened
-    starts: list[tuple[float, str, dict[str, int]]] = field(default_factory=list)
-    cycle_seconds: list[float] = field(default_factory=list)  # wall time of each queue cycle
-    moves: list[tuple[float, Move]] = field(default_factory=list)  # defragmentation
-    joint_gain: float = 0.0  # J joint placement saved over one-by-one, summed over cycles
-    joint_joined: int = 0  # blocked gangs joint placement started
-    premiums: list[float] = field(default_factory=list)  # J traded for less breakage, per start
-
-
 @dataclass(order=True)
 class Event:
     time: float
     kind: int
     seq: int
     payload: int = field(compare=False)
+
+
+def pool_gpus(fabric: Fabric) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for host in fabric.hosts:
+        out[host.pool] = out.get(host.pool, 0) + host.gpus
+    return out
+
+
+def background(snapshot: Snapshot, result: SimResult, share: float, seed: int) -> None:
+    """A share of hosts fully taken for the whole run by work outside the trace (seeded)."""
+    hosts = snapshot.fabric.hosts
+    rng = random.Random(f"background/{seed}")
+    for h in rng.sample(range(len(hosts)), round(share * len(hosts))):
+        snapshot.free_gpus[h] = 0
+        pool = hosts[h].pool
+        result.background[pool] = result.background.get(pool, 0) + hosts[h].gpus
+
+
+def fragmentation(fabric: Fabric, snapshot: Snapshot) -> tuple[int, int]:
+    """Free GPUs stranded in partly used racks, and the largest free rack."""
+    rack = fabric.columns[Tier.RACK]
+    free = np.bincount(rack, weights=snapshot.free_gpus * snapshot.up_mask())
+    total = np.bincount(rack, weights=fabric.gpus)
+    return int(free[(free > 0) & (free < total)].sum()), int(free.max(initial=0))
 
 
 class Simulation:
@@ -125,37 +80,18 @@ class Simulation:
         self.snapshot = Snapshot(fabric)
         self.reference = Reference(fabric)
         self.network = Network(fabric, config.fabric)
-        # baselines' distance to the bound is not a simulator metric: skip computing it.
-        # Queue rules (patience, backfill, preemption) are the same for every policy.
-        ours = policy == "rackwise"
-        place = PlaceConfig(
-            policy=policy,
-            time_limit_s=config.time_limit_s,
-            deterministic_time=config.work_limit,
-            seed=config.seed,
-            workers=1,
-            report_bound=ours,
-            compact_wait_s=config.compact_wait_s,
-            fragmentation_share=config.fragmentation_share if ours else 0.0,
-        )
-        self.queue = SchedulingQueue(
-            QueueConfig(
-                place=place,
-                backfill=config.backfill,
-                preemption=config.preemption,
-                max_attempts=config.max_attempts,
-                cross_tenant=True,
-                joint_gangs=config.joint_gangs if ours else 0,
-                defrag_moves_per_hour=config.defrag_moves_per_hour if ours else 0.0,
-                # nothing here reads waits: cycles pass over gangs known to be blocked
-                report_waits=config.report_waits,
-            )
-        )
+        self.queue = SchedulingQueue(queue_config(config, policy))
         self.running: dict[str, Running] = {}
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [
-            JobState(j, j.gang(self.per_host), i, j.duration_s, share=self._share(j))
+            JobState(
+                j,
+                j.gang(self.per_host),
+                i,
+                j.duration_s,
+                share=config.comm_share.draw(j.id, j.gpus, config.seed),
+            )
             for i, j in enumerate(jobs)
         ]
         self.by_key = {s.job.id: s for s in self.states}
@@ -164,30 +100,13 @@ class Simulation:
         self.on_host: dict[int, set[int]] = {}
         self.busy: dict[str, int] = {}
         self.rng = random.Random(config.seed)
-        self.result = SimResult(policy, self.states, [], [], [], [], self._pool_gpus(), 0.0)
+        self.result = SimResult(policy, self.states, [], [], [], [], pool_gpus(fabric), 0.0)
         self.result.gpus_per_host = self.per_host
         self.result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
         self.result.warmup_s = config.warmup_s
         last = max((j.submit_s for j in jobs), default=0.0)
         self.result.window = (min(config.warmup_s, last), last)
-        self._background(config.background_hosts)
-
-    def _share(self, job: TraceJob) -> float:
-        return self.config.comm_share.draw(job.id, job.gpus, self.config.seed)
-
-    def _pool_gpus(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for host in self.fabric.hosts:
-            out[host.pool] = out.get(host.pool, 0) + host.gpus
-        return out
-
-    def _background(self, share: float) -> None:
-        hosts = self.fabric.hosts
-        rng = random.Random(f"background/{self.config.seed}")
-        for h in rng.sample(range(len(hosts)), round(share * len(hosts))):
-            self.snapshot.free_gpus[h] = 0
-            pool = hosts[h].pool
-            self.result.background[pool] = self.result.background.get(pool, 0) + hosts[h].gpus
+        background(self.snapshot, self.result, config.background_hosts, config.seed)
 
     def push(self, at: float, kind: int, payload: int) -> None:
         self.seq += 1
@@ -406,13 +325,7 @@ class Simulation:
         self.push(now + self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, host)
 
     def _sample(self, at: float) -> None:
-        """Fragmentation: free GPUs stranded in partly used racks, and the largest free rack."""
-        fabric, snapshot = self.fabric, self.snapshot
-        rack = fabric.columns[Tier.RACK]
-        free = np.bincount(rack, weights=snapshot.free_gpus * snapshot.up_mask())
-        total = np.bincount(rack, weights=fabric.gpus)
-        stranded = int(free[(free > 0) & (free < total)].sum())
-        self.result.samples.append((at, stranded, int(free.max(initial=0))))
+        self.result.samples.append((at, *fragmentation(self.fabric, self.snapshot)))
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.simulation.engine import JobState, SimResult
+from scheduler.simulation.records import JobState, SimResult
 
 # measured on the wall clock: they differ between runs of the same seed
 WALL_CLOCK = ("wall_seconds", "decision_latency_p50_ms", "decision_latency_p99_ms", "cycle_p99_ms")

@@ -14,10 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from scheduler.simulation.engine import SimResult
 from scheduler.simulation.metrics import bucket_order, time_metrics
 from scheduler.simulation.protocol import HEADLINE, Ratio
 from scheduler.simulation.protocol import table as protocol_table
+from scheduler.simulation.records import SimResult
 
 # (metric key, heading, format) for the comparison table in the terminal and the reports
 COLUMNS: tuple[tuple[str, str, str], ...] = (

@@ -11,7 +11,8 @@ from typing import Any
 
 from scheduler.model.topology import TopologySpec
 from scheduler.simulation.config import SimConfig
-from scheduler.simulation.engine import SimResult, Simulation
+from scheduler.simulation.engine import Simulation
+from scheduler.simulation.records import SimResult
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
