@@ -47,6 +47,23 @@ class Event:
     payload: int = field(compare=False)
 
 
+def state_of(job: TraceJob, order: int, per_host: int, config: SimConfig) -> JobState:
+    """A job before its arrival: all its work left, its communication share drawn."""
+    share = config.comm_share.draw(job.id, job.gpus, config.seed)
+    return JobState(job, job.gang(per_host), order, job.duration_s, share=share)
+
+
+def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimConfig) -> SimResult:
+    """The run's record before it starts: the fabric's facts and the steady window."""
+    result = SimResult(policy, states, [], [], [], [], pool_gpus(fabric), 0.0)
+    result.gpus_per_host = max(h.gpus for h in fabric.hosts)
+    result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
+    result.warmup_s = config.warmup_s
+    last = max((s.job.submit_s for s in states), default=0.0)
+    result.window = (min(config.warmup_s, last), last)
+    return result
+
+
 def pool_gpus(fabric: Fabric) -> dict[str, int]:
     out: dict[str, int] = {}
     for host in fabric.hosts:
@@ -84,28 +101,14 @@ class Simulation:
         self.running: dict[str, Running] = {}
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
-        self.states = [
-            JobState(
-                j,
-                j.gang(self.per_host),
-                i,
-                j.duration_s,
-                share=config.comm_share.draw(j.id, j.gpus, config.seed),
-            )
-            for i, j in enumerate(jobs)
-        ]
+        self.states = [state_of(j, i, self.per_host, config) for i, j in enumerate(jobs)]
         self.by_key = {s.job.id: s for s in self.states}
         self.events: list[Event] = []
         self.seq = 0
         self.on_host: dict[int, set[int]] = {}
         self.busy: dict[str, int] = {}
         self.rng = random.Random(config.seed)
-        self.result = SimResult(policy, self.states, [], [], [], [], pool_gpus(fabric), 0.0)
-        self.result.gpus_per_host = self.per_host
-        self.result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
-        self.result.warmup_s = config.warmup_s
-        last = max((j.submit_s for j in jobs), default=0.0)
-        self.result.window = (min(config.warmup_s, last), last)
+        self.result = result_of(policy, self.states, fabric, config)
         background(self.snapshot, self.result, config.background_hosts, config.seed)
 
     def push(self, at: float, kind: int, payload: int) -> None:
