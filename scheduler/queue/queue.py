@@ -45,7 +45,6 @@ import hashlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,11 +53,12 @@ from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
-from scheduler.queue import joint, preemption
+from scheduler.queue import preemption
+from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
+from scheduler.queue.cycle import Cycle, Pool, View, ends_before, first
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
-from scheduler.queue.joint import Start
 from scheduler.queue.memo import Memo
 from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.reservation import reserve
@@ -68,7 +68,6 @@ from scheduler.queue.types import (
     Decisions,
     Entry,
     Eviction,
-    Move,
     Preemption,
     QueueConfig,
     Reservation,
@@ -86,68 +85,6 @@ CHOOSERS = {
 }
 
 
-@dataclass
-class _Pool:
-    attempts: int = 0
-    blocker: str | None = None  # strict order: the first gang that could not start
-    reservation: Reservation | None = None
-    unplaceable: int = 0  # gangs found unplaceable this cycle (joint placement wants the first)
-
-
-@dataclass
-class _View:
-    """What a gang sees, and its fingerprint (computed once, when first asked for)."""
-
-    snapshot: Snapshot
-    pool: str
-    held: frozenset[int]  # hosts of the pool held from the gangs that see this view
-    fingerprint: bytes | None = None
-
-    def seen(self) -> bytes:
-        if self.fingerprint is None:
-            self.fingerprint = _fingerprint(self.snapshot, self.pool)
-        return self.fingerprint
-
-
-@dataclass
-class _Cycle:
-    now: float
-    work: Snapshot
-    running: list[Running]
-    out: Decisions = field(default_factory=Decisions)
-    pools: dict[str, _Pool] = field(default_factory=dict)
-    evicted: set[str] = field(default_factory=set)
-    # views are shared by the gangs that see the same thing; `version` moves with `work`
-    version: int = 0
-    views: dict[tuple[str, frozenset[int], int], _View] = field(default_factory=dict)
-    # (pool, priority, tenant, running, evicted) -> digest of the gangs it may preempt
-    victims: dict[tuple[str, int, str, int, int], bytes] = field(default_factory=dict)
-    # starts made on the whole free capacity (no hosts held from them): joint placement's
-    free_starts: list[Start] = field(default_factory=list)
-    # pass over gangs known to be blocked (report_waits off, no patience); per pool, the
-    # positions that must be looked at whatever is known (pinned, backing off, preempting),
-    # and the last known-blocked arrays with the state they were computed for
-    quiet: bool = False
-    specials: dict[str, list[int]] = field(default_factory=dict)
-    masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
-    _lowest: dict[str, float] | None = None
-
-    def pool(self, name: str) -> _Pool:
-        found = self.pools.get(name)
-        if found is None:
-            found = self.pools[name] = _Pool()
-        return found
-
-    def lowest(self, pool: str) -> float:
-        """The lowest priority running in a pool (inf when none): who can preempt at all."""
-        if self._lowest is None:
-            self._lowest = {}
-            for r in self.running:
-                here = self._lowest.get(r.gang.pool, math.inf)
-                self._lowest[r.gang.pool] = min(here, r.gang.priority)
-        return self._lowest.get(pool, math.inf)
-
-
 class SchedulingQueue:
     def __init__(self, config: QueueConfig | None = None) -> None:
         self.config = config or QueueConfig()
@@ -161,8 +98,14 @@ class SchedulingQueue:
         self._backoff = Backoff()
         # hosts held for preemptors, moved gangs and the gangs moves made room for (holds.py)
         self._pins = Holds()
-        self._defrag = Defrag(self.config)
-        self._at_once = self.config.at_once  # joint placement's rules, built once
+        self._after = AfterWalk(
+            self.config,
+            self._entries,
+            self._pins,
+            Defrag(self.config),
+            self.config.at_once,
+            self._wait,
+        )
 
     # membership
     def add(
@@ -230,7 +173,7 @@ class SchedulingQueue:
             self._fabric = snapshot.fabric
             self._memo.clear()
             self._never.clear()
-        c = _Cycle(now, snapshot.copy(), list(running))
+        c = Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
         c.specials = self._specials()
@@ -239,15 +182,14 @@ class SchedulingQueue:
                 self._consider(c, entry)
             except Exception as exc:  # one gang's surprise must not stop the others
                 c.out.failed[entry.key] = exc
-        self._joint(c)
-        self._defragment(c)
+        self._after.run(c)
         for key, _ in c.out.starts:
             self._drop(key)
         return c.out
 
     # the walk: every pool's entries in queue order, merged; quiet cycles pass over the gangs
     # whose look would decide nothing (`_next`)
-    def _walk(self, c: _Cycle) -> Iterator[Entry]:
+    def _walk(self, c: Cycle) -> Iterator[Entry]:
         heap: list[tuple[tuple[int, float, str, str], str, int]] = []
         for pool, order in self._orders.items():
             i = self._next(c, pool, order, 0)
@@ -275,7 +217,7 @@ class SchedulingQueue:
                 out.setdefault(entry.gang.pool, []).append(i)
         return {pool: sorted(found) for pool, found in out.items()}
 
-    def _next(self, c: _Cycle, pool: str, order: PoolOrder, i: int) -> int | None:
+    def _next(self, c: Cycle, pool: str, order: PoolOrder, i: int) -> int | None:
         """The next position from i whose look can decide something. Passed over: gangs known
         blocked on the view they see (they would only report it), past the pool's first
         blocked one while it has no reservation or blocker and, when joint placement or moves
@@ -296,23 +238,23 @@ class SchedulingQueue:
         if p.attempts < self.config.max_attempts:
             need |= ~blocked[i:]
         if p.reservation is None and self.config.backfill is not Backfill.GREEDY:
-            _first(need, blocked[i:])
+            first(need, blocked[i:])
         wants_blocked = self.config.joint_gangs >= 2 or self.config.defrag_moves_per_hour > 0
         if wants_blocked and p.unplaceable < 2:
-            _first(need, why[i:])
+            first(need, why[i:])
         hits = np.flatnonzero(need)
         found = i + int(hits[0]) if len(hits) else None
         if special is None or (found is not None and found < special):
             return found
         return special
 
-    def _held_in(self, c: _Cycle, pool: str) -> bool:
+    def _held_in(self, c: Cycle, pool: str) -> bool:
         """Whether a preemptor or a moved gang holds hosts of this pool (views then differ
         gang by gang: quiet cycles look at each)."""
         mask = c.work.fabric.pool_mask.get(pool)
         return mask is not None and self._pins.any_in(mask)
 
-    def _known_blocked(self, c: _Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
+    def _known_blocked(self, c: Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
         """Per position: known blocked on the view that gang sees now, and known unplaceable.
         Views: the pool's free capacity, less its reservation for the gangs that do not end
         before it (no other hosts are held here: `_held_in`)."""
@@ -336,100 +278,13 @@ class SchedulingQueue:
         c.masks[pool] = (state, blocked, why)
         return blocked, why
 
-    def _joint(self, c: _Cycle) -> None:
-        """Place the cycle's starts again together, with each pool's first blocked gang, when
-        that starts more or costs less (queue/joint.py); hosts held for a reservation or a
-        preemptor stay off limits to everyone else."""
-        if self.config.joint_gangs < 2 or not c.free_starts:
-            return
-        blocked = self._blocked(c)
-        if len(c.free_starts) + len(blocked) < 2:
-            return
-        holds = {**self._pins.hosts, **{r.key: r.hosts for r in c.out.reservations.values()}}
-        keys = [k for k, _, _ in c.free_starts] + [k for k, _ in blocked]
-        forbidden = {k: frozenset().union(*(h for o, h in holds.items() if o != k)) for k in keys}
-        found = joint.improve(
-            c.work, c.free_starts, blocked, forbidden, self._at_once, self.config.joint_gangs
-        )
-        if found is not None:
-            self._take_joint(c, found)
-
-    def _defragment(self, c: _Cycle) -> None:
-        """Move running gangs at their checkpoints to let a waiting gang start or to cut their
-        own J (queue/defrag.py); mark those whose checkpoint is still to come."""
-        if self.config.defrag_moves_per_hour <= 0:
-            return
-        blocked = self._blocked(c)
-        reserved = {r.key: r.hosts for r in c.out.reservations.values()}
-        forbidden = frozenset().union(*self._pins.hosts.values(), *reserved.values())
-        leaving = c.evicted | self._pins.stopping()
-        running = [r for r in c.running if r.key not in leaving]
-        moves, starts, marked = self._defrag.cycle(
-            c.now, c.work, running, blocked, forbidden, reserved
-        )
-        c.out.marked.update(marked)
-        for at in marked.values():
-            if at < math.inf:
-                c.out.wake(at)
-        for move in moves:
-            self._moved(c, move)
-        for key, placement in starts:
-            self._nominate_room(c, key, placement, moves)
-
-    def _moved(self, c: _Cycle, move: Move) -> None:
-        """The driver stops the gang and queues it again; it restarts on its new hosts, which
-        are held for it (holds.py) so that no one else takes them meanwhile."""
-        c.out.moves.append(move)
-        c.evicted.add(move.key)
-        index = c.work.fabric.host_index
-        self._pins.hold(
-            move.key, move.placement, frozenset(index[h] for h in move.placement.hosts())
-        )
-
-    def _nominate_room(self, c: _Cycle, key: str, placement: Placement, moves: list[Move]) -> None:
-        """The waiting gang a move made room for gets that room, as a preemptor gets its
-        victims' hosts: held until the moved gang is gone, then started there."""
-        moved = frozenset(m.key for m in moves if m.waiting == key)
-        index = c.work.fabric.host_index
-        c.out.nominated[key] = placement
-        self._pins.hold(key, placement, frozenset(index[h] for h in placement.hosts()), moved)
-        names = ", ".join(sorted(moved))
-        self._wait(c, self._entries[key], Wait(WaitReason.PREEMPTING, f"{names} moving"))
-        _unreserve(c, key)
-
-    def _blocked(self, c: _Cycle) -> list[tuple[str, GangRequest]]:
-        """The first gang of each pool that could not be placed this cycle."""
-        out: dict[str, tuple[str, GangRequest]] = {}
-        for key, wait in c.out.waiting.items():
-            entry = self._entries.get(key)
-            if entry is None or wait.reason is not WaitReason.UNPLACEABLE:
-                continue
-            pool = entry.gang.pool
-            if pool not in out or entry.order < self._entries[out[pool][0]].order:
-                out[pool] = (key, entry.gang)
-        return list(out.values())
-
-    def _take_joint(self, c: _Cycle, found: joint.Joint) -> None:
-        before = dict(c.out.starts)
-        c.out.starts = [(k, found.placements.get(k, p)) for k, p in c.out.starts]
-        c.out.starts += [(k, found.placements[k]) for k in found.joined]
-        for key in found.joined:
-            c.out.waiting.pop(key, None)
-            _unreserve(c, key)
-        c.out.tried.extend(found.tried)
-        c.out.joint_gain += found.gain
-        c.out.joint_joined = list(found.joined)
-        c.out.joint_moved = sorted(
-            k for k, p in found.placements.items() if k in before and before[k] != p
-        )
-
     def _settle(self, running: list[Running]) -> None:
         """Forget the victims that have left; their preemptor keeps its hosts (it is pinned
         to them) until it starts or `PIN_PATIENCE_S` has passed."""
         if self._pins.leaving:
             self._pins.settle({r.key for r in running}, self._entries)
 
-    def _consider(self, c: _Cycle, entry: Entry) -> None:
+    def _consider(self, c: Cycle, entry: Entry) -> None:
         if entry.key in self._pins.pins and self._pinned_start(c, entry):
             return
         p = c.pool(entry.gang.pool)
@@ -454,17 +309,17 @@ class SchedulingQueue:
         p.attempts += 1
         self._attempt(c, entry, p, v)
 
-    def _still_known(self, c: _Cycle, v: _View) -> dict[int, Known]:
+    def _still_known(self, c: Cycle, v: View) -> dict[int, Known]:
         """What is known unplaceable on this view, per shape, that still holds: found when the
         gangs it could preempt were the ones it could preempt now."""
         known = self._memo.at((v.seen(), v.held))
         return {shape: k for shape, k in known.items() if self._holds(c, v, shape, k)}
 
-    def _holds(self, c: _Cycle, v: _View, shape: int, k: Known) -> bool:
+    def _holds(self, c: Cycle, v: View, shape: int, k: Known) -> bool:
         """Whether what is known still holds: the gangs it could preempt are the same."""
         return k.victims == self._victims(c, v.pool, *self._shapes.owners[shape])
 
-    def _victims(self, c: _Cycle, pool: str, priority: int, tenant: str) -> bytes:
+    def _victims(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
         """A digest of the running gangs a gang of this priority and tenant may preempt in the
         pool now (empty when it may preempt none): the free capacity alone does not say."""
         if self.config.preemption is Preemption.OFF:
@@ -483,7 +338,7 @@ class SchedulingQueue:
             c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""
         return c.victims[at]
 
-    def _pinned_start(self, c: _Cycle, entry: Entry) -> bool:
+    def _pinned_start(self, c: Cycle, entry: Entry) -> bool:
         """A gang given hosts by a preemption or a move starts there once they are free; until
         then (the victims' or moved gangs' pods still going, `PIN_PATIENCE_S` at most once they
         have left) it waits, and preempts nothing more."""
@@ -510,7 +365,7 @@ class SchedulingQueue:
     def remove_pin(self, key: str) -> None:
         self._pins.release(key)
 
-    def _known_unplaceable(self, c: _Cycle, entry: Entry, p: _Pool, v: _View, k: Known) -> None:
+    def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
         on this very view, nor preempt: neither can this one, and nothing is solved again."""
         message = k.message
@@ -520,7 +375,7 @@ class SchedulingQueue:
         if k.reason in BLOCKING:
             self._block(c, entry, p, v.snapshot, v.seen())
 
-    def _attempt(self, c: _Cycle, entry: Entry, p: _Pool, v: _View) -> None:
+    def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot
         placement = place_one(view, entry.gang, self._place_config(entry, c.now))
         c.out.tried.append(placement)
@@ -543,7 +398,7 @@ class SchedulingQueue:
         if wait.reason in BLOCKING:
             self._block(c, entry, p, view, seen)
 
-    def _remember(self, c: _Cycle, v: _View, entry: Entry, wait: Wait) -> None:
+    def _remember(self, c: Cycle, v: View, entry: Entry, wait: Wait) -> None:
         """What this failure says of the view: its shape and priority, with this many pods or
         more, cannot start there nor preempt the gangs it may preempt now. The most recent
         views are kept."""
@@ -551,7 +406,7 @@ class SchedulingQueue:
         found = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
         self._memo.learn((v.seen(), v.held), entry.shape, found)
 
-    def _why(self, c: _Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
+    def _why(self, c: Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
         """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier
         gangs (it would fit on them)."""
         never = self._never_fits(c, entry)
@@ -562,7 +417,7 @@ class SchedulingQueue:
         holders = sorted(self._holders(c, entry))
         return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
 
-    def _never_fits(self, c: _Cycle, entry: Entry) -> str | None:
+    def _never_fits(self, c: Cycle, entry: Entry) -> str | None:
         """Whether the gang can never fit on this fabric (reasons.never_fits), once per shape
         and size while the fabric is the same."""
         key = (*_shape(entry), entry.gang.pods)
@@ -570,10 +425,10 @@ class SchedulingQueue:
             self._never[key] = never_fits(c.work.fabric, entry.gang)
         return self._never[key]
 
-    def _holders(self, c: _Cycle, entry: Entry) -> set[str]:
+    def _holders(self, c: Cycle, entry: Entry) -> set[str]:
         return set(self._held_by(c, entry))
 
-    def _still_patient(self, c: _Cycle, entry: Entry) -> None:
+    def _still_patient(self, c: Cycle, entry: Entry) -> None:
         """Placeable but waiting for a compact placement, on an unchanged view: same answer
         until its patience ends, no solver call."""
         if entry.last is not None:
@@ -587,7 +442,7 @@ class SchedulingQueue:
         since = now if entry.placeable_since is None else entry.placeable_since
         return place.model_copy(update={"waited_s": now - since})
 
-    def _start(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
+    def _start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         c.work.apply(entry.gang, placement)
         c.version += 1
         c.out.starts.append((entry.key, placement))
@@ -598,24 +453,24 @@ class SchedulingQueue:
         entry.failed_on = None
         entry.last = None
 
-    def _patient(self, c: _Cycle, entry: Entry, placement: Placement) -> None:
+    def _patient(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         if entry.placeable_since is None:
             entry.placeable_since = c.now
         entry.recheck_at = entry.placeable_since + self.config.place.compact_wait_s
         c.out.wake(entry.recheck_at)
         self._wait(c, entry, Wait(WaitReason.COMPACT, placement.reason))
 
-    def _wait(self, c: _Cycle, entry: Entry, wait: Wait) -> None:
+    def _wait(self, c: Cycle, entry: Entry, wait: Wait) -> None:
         entry.last = wait
         c.out.waiting[entry.key] = wait
         if wait.reason is WaitReason.UNPLACEABLE:
             c.pool(entry.gang.pool).unplaceable += 1
 
     # views: free capacity less the hosts held for others
-    def _view(self, c: _Cycle, entry: Entry) -> _View:
+    def _view(self, c: Cycle, entry: Entry) -> View:
         return self._view_for(c, entry.gang.pool, self._held_from(c, entry))
 
-    def _view_for(self, c: _Cycle, pool: str, held: frozenset[int]) -> _View:
+    def _view_for(self, c: Cycle, pool: str, held: frozenset[int]) -> View:
         key = (pool, held, c.version)
         if key not in c.views:
             view = c.work
@@ -624,28 +479,28 @@ class SchedulingQueue:
                 view.down |= held
             mask = c.work.fabric.pool_mask.get(pool)
             mine = frozenset(h for h in held if mask is not None and mask[h])
-            c.views[key] = _View(view, pool, mine)
+            c.views[key] = View(view, pool, mine)
         return c.views[key]
 
-    def _held_from(self, c: _Cycle, entry: Entry) -> frozenset[int]:
+    def _held_from(self, c: Cycle, entry: Entry) -> frozenset[int]:
         r = c.pool(entry.gang.pool).reservation
         if not self._pins.hosts:  # the common cases, on the hot path: no preemptor holds hosts
-            if r is None or r.key == entry.key or _ends_before(entry, c.now, r):
+            if r is None or r.key == entry.key or ends_before(entry, c.now, r):
                 return frozenset()
             return r.hosts
         return frozenset().union(*self._held_by(c, entry).values())
 
-    def _held_by(self, c: _Cycle, entry: Entry) -> dict[str, frozenset[int]]:
+    def _held_by(self, c: Cycle, entry: Entry) -> dict[str, frozenset[int]]:
         """Gang name -> hosts held for it that this entry may not use: preemptors' nominated
         hosts, and its pool's reservation unless the entry ends before it."""
         held = {self._entries[k].gang.name: h for k, h in self._pins.others(entry.key).items()}
         r = c.pool(entry.gang.pool).reservation
-        if r is not None and r.key != entry.key and not _ends_before(entry, c.now, r):
+        if r is not None and r.key != entry.key and not ends_before(entry, c.now, r):
             held[r.gang] = r.hosts
         return held
 
     # when the gang cannot start
-    def _preempt(self, c: _Cycle, entry: Entry, view: Snapshot) -> bool:
+    def _preempt(self, c: Cycle, entry: Entry, view: Snapshot) -> bool:
         if self.config.preemption is Preemption.OFF:
             return False
         if entry.gang.priority <= c.lowest(entry.gang.pool):
@@ -659,7 +514,7 @@ class SchedulingQueue:
         self._nominate(c, entry, found)
         return True
 
-    def _may_preempt(self, c: _Cycle, entry: Entry, r: Running) -> bool:
+    def _may_preempt(self, c: Cycle, entry: Entry, r: Running) -> bool:
         return (
             r.key not in c.evicted
             and r.gang.pool == entry.gang.pool
@@ -667,7 +522,7 @@ class SchedulingQueue:
             and (self.config.cross_tenant or r.tenant == entry.tenant)
         )
 
-    def _nominate(self, c: _Cycle, entry: Entry, found: preemption.Victims) -> None:
+    def _nominate(self, c: Cycle, entry: Entry, found: preemption.Victims) -> None:
         for r in found.running:
             c.out.evictions.append(Eviction(r.key, entry.key, r.lost_gpu_s(c.now)))
             c.evicted.add(r.key)
@@ -684,7 +539,7 @@ class SchedulingQueue:
         victims = ", ".join(r.gang.name for r in found.running)
         self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
 
-    def _block(self, c: _Cycle, entry: Entry, p: _Pool, view: Snapshot, seen: bytes) -> None:
+    def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
         if self.config.backfill is Backfill.NONE:
             p.blocker = entry.gang.name
         elif self.config.backfill is Backfill.EASY and p.reservation is None:
@@ -693,17 +548,12 @@ class SchedulingQueue:
                 c.out.reservations[entry.gang.pool] = p.reservation
 
     def _reservation(
-        self, c: _Cycle, entry: Entry, view: Snapshot, seen: bytes
+        self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
     ) -> Reservation | None:
         if entry.reserved is None or entry.reserved[0] != seen:
             pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
             entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
         return entry.reserved[1]
-
-
-def _unreserve(c: _Cycle, key: str) -> None:
-    """A gang that got its room this cycle holds no reservation any more."""
-    c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
 
 
 def _shape_key(entry: Entry) -> tuple[object, ...]:
@@ -730,27 +580,3 @@ def _shape(entry: Entry) -> tuple[object, ...]:
         tuple(r.model_dump_json() for r in g.roles),
         entry.tenant,
     )
-
-
-def _first(need: Bools, among: Bools) -> None:
-    """Mark the first position of `among` in `need`."""
-    hits = np.flatnonzero(among)
-    if len(hits):
-        need[hits[0]] = True
-
-
-def _ends_before(entry: Entry, now: float, r: Reservation) -> bool:
-    return entry.estimate_s is not None and now + entry.estimate_s <= r.at
-
-
-def _fingerprint(view: Snapshot, pool: str) -> bytes:
-    """What a gang of this pool can see: free resources and unavailable hosts of the pool."""
-    mask = view.fabric.pool_mask.get(pool)
-    if mask is None:
-        return b""
-    digest = hashlib.blake2b(digest_size=16)
-    extended = [view.free_ext[name] for name in sorted(view.free_ext)]
-    for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods, *extended):
-        digest.update(column[mask].tobytes())
-    digest.update((~view.up_mask() & mask).tobytes())
-    return digest.digest()

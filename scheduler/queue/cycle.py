@@ -1,0 +1,107 @@
+"""The state one cycle of the queue works on: what each pool has done this cycle, the views
+gangs see (free capacity less the hosts held from them, fingerprinted once), and the decisions
+being made. Made anew by every `SchedulingQueue.cycle`; the queue's parts read and write it."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.placement import Snapshot
+from scheduler.queue.joint import Start
+from scheduler.queue.order import Bools
+from scheduler.queue.types import Decisions, Entry, Reservation, Running
+
+
+@dataclass
+class Pool:
+    attempts: int = 0
+    blocker: str | None = None  # strict order: the first gang that could not start
+    reservation: Reservation | None = None
+    unplaceable: int = 0  # gangs found unplaceable this cycle (joint placement wants the first)
+
+
+@dataclass
+class View:
+    """What a gang sees, and its fingerprint (computed once, when first asked for)."""
+
+    snapshot: Snapshot
+    pool: str
+    held: frozenset[int]  # hosts of the pool held from the gangs that see this view
+    fingerprint: bytes | None = None
+
+    def seen(self) -> bytes:
+        if self.fingerprint is None:
+            self.fingerprint = fingerprint(self.snapshot, self.pool)
+        return self.fingerprint
+
+
+@dataclass
+class Cycle:
+    now: float
+    work: Snapshot
+    running: list[Running]
+    out: Decisions = field(default_factory=Decisions)
+    pools: dict[str, Pool] = field(default_factory=dict)
+    evicted: set[str] = field(default_factory=set)
+    # views are shared by the gangs that see the same thing; `version` moves with `work`
+    version: int = 0
+    views: dict[tuple[str, frozenset[int], int], View] = field(default_factory=dict)
+    # (pool, priority, tenant, running, evicted) -> digest of the gangs it may preempt
+    victims: dict[tuple[str, int, str, int, int], bytes] = field(default_factory=dict)
+    # starts made on the whole free capacity (no hosts held from them): joint placement's
+    free_starts: list[Start] = field(default_factory=list)
+    # pass over gangs known to be blocked (report_waits off, no patience); per pool, the
+    # positions that must be looked at whatever is known (pinned, backing off, preempting),
+    # and the last known-blocked arrays with the state they were computed for
+    quiet: bool = False
+    specials: dict[str, list[int]] = field(default_factory=dict)
+    masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
+    _lowest: dict[str, float] | None = None
+
+    def pool(self, name: str) -> Pool:
+        found = self.pools.get(name)
+        if found is None:
+            found = self.pools[name] = Pool()
+        return found
+
+    def lowest(self, pool: str) -> float:
+        """The lowest priority running in a pool (inf when none): who can preempt at all."""
+        if self._lowest is None:
+            self._lowest = {}
+            for r in self.running:
+                here = self._lowest.get(r.gang.pool, math.inf)
+                self._lowest[r.gang.pool] = min(here, r.gang.priority)
+        return self._lowest.get(pool, math.inf)
+
+
+def unreserve(c: Cycle, key: str) -> None:
+    """A gang that got its room this cycle holds no reservation any more."""
+    c.out.reservations = {pool: r for pool, r in c.out.reservations.items() if r.key != key}
+
+
+def first(need: Bools, among: Bools) -> None:
+    """Mark the first position of `among` in `need`."""
+    hits = np.flatnonzero(among)
+    if len(hits):
+        need[hits[0]] = True
+
+
+def ends_before(entry: Entry, now: float, r: Reservation) -> bool:
+    return entry.estimate_s is not None and now + entry.estimate_s <= r.at
+
+
+def fingerprint(view: Snapshot, pool: str) -> bytes:
+    """What a gang of this pool can see: free resources and unavailable hosts of the pool."""
+    mask = view.fabric.pool_mask.get(pool)
+    if mask is None:
+        return b""
+    digest = hashlib.blake2b(digest_size=16)
+    extended = [view.free_ext[name] for name in sorted(view.free_ext)]
+    for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods, *extended):
+        digest.update(column[mask].tobytes())
+    digest.update((~view.up_mask() & mask).tobytes())
+    return digest.digest()
