@@ -41,28 +41,24 @@ Drivers apply the decisions: the simulator at once, the operator through the API
 from __future__ import annotations
 
 import bisect
-import hashlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from scheduler.model.gang import GangRequest, objective_of
+from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
-from scheduler.placement.capacity import Capacity
-from scheduler.placement.reasons import never_fits
 from scheduler.queue import preemption
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
-from scheduler.queue.cycle import Cycle, Pool, View, ends_before, first
+from scheduler.queue.cycle import Cycle, Pool, View, first
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
-from scheduler.queue.memo import Memo
 from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.reservation import reserve
-from scheduler.queue.shapes import ShapeIds
+from scheduler.queue.shapes import ShapeIds, shape_key
 from scheduler.queue.types import (
     Backfill,
     Decisions,
@@ -75,6 +71,7 @@ from scheduler.queue.types import (
     Wait,
     WaitReason,
 )
+from scheduler.queue.views import Views
 from scheduler.topology import Fabric
 
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
@@ -91,13 +88,12 @@ class SchedulingQueue:
         self._entries: dict[str, Entry] = {}
         self._orders: dict[str, PoolOrder] = {}  # pool -> its entries in queue order
         self._shapes = ShapeIds()  # shape and priority -> id, while a queued gang has it
-        # (view fingerprint, held hosts) -> shape id -> fewest pods found unplaceable there
-        self._memo = Memo()  # what is known unplaceable, per view (memo.py)
         self._fabric: Fabric | None = None  # what is known holds for this fabric only
-        self._never: dict[tuple[object, ...], str | None] = {}  # shape, pods -> never fits
         self._backoff = Backoff()
         # hosts held for preemptors, moved gangs and the gangs moves made room for (holds.py)
         self._pins = Holds()
+        # views and what is known unplaceable on them (views.py, memo.py)
+        self._views = Views(self.config, self._entries, self._pins, self._shapes)
         self._after = AfterWalk(
             self.config,
             self._entries,
@@ -119,9 +115,9 @@ class SchedulingQueue:
         """Queue a gang (no-op when queued already)."""
         if key not in self._entries:
             entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
-            shape, reused = self._shapes.take(_shape_key(entry), (gang.priority, tenant))
+            shape, reused = self._shapes.take(shape_key(entry), (gang.priority, tenant))
             if reused:  # freed by a shape no gang has any more: what was known goes with it
-                self._memo.forget_shape(shape)
+                self._views.memo.forget_shape(shape)
             entry.shape = shape
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
 
@@ -171,8 +167,7 @@ class SchedulingQueue:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
-            self._memo.clear()
-            self._never.clear()
+            self._views.forget_fabric()
         c = Cycle(now, snapshot.copy(), list(running))
         self._settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
@@ -260,20 +255,20 @@ class SchedulingQueue:
         before it (no other hosts are held here: `_held_in`)."""
         p = c.pool(pool)
         r = p.reservation
-        state = (c.version, r, self._memo.version, len(order))
+        state = (c.version, r, self._views.memo.version, len(order))
         cached = c.masks.get(pool)
         if cached is not None and cached[0] == state:
             return cached[1], cached[2]
         shapes = len(self._shapes)
-        full = self._view_for(c, pool, frozenset())
-        blocked, why = order.known_blocked(self._still_known(c, full), shapes)
+        full = self._views.view_for(c, pool, frozenset())
+        blocked, why = order.known_blocked(self._views.still_known(c, full), shapes)
         if r is not None:
-            held = self._view_for(c, pool, r.hosts)
+            held = self._views.view_for(c, pool, r.hosts)
             sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
             mine = order.index(self._entries[r.key]) if r.key in self._entries else None
             if mine is not None:
                 sees[mine] = False
-            b2, w2 = order.known_blocked(self._still_known(c, held), shapes)
+            b2, w2 = order.known_blocked(self._views.still_known(c, held), shapes)
             blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
         c.masks[pool] = (state, blocked, why)
         return blocked, why
@@ -295,48 +290,23 @@ class SchedulingQueue:
         if retry_at > c.now:
             c.out.wake(retry_at)
             return
-        v = self._view(c, entry)
+        v = self._views.view(c, entry)
         if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
             self._still_patient(c, entry)
             return
         shape = entry.shape
-        known = self._memo.at((v.seen(), v.held)).get(shape)
-        if known is not None and known.pods <= entry.gang.pods and self._holds(c, v, shape, known):
+        known = self._views.memo.at((v.seen(), v.held)).get(shape)
+        if (
+            known is not None
+            and known.pods <= entry.gang.pods
+            and self._views.holds(c, v, shape, known)
+        ):
             self._known_unplaceable(c, entry, p, v, known)
             return
         if p.attempts >= self.config.max_attempts:
             return
         p.attempts += 1
         self._attempt(c, entry, p, v)
-
-    def _still_known(self, c: Cycle, v: View) -> dict[int, Known]:
-        """What is known unplaceable on this view, per shape, that still holds: found when the
-        gangs it could preempt were the ones it could preempt now."""
-        known = self._memo.at((v.seen(), v.held))
-        return {shape: k for shape, k in known.items() if self._holds(c, v, shape, k)}
-
-    def _holds(self, c: Cycle, v: View, shape: int, k: Known) -> bool:
-        """Whether what is known still holds: the gangs it could preempt are the same."""
-        return k.victims == self._victims(c, v.pool, *self._shapes.owners[shape])
-
-    def _victims(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
-        """A digest of the running gangs a gang of this priority and tenant may preempt in the
-        pool now (empty when it may preempt none): the free capacity alone does not say."""
-        if self.config.preemption is Preemption.OFF:
-            return b""  # nothing is ever preempted: no need to look at what runs
-        at = (pool, priority, tenant, len(c.running), len(c.evicted))
-        if at not in c.victims:
-            keys = sorted(
-                r.key
-                for r in c.running
-                if r.gang.pool == pool
-                and r.gang.priority < priority
-                and r.key not in c.evicted
-                and (self.config.cross_tenant or r.tenant == tenant)
-            )
-            text = "\0".join(keys).encode()
-            c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""
-        return c.victims[at]
 
     def _pinned_start(self, c: Cycle, entry: Entry) -> bool:
         """A gang given hosts by a preemption or a move starts there once they are free; until
@@ -348,7 +318,7 @@ class SchedulingQueue:
             self._wait(c, entry, wait)
             return True
         pinned = self._pins.pins[entry.key]
-        view = self._view(c, entry).snapshot
+        view = self._views.view(c, entry).snapshot
         try:
             validate(view, entry.gang, pinned)
         except InvalidPlacementError:
@@ -392,41 +362,11 @@ class SchedulingQueue:
         entry.failed_on, entry.recheck_at = None, math.inf
         if self._preempt(c, entry, view):
             return
-        wait = self._why(c, entry, view, placement.reason)
-        self._remember(c, v, entry, wait)
+        wait = self._views.why(c, entry, view, placement.reason)
+        self._views.remember(c, v, entry, wait)
         self._wait(c, entry, wait)
         if wait.reason in BLOCKING:
             self._block(c, entry, p, view, seen)
-
-    def _remember(self, c: Cycle, v: View, entry: Entry, wait: Wait) -> None:
-        """What this failure says of the view: its shape and priority, with this many pods or
-        more, cannot start there nor preempt the gangs it may preempt now. The most recent
-        views are kept."""
-        victims = self._victims(c, v.pool, entry.gang.priority, entry.tenant)
-        found = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
-        self._memo.learn((v.seen(), v.held), entry.shape, found)
-
-    def _why(self, c: Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
-        """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier
-        gangs (it would fit on them)."""
-        never = self._never_fits(c, entry)
-        if never is not None:
-            return Wait(WaitReason.NEVER_FITS, never)
-        if view is c.work or Capacity.of(c.work, entry.gang).total < entry.gang.pods:
-            return Wait(WaitReason.UNPLACEABLE, reason)
-        holders = sorted(self._holders(c, entry))
-        return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
-
-    def _never_fits(self, c: Cycle, entry: Entry) -> str | None:
-        """Whether the gang can never fit on this fabric (reasons.never_fits), once per shape
-        and size while the fabric is the same."""
-        key = (*_shape(entry), entry.gang.pods)
-        if key not in self._never:
-            self._never[key] = never_fits(c.work.fabric, entry.gang)
-        return self._never[key]
-
-    def _holders(self, c: Cycle, entry: Entry) -> set[str]:
-        return set(self._held_by(c, entry))
 
     def _still_patient(self, c: Cycle, entry: Entry) -> None:
         """Placeable but waiting for a compact placement, on an unchanged view: same answer
@@ -465,39 +405,6 @@ class SchedulingQueue:
         c.out.waiting[entry.key] = wait
         if wait.reason is WaitReason.UNPLACEABLE:
             c.pool(entry.gang.pool).unplaceable += 1
-
-    # views: free capacity less the hosts held for others
-    def _view(self, c: Cycle, entry: Entry) -> View:
-        return self._view_for(c, entry.gang.pool, self._held_from(c, entry))
-
-    def _view_for(self, c: Cycle, pool: str, held: frozenset[int]) -> View:
-        key = (pool, held, c.version)
-        if key not in c.views:
-            view = c.work
-            if held:  # place_one and the choosers never change the view
-                view = c.work.copy()
-                view.down |= held
-            mask = c.work.fabric.pool_mask.get(pool)
-            mine = frozenset(h for h in held if mask is not None and mask[h])
-            c.views[key] = View(view, pool, mine)
-        return c.views[key]
-
-    def _held_from(self, c: Cycle, entry: Entry) -> frozenset[int]:
-        r = c.pool(entry.gang.pool).reservation
-        if not self._pins.hosts:  # the common cases, on the hot path: no preemptor holds hosts
-            if r is None or r.key == entry.key or ends_before(entry, c.now, r):
-                return frozenset()
-            return r.hosts
-        return frozenset().union(*self._held_by(c, entry).values())
-
-    def _held_by(self, c: Cycle, entry: Entry) -> dict[str, frozenset[int]]:
-        """Gang name -> hosts held for it that this entry may not use: preemptors' nominated
-        hosts, and its pool's reservation unless the entry ends before it."""
-        held = {self._entries[k].gang.name: h for k, h in self._pins.others(entry.key).items()}
-        r = c.pool(entry.gang.pool).reservation
-        if r is not None and r.key != entry.key and not ends_before(entry, c.now, r):
-            held[r.gang] = r.hosts
-        return held
 
     # when the gang cannot start
     def _preempt(self, c: Cycle, entry: Entry, view: Snapshot) -> bool:
@@ -554,29 +461,3 @@ class SchedulingQueue:
             pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
             entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
         return entry.reserved[1]
-
-
-def _shape_key(entry: Entry) -> tuple[object, ...]:
-    return (*_shape(entry), entry.gang.priority)
-
-
-def _shape(entry: Entry) -> tuple[object, ...]:
-    """What decides whether pods fit besides how many: two gangs alike in all of it, the
-    smaller unplaceable, the larger is too."""
-    g = entry.gang
-    return (
-        g.pool,
-        g.gpus_per_pod,
-        g.cpu_milli_per_pod,
-        g.memory_mib_per_pod,
-        g.constraints,
-        g.tp_pods,
-        g.slices,
-        tuple(sorted(g.extended_per_pod.items())),
-        g.max_pods_per_rack,
-        g.required_level,
-        objective_of(g),
-        # roles are placed after the workers: a gang whose roles find no room is unplaceable
-        tuple(r.model_dump_json() for r in g.roles),
-        entry.tenant,
-    )

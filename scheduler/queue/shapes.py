@@ -1,4 +1,4 @@
-"""Shape ids: small integers for what decides whether a gang's pods fit (queue._shape), used to
+"""Shape ids: small integers for what decides whether a gang's pods fit (shape_of), used to
 index the per-cycle arrays of what is known unplaceable. An id is freed when no queued gang has
 its shape any more and reused by the next new shape, so a long-lived queue holds as many shapes
 as its gangs have, not every shape it ever saw."""
@@ -6,6 +6,9 @@ as its gangs have, not every shape it ever saw."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from scheduler.model.gang import objective_of
+from scheduler.queue.types import Entry
 
 Key = tuple[object, ...]
 
@@ -47,3 +50,29 @@ class ShapeIds:
     def __len__(self) -> int:
         """How long an array indexed by id must be (ids in use and free)."""
         return len(self.owners)
+
+
+def shape_key(entry: Entry) -> tuple[object, ...]:
+    return (*shape_of(entry), entry.gang.priority)
+
+
+def shape_of(entry: Entry) -> tuple[object, ...]:
+    """What decides whether pods fit besides how many: two gangs alike in all of it, the
+    smaller unplaceable, the larger is too."""
+    g = entry.gang
+    return (
+        g.pool,
+        g.gpus_per_pod,
+        g.cpu_milli_per_pod,
+        g.memory_mib_per_pod,
+        g.constraints,
+        g.tp_pods,
+        g.slices,
+        tuple(sorted(g.extended_per_pod.items())),
+        g.max_pods_per_rack,
+        g.required_level,
+        objective_of(g),
+        # roles are placed after the workers: a gang whose roles find no room is unplaceable
+        tuple(r.model_dump_json() for r in g.roles),
+        entry.tenant,
+    )

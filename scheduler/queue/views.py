@@ -1,0 +1,132 @@
+"""What a gang sees, and what is known of it: the views and the memo behind the queue's walk.
+
+Contract. A gang's view is the free capacity less the hosts held from it (preemptors' and moved
+gangs' pins, its pool's reservation unless it ends before it), made once per cycle, pool,
+held hosts and version of the work snapshot, with its fingerprint. The memo (memo.py) keeps,
+per view, the shapes found unplaceable and who they could have preempted (a digest of the
+running gangs of the pool, lower priority, same tenant unless cross-tenant); what is known
+holds while that digest is the same. `why` names a wait: NeverFits (reasons.never_fits, once
+per shape and size on a fabric), Unplaceable, or WaitingForReservation naming the holders.
+Promises: a view never shows a host held for another gang; nothing known is used on another
+fabric (`forget_fabric`)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from scheduler.placement import Snapshot
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.reasons import never_fits
+from scheduler.queue.cycle import Cycle, View, ends_before
+from scheduler.queue.holds import Holds
+from scheduler.queue.memo import Memo
+from scheduler.queue.order import Known
+from scheduler.queue.shapes import ShapeIds, shape_of
+from scheduler.queue.types import Entry, Preemption, QueueConfig, Wait, WaitReason
+
+
+@dataclass
+class Views:
+    config: QueueConfig
+    entries: dict[str, Entry]
+    pins: Holds
+    shapes: ShapeIds
+    memo: Memo = field(default_factory=Memo)  # what is known unplaceable, per view
+    never: dict[tuple[object, ...], str | None] = field(default_factory=dict)  # never fits
+
+    def forget_fabric(self) -> None:
+        """Labels, taints and pools are not in a fingerprint: another fabric knows nothing."""
+        self.memo.clear()
+        self.never.clear()
+
+    def view(self, c: Cycle, entry: Entry) -> View:
+        return self.view_for(c, entry.gang.pool, self.held_from(c, entry))
+
+    def view_for(self, c: Cycle, pool: str, held: frozenset[int]) -> View:
+        key = (pool, held, c.version)
+        if key not in c.views:
+            view = c.work
+            if held:  # place_one and the choosers never change the view
+                view = c.work.copy()
+                view.down |= held
+            mask = c.work.fabric.pool_mask.get(pool)
+            mine = frozenset(h for h in held if mask is not None and mask[h])
+            c.views[key] = View(view, pool, mine)
+        return c.views[key]
+
+    def held_from(self, c: Cycle, entry: Entry) -> frozenset[int]:
+        r = c.pool(entry.gang.pool).reservation
+        if not self.pins.hosts:  # the common cases, on the hot path: no preemptor holds hosts
+            if r is None or r.key == entry.key or ends_before(entry, c.now, r):
+                return frozenset()
+            return r.hosts
+        return frozenset().union(*self.held_by(c, entry).values())
+
+    def held_by(self, c: Cycle, entry: Entry) -> dict[str, frozenset[int]]:
+        """Gang name -> hosts held for it that this entry may not use: preemptors' nominated
+        hosts, and its pool's reservation unless the entry ends before it."""
+        held = {self.entries[k].gang.name: h for k, h in self.pins.others(entry.key).items()}
+        r = c.pool(entry.gang.pool).reservation
+        if r is not None and r.key != entry.key and not ends_before(entry, c.now, r):
+            held[r.gang] = r.hosts
+        return held
+
+    def victims(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
+        """A digest of the running gangs a gang of this priority and tenant may preempt in the
+        pool now (empty when it may preempt none): the free capacity alone does not say."""
+        if self.config.preemption is Preemption.OFF:
+            return b""  # nothing is ever preempted: no need to look at what runs
+        at = (pool, priority, tenant, len(c.running), len(c.evicted))
+        if at not in c.victims:
+            keys = sorted(
+                r.key
+                for r in c.running
+                if r.gang.pool == pool
+                and r.gang.priority < priority
+                and r.key not in c.evicted
+                and (self.config.cross_tenant or r.tenant == tenant)
+            )
+            text = "\0".join(keys).encode()
+            c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""
+        return c.victims[at]
+
+    def still_known(self, c: Cycle, v: View) -> dict[int, Known]:
+        """What is known unplaceable on this view, per shape, that still holds: found when the
+        gangs it could preempt were the ones it could preempt now."""
+        known = self.memo.at((v.seen(), v.held))
+        return {shape: k for shape, k in known.items() if self.holds(c, v, shape, k)}
+
+    def holds(self, c: Cycle, v: View, shape: int, k: Known) -> bool:
+        """Whether what is known still holds: the gangs it could preempt are the same."""
+        return k.victims == self.victims(c, v.pool, *self.shapes.owners[shape])
+
+    def remember(self, c: Cycle, v: View, entry: Entry, wait: Wait) -> None:
+        """What this failure says of the view: its shape and priority, with this many pods or
+        more, cannot start there nor preempt the gangs it may preempt now. The most recent
+        views are kept."""
+        victims = self.victims(c, v.pool, entry.gang.priority, entry.tenant)
+        found = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
+        self.memo.learn((v.seen(), v.held), entry.shape, found)
+
+    def why(self, c: Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
+        """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier
+        gangs (it would fit on them)."""
+        never = self.never_fits_once(c, entry)
+        if never is not None:
+            return Wait(WaitReason.NEVER_FITS, never)
+        if view is c.work or Capacity.of(c.work, entry.gang).total < entry.gang.pods:
+            return Wait(WaitReason.UNPLACEABLE, reason)
+        holders = sorted(self.holders(c, entry))
+        return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
+
+    def never_fits_once(self, c: Cycle, entry: Entry) -> str | None:
+        """Whether the gang can never fit on this fabric (reasons.never_fits), once per shape
+        and size while the fabric is the same."""
+        key = (*shape_of(entry), entry.gang.pods)
+        if key not in self.never:
+            self.never[key] = never_fits(c.work.fabric, entry.gang)
+        return self.never[key]
+
+    def holders(self, c: Cycle, entry: Entry) -> set[str]:
+        return set(self.held_by(c, entry))
