@@ -49,22 +49,20 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
-from scheduler.queue import preemption
+from scheduler.placement import Snapshot, place_one
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View, first
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import Bools, Known, PoolOrder
+from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.shapes import ShapeIds, shape_key
 from scheduler.queue.types import (
     Backfill,
     Decisions,
     Entry,
-    Eviction,
-    Preemption,
     QueueConfig,
     Reservation,
     Running,
@@ -76,10 +74,6 @@ from scheduler.topology import Fabric
 
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
 BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
-CHOOSERS = {
-    Preemption.TOPOLOGY: preemption.topology,
-    Preemption.LOWEST_FIRST: preemption.lowest_first,
-}
 
 
 class SchedulingQueue:
@@ -94,6 +88,9 @@ class SchedulingQueue:
         self._pins = Holds()
         # views and what is known unplaceable on them (views.py, memo.py)
         self._views = Views(self.config, self._entries, self._pins, self._shapes)
+        self._preempting = Preempting(
+            self.config, self._entries, self._pins, self._views, self._wait, self._start
+        )
         self._after = AfterWalk(
             self.config,
             self._entries,
@@ -169,7 +166,7 @@ class SchedulingQueue:
             self._fabric = snapshot.fabric
             self._views.forget_fabric()
         c = Cycle(now, snapshot.copy(), list(running))
-        self._settle(c.running)
+        self._preempting.settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
         c.specials = self._specials()
         for entry in self._walk(c):
@@ -273,14 +270,8 @@ class SchedulingQueue:
         c.masks[pool] = (state, blocked, why)
         return blocked, why
 
-    def _settle(self, running: list[Running]) -> None:
-        """Forget the victims that have left; their preemptor keeps its hosts (it is pinned
-        to them) until it starts or `PIN_PATIENCE_S` has passed."""
-        if self._pins.leaving:
-            self._pins.settle({r.key for r in running}, self._entries)
-
     def _consider(self, c: Cycle, entry: Entry) -> None:
-        if entry.key in self._pins.pins and self._pinned_start(c, entry):
+        if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):
             return
         p = c.pool(entry.gang.pool)
         if p.blocker is not None:
@@ -308,33 +299,6 @@ class SchedulingQueue:
         p.attempts += 1
         self._attempt(c, entry, p, v)
 
-    def _pinned_start(self, c: Cycle, entry: Entry) -> bool:
-        """A gang given hosts by a preemption or a move starts there once they are free; until
-        then (the victims' or moved gangs' pods still going, `PIN_PATIENCE_S` at most once they
-        have left) it waits, and preempts nothing more."""
-        n = self._pins.waiting_for(entry.key)
-        if n:
-            wait = Wait(WaitReason.PREEMPTING, f"waiting for {n} gangs to leave its hosts")
-            self._wait(c, entry, wait)
-            return True
-        pinned = self._pins.pins[entry.key]
-        view = self._views.view(c, entry).snapshot
-        try:
-            validate(view, entry.gang, pinned)
-        except InvalidPlacementError:
-            if not self._pins.lapsed(entry.key, c.now):
-                c.out.wake(self._pins.lapses_at(entry.key))
-                self._wait(c, entry, Wait(WaitReason.PREEMPTING, "waiting for its hosts"))
-                return True
-            self._pins.release(entry.key)
-            return False
-        self._pins.release(entry.key)
-        self._start(c, entry, pinned)
-        return True
-
-    def remove_pin(self, key: str) -> None:
-        self._pins.release(key)
-
     def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
         on this very view, nor preempt: neither can this one, and nothing is solved again."""
@@ -360,7 +324,7 @@ class SchedulingQueue:
             self._patient(c, entry, placement)
             return
         entry.failed_on, entry.recheck_at = None, math.inf
-        if self._preempt(c, entry, view):
+        if self._preempting.preempt(c, entry, view):
             return
         wait = self._views.why(c, entry, view, placement.reason)
         self._views.remember(c, v, entry, wait)
@@ -405,46 +369,6 @@ class SchedulingQueue:
         c.out.waiting[entry.key] = wait
         if wait.reason is WaitReason.UNPLACEABLE:
             c.pool(entry.gang.pool).unplaceable += 1
-
-    # when the gang cannot start
-    def _preempt(self, c: Cycle, entry: Entry, view: Snapshot) -> bool:
-        if self.config.preemption is Preemption.OFF:
-            return False
-        if entry.gang.priority <= c.lowest(entry.gang.pool):
-            return False
-        candidates = [r for r in c.running if self._may_preempt(c, entry, r)]
-        if not candidates:
-            return False
-        found = CHOOSERS[self.config.preemption](view, entry.gang, candidates, c.now, self.config)
-        if found is None:
-            return False
-        self._nominate(c, entry, found)
-        return True
-
-    def _may_preempt(self, c: Cycle, entry: Entry, r: Running) -> bool:
-        return (
-            r.key not in c.evicted
-            and r.gang.pool == entry.gang.pool
-            and r.gang.priority < entry.gang.priority
-            and (self.config.cross_tenant or r.tenant == entry.tenant)
-        )
-
-    def _nominate(self, c: Cycle, entry: Entry, found: preemption.Victims) -> None:
-        for r in found.running:
-            c.out.evictions.append(Eviction(r.key, entry.key, r.lost_gpu_s(c.now)))
-            c.evicted.add(r.key)
-            c.work.release(r.gang, r.placement)
-        c.work.apply(entry.gang, found.placement)
-        c.version += 1
-        c.out.nominated[entry.key] = found.placement
-        index = c.work.fabric.host_index
-        # held, and pinned, until it starts: a driver's victims leave its list of running gangs
-        # before their pods are gone (the operator's cache lags its deletes), and hosts released
-        # then would go to whoever comes first, and the preemptor would preempt again
-        hosts = frozenset(index[h] for h in found.placement.hosts())
-        self._pins.hold(entry.key, found.placement, hosts, frozenset(r.key for r in found.running))
-        victims = ", ".join(r.gang.name for r in found.running)
-        self._wait(c, entry, Wait(WaitReason.PREEMPTING, f"preempting {victims}"))
 
     def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
         if self.config.backfill is Backfill.NONE:
