@@ -40,22 +40,18 @@ Drivers apply the decisions: the simulator at once, the operator through the API
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import math
-from collections.abc import Iterable, Iterator
-
-import numpy as np
+from collections.abc import Iterable
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.placement import Snapshot, place_one
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
-from scheduler.queue.cycle import Cycle, Pool, View, first
+from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import Bools, Known, PoolOrder
+from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.shapes import ShapeIds, shape_key
@@ -70,6 +66,7 @@ from scheduler.queue.types import (
     WaitReason,
 )
 from scheduler.queue.views import Views
+from scheduler.queue.walk import Walk
 from scheduler.topology import Fabric
 
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
@@ -88,6 +85,15 @@ class SchedulingQueue:
         self._pins = Holds()
         # views and what is known unplaceable on them (views.py, memo.py)
         self._views = Views(self.config, self._entries, self._pins, self._shapes)
+        self._walker = Walk(
+            self.config,
+            self._entries,
+            self._orders,
+            self._shapes,
+            self._pins,
+            self._backoff,
+            self._views,
+        )
         self._preempting = Preempting(
             self.config, self._entries, self._pins, self._views, self._wait, self._start
         )
@@ -168,8 +174,8 @@ class SchedulingQueue:
         c = Cycle(now, snapshot.copy(), list(running))
         self._preempting.settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
-        c.specials = self._specials()
-        for entry in self._walk(c):
+        c.specials = self._walker.specials()
+        for entry in self._walker.walk(c):
             try:
                 self._consider(c, entry)
             except Exception as exc:  # one gang's surprise must not stop the others
@@ -178,97 +184,6 @@ class SchedulingQueue:
         for key, _ in c.out.starts:
             self._drop(key)
         return c.out
-
-    # the walk: every pool's entries in queue order, merged; quiet cycles pass over the gangs
-    # whose look would decide nothing (`_next`)
-    def _walk(self, c: Cycle) -> Iterator[Entry]:
-        heap: list[tuple[tuple[int, float, str, str], str, int]] = []
-        for pool, order in self._orders.items():
-            i = self._next(c, pool, order, 0)
-            if i is not None:
-                heap.append((order.orders[i], pool, i))
-        heapq.heapify(heap)
-        while heap:
-            _, pool, i = heapq.heappop(heap)
-            order = self._orders[pool]
-            yield self._entries[order.keys[i]]
-            j = self._next(c, pool, order, i + 1)
-            if j is not None:
-                heapq.heappush(heap, (order.orders[j], pool, j))
-
-    def _specials(self) -> dict[str, list[int]]:
-        """Per pool, the positions of gangs that are looked at whatever is known of their
-        shape: pinned by a move, backing off, or waiting for their victims to go."""
-        out: dict[str, list[int]] = {}
-        for key in {*self._pins.pins, *self._backoff.keys(), *self._pins.leaving}:
-            entry = self._entries.get(key)
-            if entry is None:
-                continue
-            i = self._orders[entry.gang.pool].index(entry)
-            if i is not None:
-                out.setdefault(entry.gang.pool, []).append(i)
-        return {pool: sorted(found) for pool, found in out.items()}
-
-    def _next(self, c: Cycle, pool: str, order: PoolOrder, i: int) -> int | None:
-        """The next position from i whose look can decide something. Passed over: gangs known
-        blocked on the view they see (they would only report it), past the pool's first
-        blocked one while it has no reservation or blocker and, when joint placement or moves
-        are on, its first two unplaceable ones; once tries are spent, every gang not known
-        blocked (it would not be tried); behind a strict-order blocker, everyone."""
-        if i >= len(order):
-            return None
-        if not c.quiet or self._held_in(c, pool):
-            return i
-        specials = c.specials.get(pool, [])
-        s = bisect.bisect_left(specials, i)
-        special = specials[s] if s < len(specials) else None
-        p = c.pool(pool)
-        if p.blocker is not None:
-            return special
-        blocked, why = self._known_blocked(c, pool, order)
-        need = np.zeros(len(order) - i, dtype=np.bool_)
-        if p.attempts < self.config.max_attempts:
-            need |= ~blocked[i:]
-        if p.reservation is None and self.config.backfill is not Backfill.GREEDY:
-            first(need, blocked[i:])
-        wants_blocked = self.config.joint_gangs >= 2 or self.config.defrag_moves_per_hour > 0
-        if wants_blocked and p.unplaceable < 2:
-            first(need, why[i:])
-        hits = np.flatnonzero(need)
-        found = i + int(hits[0]) if len(hits) else None
-        if special is None or (found is not None and found < special):
-            return found
-        return special
-
-    def _held_in(self, c: Cycle, pool: str) -> bool:
-        """Whether a preemptor or a moved gang holds hosts of this pool (views then differ
-        gang by gang: quiet cycles look at each)."""
-        mask = c.work.fabric.pool_mask.get(pool)
-        return mask is not None and self._pins.any_in(mask)
-
-    def _known_blocked(self, c: Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
-        """Per position: known blocked on the view that gang sees now, and known unplaceable.
-        Views: the pool's free capacity, less its reservation for the gangs that do not end
-        before it (no other hosts are held here: `_held_in`)."""
-        p = c.pool(pool)
-        r = p.reservation
-        state = (c.version, r, self._views.memo.version, len(order))
-        cached = c.masks.get(pool)
-        if cached is not None and cached[0] == state:
-            return cached[1], cached[2]
-        shapes = len(self._shapes)
-        full = self._views.view_for(c, pool, frozenset())
-        blocked, why = order.known_blocked(self._views.still_known(c, full), shapes)
-        if r is not None:
-            held = self._views.view_for(c, pool, r.hosts)
-            sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
-            mine = order.index(self._entries[r.key]) if r.key in self._entries else None
-            if mine is not None:
-                sees[mine] = False
-            b2, w2 = order.known_blocked(self._views.still_known(c, held), shapes)
-            blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
-        c.masks[pool] = (state, blocked, why)
-        return blocked, why
 
     def _consider(self, c: Cycle, entry: Entry) -> None:
         if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):

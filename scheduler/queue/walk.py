@@ -1,0 +1,128 @@
+"""The walk of a cycle: every pool's queued gangs in queue order, merged across pools.
+
+Contract. `walk` yields the entries a cycle looks at, pools merged by (priority, arrival, key).
+Quiet cycles (`report_waits` off, no patience: the simulator) pass over the gangs whose look
+could only report a wait: known blocked on the view they see (views.py, memo.py), past each
+pool's first blocked gang while it has no reservation or blocker and, with joint placement or
+moves on, its first two unplaceable ones; once tries are spent, every gang not known blocked;
+behind a strict-order blocker, everyone. Gangs pinned, backing off or waiting for their victims
+(`specials`) are always looked at; pools with held hosts are walked whole (views then differ gang
+by gang). Promises: the same decisions as walking every gang (a test replays overloaded runs
+both ways under every backfill rule)."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.queue.backoff import Backoff
+from scheduler.queue.cycle import Cycle, first
+from scheduler.queue.holds import Holds
+from scheduler.queue.order import Bools, PoolOrder
+from scheduler.queue.shapes import ShapeIds
+from scheduler.queue.types import Backfill, Entry, QueueConfig
+from scheduler.queue.views import Views
+
+
+@dataclass
+class Walk:
+    config: QueueConfig
+    entries: dict[str, Entry]
+    orders: dict[str, PoolOrder]  # pool -> its entries in queue order
+    shapes: ShapeIds
+    pins: Holds
+    backoff: Backoff
+    views: Views
+
+    def walk(self, c: Cycle) -> Iterator[Entry]:
+        heap: list[tuple[tuple[int, float, str, str], str, int]] = []
+        for pool, order in self.orders.items():
+            i = self._next(c, pool, order, 0)
+            if i is not None:
+                heap.append((order.orders[i], pool, i))
+        heapq.heapify(heap)
+        while heap:
+            _, pool, i = heapq.heappop(heap)
+            order = self.orders[pool]
+            yield self.entries[order.keys[i]]
+            j = self._next(c, pool, order, i + 1)
+            if j is not None:
+                heapq.heappush(heap, (order.orders[j], pool, j))
+
+    def specials(self) -> dict[str, list[int]]:
+        """Per pool, the positions of gangs that are looked at whatever is known of their
+        shape: pinned by a move, backing off, or waiting for their victims to go."""
+        out: dict[str, list[int]] = {}
+        for key in {*self.pins.pins, *self.backoff.keys(), *self.pins.leaving}:
+            entry = self.entries.get(key)
+            if entry is None:
+                continue
+            i = self.orders[entry.gang.pool].index(entry)
+            if i is not None:
+                out.setdefault(entry.gang.pool, []).append(i)
+        return {pool: sorted(found) for pool, found in out.items()}
+
+    def _next(self, c: Cycle, pool: str, order: PoolOrder, i: int) -> int | None:
+        """The next position from i whose look can decide something. Passed over: gangs known
+        blocked on the view they see (they would only report it), past the pool's first
+        blocked one while it has no reservation or blocker and, when joint placement or moves
+        are on, its first two unplaceable ones; once tries are spent, every gang not known
+        blocked (it would not be tried); behind a strict-order blocker, everyone."""
+        if i >= len(order):
+            return None
+        if not c.quiet or self._held_in(c, pool):
+            return i
+        specials = c.specials.get(pool, [])
+        s = bisect.bisect_left(specials, i)
+        special = specials[s] if s < len(specials) else None
+        p = c.pool(pool)
+        if p.blocker is not None:
+            return special
+        blocked, why = self._known_blocked(c, pool, order)
+        need = np.zeros(len(order) - i, dtype=np.bool_)
+        if p.attempts < self.config.max_attempts:
+            need |= ~blocked[i:]
+        if p.reservation is None and self.config.backfill is not Backfill.GREEDY:
+            first(need, blocked[i:])
+        wants_blocked = self.config.joint_gangs >= 2 or self.config.defrag_moves_per_hour > 0
+        if wants_blocked and p.unplaceable < 2:
+            first(need, why[i:])
+        hits = np.flatnonzero(need)
+        found = i + int(hits[0]) if len(hits) else None
+        if special is None or (found is not None and found < special):
+            return found
+        return special
+
+    def _held_in(self, c: Cycle, pool: str) -> bool:
+        """Whether a preemptor or a moved gang holds hosts of this pool (views then differ
+        gang by gang: quiet cycles look at each)."""
+        mask = c.work.fabric.pool_mask.get(pool)
+        return mask is not None and self.pins.any_in(mask)
+
+    def _known_blocked(self, c: Cycle, pool: str, order: PoolOrder) -> tuple[Bools, Bools]:
+        """Per position: known blocked on the view that gang sees now, and known unplaceable.
+        Views: the pool's free capacity, less its reservation for the gangs that do not end
+        before it (no other hosts are held here: `_held_in`)."""
+        p = c.pool(pool)
+        r = p.reservation
+        state = (c.version, r, self.views.memo.version, len(order))
+        cached = c.masks.get(pool)
+        if cached is not None and cached[0] == state:
+            return cached[1], cached[2]
+        shapes = len(self.shapes)
+        full = self.views.view_for(c, pool, frozenset())
+        blocked, why = order.known_blocked(self.views.still_known(c, full), shapes)
+        if r is not None:
+            held = self.views.view_for(c, pool, r.hosts)
+            sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
+            mine = order.index(self.entries[r.key]) if r.key in self.entries else None
+            if mine is not None:
+                sees[mine] = False
+            b2, w2 = order.known_blocked(self.views.still_known(c, held), shapes)
+            blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
+        c.masks[pool] = (state, blocked, why)
+        return blocked, why
