@@ -16,6 +16,21 @@ REPO = Path(__file__).resolve().parents[1]
 LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
 
 
+def place_raises_for(monkeypatch: pytest.MonkeyPatch, gang_name: str) -> None:
+    """The queue's placement raises the unexpected for one gang; the others are placed as
+    usual (each driver must report the failure and go on, or stop, as its contract says)."""
+    from scheduler.queue import queue as module
+
+    real = module.place_one
+
+    def boom(view, gang, config):
+        if gang.name == gang_name:
+            raise RuntimeError("surprise")
+        return real(view, gang, config)
+
+    monkeypatch.setattr(module, "place_one", boom)
+
+
 def fragmented(fabric: Fabric, busy: float, seed: int) -> Snapshot:
     return random_occupancy(fabric, busy, seed)
 

@@ -63,15 +63,19 @@ class Recorder:
         self.sent = {k: v for k, v in self.sent.items() if k[0] in live}
 
 
+def ref(obj: Obj, api_version: str, kind: str) -> Obj:
+    """The involvedObject of an event about a namespaced object."""
+    meta = obj["metadata"]
+    out = {"apiVersion": api_version, "kind": kind, "name": meta["name"]}
+    return out | {"namespace": meta["namespace"], "uid": meta["uid"]}
+
+
 def job_ref(job: Obj) -> Obj:
-    meta = job["metadata"]
-    return {
-        "apiVersion": "rackwise.io/v1alpha1",
-        "kind": "TrainingJob",
-        "name": meta["name"],
-        "namespace": meta["namespace"],
-        "uid": meta["uid"],
-    }
+    return ref(job, "rackwise.io/v1alpha1", "TrainingJob")
+
+
+def pod_ref(pod: Obj) -> Obj:
+    return ref(pod, "v1", "Pod")
 
 
 def node_ref(node: Obj) -> Obj:

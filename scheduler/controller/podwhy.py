@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller.events import Recorder
+from scheduler.controller.events import Recorder, pod_ref
 from scheduler.controller.gateway import ApiError
 from scheduler.controller.observability import Metrics
 from scheduler.controller.status import now
@@ -45,17 +45,6 @@ def says(pod: Obj) -> tuple[str, str] | None:
         if _unscheduled(c):
             return str(c.get("reason")), str(c.get("message"))
     return None
-
-
-def pod_ref(pod: Obj) -> Obj:
-    meta = pod["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "name": meta["name"],
-        "namespace": meta["namespace"],
-        "uid": meta["uid"],
-    }
 
 
 @dataclass

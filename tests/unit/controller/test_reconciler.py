@@ -16,6 +16,7 @@ from scheduler.controller.observability import Metrics
 from scheduler.controller.reconciler import CycleReport, Reconciler
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
+from tests.conftest import place_raises_for
 
 Obj = dict[str, Any]
 SPEC = generate(blocks=1, racks=2, hosts=2, gpus=8)  # racks r0 (h0-0, h0-1), r1 (h1-*)
@@ -462,16 +463,7 @@ def test_a_placement_that_raises_is_a_failure_reported_and_the_others_go_on(
 ):
     """The same queue failure the simulator stops on (test_engine): the operator counts it,
     logs its stack, and places the other jobs."""
-    from scheduler.queue import queue as module
-
-    real = module.place_one
-
-    def boom(view, gang, config):
-        if gang.name == "default/bad":
-            raise RuntimeError("surprise")
-        return real(view, gang, config)
-
-    monkeypatch.setattr(module, "place_one", boom)
+    place_raises_for(monkeypatch, "default/bad")
     api.submit("bad", 1)
     api.submit("good", 1, at="2026-12-01T00:00:01Z")
     reconciler.cycle()

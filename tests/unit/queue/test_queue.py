@@ -13,6 +13,7 @@ from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
 from scheduler.topology import Fabric
+from tests.conftest import place_raises_for
 from tests.unit.queue.helpers import fabric, gang, running
 
 OFF = QueueConfig(preemption=Preemption.OFF)
@@ -173,16 +174,7 @@ def test_backoff_skips_until_it_ends():
 
 
 def test_one_failing_gang_does_not_stop_the_others(monkeypatch):
-    from scheduler.queue import queue as module
-
-    real = module.place_one
-
-    def boom(view, g, config):
-        if g.name == "bad":
-            raise RuntimeError("surprise")
-        return real(view, g, config)
-
-    monkeypatch.setattr(module, "place_one", boom)
+    place_raises_for(monkeypatch, "bad")
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
     queue = SchedulingQueue(OFF)
     queue.add("bad", gang("bad", 1), arrival=0)

@@ -12,6 +12,7 @@ from scheduler.simulation.metrics import WALL_CLOCK, policy_metrics
 from scheduler.simulation.profiles import CommShare, FabricProfile
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
+from tests.conftest import place_raises_for
 
 
 def job(name: str, at: float, duration: float, gpus: int, **extra: object) -> TraceJob:
@@ -158,17 +159,9 @@ def test_defragmentation_moves_are_carried_out_and_switch_off():
 def test_a_placement_that_raises_stops_the_simulation_with_the_job_named(monkeypatch):
     """The queue isolates a gang whose handling raises (the operator logs it and goes on); a
     simulation must not go on as if the gang waited: its measures would be wrong."""
-    from scheduler.queue import queue as module
     from scheduler.simulation.engine import SimulationError
 
-    real = module.place_one
-
-    def boom(view, gang, config):
-        if gang.name == "b":
-            raise RuntimeError("surprise")
-        return real(view, gang, config)
-
-    monkeypatch.setattr(module, "place_one", boom)
+    place_raises_for(monkeypatch, "b")
     fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
     with pytest.raises(SimulationError, match="job b at t=10 s: handling it raised"):
         run(fabric, [job("a", 0, 100, 8), job("b", 10, 50, 8)])
