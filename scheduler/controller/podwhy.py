@@ -6,9 +6,10 @@ reason is kube-scheduler's `Unschedulable` when the gang waits for capacity (wha
 and dashboards look for), and rackwise's own reason otherwise (`NeverFits`, `GroupIncomplete`,
 `WaitingForReservation`, ...): those waits are not for capacity. A change of reason also
 records a `FailedScheduling` event on the pod (the recorder aggregates repeats). A pod is
-written only when what it says differs from what it should say, so a gang that keeps waiting
-for the same reason costs no write per cycle; binding sets `PodScheduled=True` (the API
-server's binding does)."""
+written only when what it says differs from what it should say: a new reason at once, a new
+message for the same reason at most every `REFRESH_S` (a message that counts free GPUs changes
+with every start elsewhere, and a large gang has a pod per rank), so a gang that keeps waiting
+costs no write per cycle; binding sets `PodScheduled=True` (the API server's binding does)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ SCHEDULED = "PodScheduled"
 # rackwise's reasons that mean "waits for capacity", as kube-scheduler names it
 CAPACITY = {"Unplaceable": "Unschedulable"}
 MESSAGE_CHARS = 1000
+REFRESH_S = 60.0  # a pod's message, same reason, rewritten at most this often
 
 
 def pod_reason(reason: str) -> str:
@@ -52,19 +54,28 @@ class PendingPods:
     patch: Callable[[str, str, Obj], None]  # a pod's (namespace, name, status)
     recorder: Recorder
     metrics: Metrics
-    # pod uid -> (reason, message) last written: the cache may not show it yet
-    told: dict[str, tuple[str, str]] = field(default_factory=dict)
+    clock: Callable[[], float]  # monotonic seconds
+    # pod uid -> (reason, message) last written, and when: the cache may not show it yet
+    told: dict[str, tuple[tuple[str, str], float]] = field(default_factory=dict)
 
     def tell(self, pods: Iterable[Obj], reason: str, message: str) -> None:
         want = (pod_reason(reason), message[:MESSAGE_CHARS])
         for pod in pods:
             if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
                 continue
-            uid = str(pod["metadata"]["uid"])
             old = says(pod)
-            if want in (old, self.told.get(uid)):
+            if self._current(str(pod["metadata"]["uid"]), old, want):
                 continue
             self._write(pod, want, old, f"{reason}: {message}")
+
+    def _current(self, uid: str, old: tuple[str, str] | None, want: tuple[str, str]) -> bool:
+        """Does the pod say enough already (the same reason, its message refreshed at most
+        every `REFRESH_S`)?"""
+        told, at = self.told.get(uid, (None, -REFRESH_S))
+        if want in (old, told):
+            return True
+        said = told or old
+        return said is not None and said[0] == want[0] and self.clock() - at < REFRESH_S
 
     def _write(
         self, pod: Obj, want: tuple[str, str], old: tuple[str, str] | None, event: str
@@ -89,7 +100,7 @@ class PendingPods:
             self.metrics.api_error("patch_pod_status")
             log.warning("pod condition not written", pod=meta["name"], error=str(exc))
             return
-        self.told[str(meta["uid"])] = want
+        self.told[str(meta["uid"])] = (want, self.clock())
 
     def forget(self, live: set[str]) -> None:
         """Keep only the pods that still exist (uids)."""

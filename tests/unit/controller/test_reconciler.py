@@ -490,3 +490,29 @@ def test_a_creation_that_raises_the_unexpected_stops_only_its_own_job(api, recon
     assert errors >= 1
     assert all(api.nodes_of("fine").values())
     assert api.of("cursed") == {}
+
+
+def test_a_pods_message_for_the_same_reason_is_refreshed_at_most_once_a_minute():
+    """A waiting gang's message changes with every start elsewhere (free GPUs): its pods are
+    rewritten at once on a new reason, and for a new message of the same reason only after
+    REFRESH_S (a 1,000-pod gang would otherwise cost 1,000 writes per change)."""
+    from scheduler.controller.podwhy import REFRESH_S
+
+    api, clock = Counting(OperatorConfig()), Clock()
+    reconciler = Driven(api, clock)
+    pods = [{"metadata": {"uid": "p", "name": "p", "namespace": "default"}, "spec": {}}]
+    api.pod_objs[("default", "p")] = {**pods[0], "status": {}}
+    why = reconciler.inner.why
+    why.tell(pods, "Unplaceable", "8 GPUs free")
+    writes = api.pod_patches
+    assert writes == 1
+    clock.now += 1
+    why.tell(pods, "Unplaceable", "16 GPUs free")
+    assert api.pod_patches == writes
+    why.tell(pods, "NeverFits", "never")
+    assert api.pod_patches == writes + 1
+    why.tell(pods, "NeverFits", "never, again")
+    assert api.pod_patches == writes + 1
+    clock.now += REFRESH_S
+    why.tell(pods, "NeverFits", "never, again")
+    assert api.pod_patches == writes + 2
