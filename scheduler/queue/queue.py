@@ -36,7 +36,12 @@ blocked gang, and when the queue wants to be called again. It promises:
   reservation and blocks no one;
 - isolation: an unexpected error while handling one gang skips that gang (Decisions.failed),
   never the cycle.
-Drivers apply the decisions: the simulator at once, the operator through the API server."""
+This module keeps the order and dispatches; each mechanism is a part that owns its state, its
+contract at its top: walk.py (the walk, quiet cycles), views.py and memo.py (what a gang sees,
+what is known unplaceable, wait reasons), holds.py and preempting.py (pins, preemption),
+reservation.py, after.py (joint placement, moves), backoff.py; cycle.py is a cycle's state.
+Drivers apply the decisions through one port (effects.py): the simulator at once, the operator
+through the API server."""
 
 from __future__ import annotations
 
