@@ -37,6 +37,7 @@ bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-cali
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
+	$(BIN)/python -m benchmarks.parts
 
 bench-sim: $(STAMP)
 	$(BIN)/python -m benchmarks.simulation
