@@ -29,8 +29,7 @@ from scheduler.controller.jobs import InvalidSpecError, JobView, key
 from scheduler.controller.jobstatus import CHECKPOINTED, JobStatus
 from scheduler.controller.observability import Metrics
 from scheduler.controller.state import ClusterState, host_of
-from scheduler.controller.trainingjobs import Pending, rank_of, seconds
-from scheduler.controller.trainingjobs import Running as Bound
+from scheduler.controller.trainingjobs import Bound, Pending, rank_of, seconds
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue, Wait
 from scheduler.queue.effects import apply

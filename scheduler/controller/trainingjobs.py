@@ -39,7 +39,7 @@ from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]
 Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
-Running = dict[str, tuple[JobView, list[Obj]]]  # job uid -> the job and its bound pods
+Bound = dict[str, tuple[JobView, list[Obj]]]  # job uid -> the job and its bound pods
 
 
 class ServiceApi(Protocol):
@@ -82,7 +82,7 @@ class TrainingJobs:
         owned: dict[str, list[Obj]],
         state: ClusterState | None,
         pending: Pending,
-        running: Running,
+        running: Bound,
     ) -> None:
         uid = str(job["metadata"]["uid"])
         if (job.get("status") or {}).get("phase") in st.TERMINAL:
@@ -129,7 +129,7 @@ class TrainingJobs:
         pods: list[Obj],
         state: ClusterState | None,
         pending: Pending,
-        running: Running,
+        running: Bound,
     ) -> None:
         """Bring a gang whose pods all exist to its next step: queued while none is bound,
         running once all are."""
