@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +64,7 @@ class QueueDriver:
     status: JobStatus
     groups: GroupRunner
     started: dict[str, float]  # shared with the TrainingJob controller
+    wall: Callable[[], float]  # the API's clock (pods' creation, checkpoint annotations)
 
     def isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
         """Run one job's handling; False when it raised (reported on the job, or logged)."""
@@ -122,7 +122,7 @@ class QueueDriver:
         )
         started = self.started.get(view.uid)
         if started is None:  # placed before this operator started: the pods' age tells
-            age = time.time() - min(st.created(p) for p in pods)
+            age = self.wall() - min(st.created(p) for p in pods)
             started = self.started.setdefault(view.uid, self.clock() - max(age, 0.0))
         spec = view.spec
         expected = seconds(spec.expected_runtime_seconds)
@@ -142,7 +142,7 @@ class QueueDriver:
         -inf when it never did: a job is moved only after a checkpoint it reported."""
         notes = view.obj["metadata"].get("annotations") or {}
         at = st.parse_time(notes.get(CHECKPOINTED))
-        return -math.inf if at is None else self.clock() - max(0.0, time.time() - at)
+        return -math.inf if at is None else self.clock() - max(0.0, self.wall() - at)
 
     def starts(
         self,

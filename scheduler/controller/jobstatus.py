@@ -11,7 +11,7 @@ later cycle, never raised."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +52,7 @@ class JobStatus:
     recorder: Recorder
     metrics: Metrics
     why: PendingPods
+    wall: Callable[[], float]  # the API's clock (creation timestamps)
     # job uid -> the status last written
     written: dict[str, Obj] = field(default_factory=dict)
     marked: set[str] = field(default_factory=set)  # job uids marked to move (this cycle)
@@ -96,7 +97,7 @@ class JobStatus:
         placed = self.cond(view, "Placed", True, "Placed", message)
         running = self.cond(view, "Running", False, "Starting", "waiting for pods to start")
         if first_placement(view) and not repair:
-            self.metrics.placed(view.gang, time.time() - st.created(view.obj))
+            self.metrics.placed(view.gang, self.wall() - st.created(view.obj))
         self.set(view, "Placed", [placed, running], st.summary(whole))
         log.info(
             "placed",

@@ -80,7 +80,10 @@ class Reconciler:
         metrics: Metrics,
         identity: str = "rackwise",
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """`clock` measures intervals (the queue's time); `wall` reads the API's timestamps
+        (creation, checkpoints, TTLs): both injected, so a test can drive either."""
         self.api = api
         self.config = config
         self.metrics = metrics
@@ -102,7 +105,7 @@ class Reconciler:
         self.calls = Calls(api, metrics, self.pool, self.expect)
         self.nodewatch = NodeWatch(self.clock, config.node_grace_s, self.calls, self.recorder)
         self.why = PendingPods(api.patch_pod_status, self.recorder, metrics, self.clock)
-        self.status = JobStatus(api, self.calls, self.recorder, metrics, self.why)
+        self.status = JobStatus(api, self.calls, self.recorder, metrics, self.why, wall)
         access = Access(api.can_write, self.clock, config.protected_namespaces)
         self.refusals = Refusals(access, config, self.calls, self.recorder, metrics)
         self.groups = GroupRunner(
@@ -111,7 +114,7 @@ class Reconciler:
             self.recorder,
             self.calls.bind_pairs,
             self.clock,
-            time.time,
+            wall,
             metrics,
             self.expect,
             api.patch_podgroup_status,
@@ -126,6 +129,7 @@ class Reconciler:
             self.status,
             self.groups,
             self.started,
+            wall,
         )
         self.jobs = TrainingJobs(
             config,
@@ -140,6 +144,7 @@ class Reconciler:
             self.launches,
             self.started,
             self.place_config,
+            wall,
         )
 
     def close(self) -> None:

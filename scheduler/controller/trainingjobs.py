@@ -13,7 +13,6 @@ writes the cache does not show yet is not judged (expect.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -75,6 +74,7 @@ class TrainingJobs:
     launches: dict[str, Launch]  # shared with the reconciler, which makes the pods
     started: dict[str, float]  # shared with the queue driver: when each run began
     place_config: PlaceConfig
+    wall: Callable[[], float]  # the API's clock (completion times, for TTLs)
 
     def handle(
         self,
@@ -197,7 +197,7 @@ class TrainingJobs:
             self.calls.delete(pods)
         ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
         done = st.seconds(status.get("completionTime"))
-        if isinstance(ttl, int) and done and time.time() - done >= ttl:
+        if isinstance(ttl, int) and done and self.wall() - done >= ttl:
             meta = job["metadata"]
             self.calls.attempt(self.api.delete_job, meta["namespace"], meta["name"])
 

@@ -516,3 +516,21 @@ def test_a_pods_message_for_the_same_reason_is_refreshed_at_most_once_a_minute()
     clock.now += REFRESH_S
     why.tell(pods, "NeverFits", "never, again")
     assert api.pod_patches == writes + 2
+
+
+def test_the_wall_clock_is_injected_a_finished_job_goes_when_its_ttl_has_passed(api):
+    """Timestamps from the API (completion, creation) are read against the injected wall
+    clock, not the machine's: a test can drive it, as it drives the queue's clock."""
+    from scheduler.controller import status as st
+
+    done = "2026-12-01T00:00:00Z"
+    wall = Clock()
+    wall.now = st.seconds(done) + 30
+    reconciler = Reconciler(api, OperatorConfig(), Metrics(), clock=Clock(), wall=wall)
+    api.submit("finished", 1, ttlSecondsAfterFinished=60)
+    api.job_objs["finished"]["status"] = {"phase": "Succeeded", "completionTime": done}
+    reconciler.cycle()
+    assert "finished" in api.job_objs
+    wall.now += 31
+    reconciler.cycle()
+    assert "finished" not in api.job_objs
