@@ -11,8 +11,8 @@ It minimises J over the gradient ring (the workers and every role with `gradient
 as placement.scoring.objective counts it, then keeps the roles outside the ring in the ring's
 racks where it can. Promises: a placement it returns keeps every rule above (placement.validate
 checks it again); None when the model is infeasible on every region tried or the work limit
-ends first; `proven` only when CP-SAT proved its model optimal on the whole pool (the caller
-still claims `optimal` only where J meets a valid lower bound). Regions: the whole pool when it
+ends first; no optimality is claimed here (the caller claims `optimal` only where J meets a
+valid lower bound: the model's weights are rounded). Regions: the whole pool when it
 has at most `MAX_HOSTS` hosts with room, else the smallest domains, level by level, whose room
 could hold every part (at most `MAX_REGIONS` of them)."""
 
@@ -48,7 +48,6 @@ class Part:
 @dataclass(frozen=True)
 class Joint:
     counts: dict[str, dict[int, int]]  # part -> host -> pods
-    proven: bool  # CP-SAT proved its model optimal over the whole pool
 
 
 def parts_of(snapshot: Snapshot, gang: GangRequest) -> list[Part]:
@@ -68,21 +67,20 @@ def solve(
 ) -> Joint | None:
     parts = parts_of(snapshot, gang)
     regions = _regions(snapshot, parts)
-    for hosts, whole in regions:
+    for hosts in regions:
         found = _solve_in(snapshot, gang, parts, hosts, weights, fresh, work)
         if found is not None:
-            counts, optimal = found
-            return Joint(counts, optimal and whole)
+            return Joint(found)
     return None
 
 
-def _regions(snapshot: Snapshot, parts: list[Part]) -> list[tuple[list[int], bool]]:
-    """(hosts, is it the whole pool) to try, smallest first when the pool is large."""
+def _regions(snapshot: Snapshot, parts: list[Part]) -> list[list[int]]:
+    """The hosts to try: the whole pool, or its smallest domains first when it is large."""
     room = sorted(set().union(*(p.slots for p in parts)))
     if len(room) <= MAX_HOSTS:
-        return [(room, True)]
+        return [room]
     fabric = snapshot.fabric
-    out: list[tuple[list[int], bool]] = []
+    out: list[list[int]] = []
     for level in range(Tier.RACK, fabric.depth):
         column = fabric.columns[level]
         by_domain: dict[int, list[int]] = {}
@@ -95,7 +93,7 @@ def _regions(snapshot: Snapshot, parts: list[Part]) -> list[tuple[list[int], boo
             and all(sum(p.slots.get(h, 0) for h in hs) >= p.gang.pods for p in parts)
         ]
         fits.sort(key=lambda hs: (len(hs), hs[0]))
-        out += [(hs, False) for hs in fits[: MAX_REGIONS - len(out)]]
+        out += fits[: MAX_REGIONS - len(out)]
         if len(out) >= MAX_REGIONS:
             break
     return out
@@ -109,7 +107,7 @@ def _solve_in(
     weights: Sequence[float],
     fresh: float,
     work: float,
-) -> tuple[dict[str, dict[int, int]], bool] | None:
+) -> dict[str, dict[int, int]] | None:
     jm = _JointModel(snapshot, gang, parts, hosts)
     jm.build(weights, fresh)
     solver = cp_model.CpSolver()
@@ -119,10 +117,9 @@ def _solve_in(
     status = solver.solve(jm.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    counts = {
+    return {
         p.name: {h: n for h in hosts if (n := solver.value(jm.x[p.name][h])) > 0} for p in parts
     }
-    return counts, status == cp_model.OPTIMAL
 
 
 def _needs(g: GangRequest, extended: list[str]) -> list[int]:

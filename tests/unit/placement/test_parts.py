@@ -184,3 +184,26 @@ def test_gangs_of_up_to_16_pods_are_within_1_percent_of_the_optimum(engine):
         if placement.optimal:
             assert placement.objective <= ref.value * (1 + 1e-9) + 1e-12, seed
     assert placed >= 20
+
+
+@pytest.mark.parametrize("engine", ["auto", "cp-sat"])
+def test_a_pool_too_large_for_one_model_is_tried_domain_by_domain(engine):
+    """320 hosts with room (over MAX_HOSTS): the joint model runs on the smallest domains that
+    could hold every part. Every host has 2 free GPUs but two of rack 0, with 6 and 4; workers
+    2 x 2 GPUs and a role of one 6-GPU pod: the role fits only on the 6-GPU host."""
+    from scheduler.placement.parts import MAX_HOSTS, _regions, parts_of
+
+    fabric = Fabric(generate(blocks=1, racks=40, hosts=8, gpus=8))
+    snapshot = Snapshot(fabric)
+    snapshot.free_gpus[:] = 2
+    snapshot.free_gpus[0], snapshot.free_gpus[1] = 6, 4
+    gang = GangRequest(
+        name="g", pods=2, gpus_per_pod=2, roles=(Role(name="big", pods=1, gpus_per_pod=6),)
+    )
+    regions = _regions(snapshot, parts_of(snapshot, gang))
+    assert len(fabric.hosts) > MAX_HOSTS
+    assert regions[0] == list(range(8))  # rack 0, the only one whose room holds every part
+    [placement] = place(snapshot, [gang], CONFIG.model_copy(update={"engine": engine}))
+    assert placement.placed, placement.reason
+    validate(snapshot, gang, placement)
+    assert placement.hosts("big") == {fabric.hosts[0].name: 1}
