@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from queue import Empty
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.model.topology import TopologySpec
 from scheduler.simulation.config import SimConfig
@@ -17,6 +17,8 @@ from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
 Progress = Callable[[str, int, int], None]
+K = TypeVar("K")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -51,23 +53,56 @@ def run_one(task: Task, report: Any = None, label: object = None) -> SimResult:
 def run_all(tasks: list[Task], workers: int, progress: Progress | None = None) -> list[SimResult]:
     if workers <= 1 or len(tasks) == 1:
         return [run_one(t) for t in tasks]
-    ctx = mp.get_context("spawn")  # a clean interpreter per worker: no inherited threads
-    with ctx.Manager() as manager:
-        queue = manager.Queue()
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = [pool.submit(run_one, t, queue) for t in tasks]
-            while not all(f.done() for f in futures):
-                _drain(queue, progress, timeout=0.2)
-            _drain(queue, progress, timeout=0.0)
-            return [f.result() for f in futures]
+    tell = progress or (lambda *_: None)
+
+    def report(i: int, done: int, total: int) -> None:
+        tell(tasks[i].policy, done, total)
+
+    results = dict(in_processes(run_one, dict(enumerate(tasks)), workers, report))
+    return [results[i] for i in range(len(tasks))]
 
 
-def _drain(queue: Any, progress: Progress | None, timeout: float) -> None:
-    try:
-        while True:
-            policy, done, total = queue.get(timeout=timeout)
-            if progress is not None:
-                progress(policy, done, total)
-            timeout = 0.0
-    except Empty:
+def in_processes(
+    fn: Callable[[Task, Any, K], R],
+    todo: dict[K, Task],
+    workers: int,
+    report: Callable[[K, int, int], None],
+) -> Iterator[tuple[K, R]]:
+    """`fn(task, queue, key)` for every task, `workers` spawned processes at a time (a clean
+    interpreter each: no inherited threads), yielded as each ends; what the runs put on the
+    queue, (key, jobs done, jobs in all), goes to `report` meanwhile. One worker: in this
+    process, reported at once."""
+    if workers <= 1:
+        for key, task in todo.items():
+            yield key, fn(task, Direct(report), key)
         return
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        queue = manager.Queue()
+        futures = {pool.submit(fn, t, queue, k): k for k, t in todo.items()}
+        pending: set[Future[R]] = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            drain(queue, report)
+            for future in finished:
+                yield futures[future], future.result()
+
+
+class Direct:
+    """A report queue that reports at once (runs in this process)."""
+
+    def __init__(self, report: Callable[..., None]) -> None:
+        self.report = report
+
+    def put(self, item: tuple[Any, int, int]) -> None:
+        self.report(*item)
+
+
+def drain(queue: Any, report: Callable[..., None]) -> None:
+    """Every (key, done, total) waiting on the queue, to `report`, without blocking."""
+    while True:
+        try:
+            key, done, total = queue.get(block=False)
+        except Empty:
+            return
+        report(key, done, total)

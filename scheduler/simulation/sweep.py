@@ -10,14 +10,12 @@ extra (`pip install 'rackwise[ray]'`); asking for it without it installed is an 
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import functools
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from queue import Empty
 from typing import Any
 
 from scheduler.simulation.metrics import policy_metrics
-from scheduler.simulation.runner import Task, run_one
+from scheduler.simulation.runner import Task, drain, in_processes, run_one
 
 Key = tuple[str, int]  # (row label, seed)
 Report = Callable[[Key, int, int], None]  # a run's (key, jobs done, jobs in all)
@@ -27,7 +25,7 @@ class RayMissingError(ValueError):
     pass
 
 
-def measure(task: Task, keys: tuple[str, ...], key: Key, report: Any = None) -> dict[str, Any]:
+def measure(task: Task, report: Any, key: Key, keys: tuple[str, ...]) -> dict[str, Any]:
     """One run's measures under `keys`, computed where it runs (the full result stays
     there); progress goes to `report` (a queue) as (key, done, total)."""
     metrics = policy_metrics(run_one(task, report, key))
@@ -37,21 +35,8 @@ def measure(task: Task, keys: tuple[str, ...], key: Key, report: Any = None) -> 
 def local(
     todo: dict[Key, Task], keys: tuple[str, ...], workers: int, report: Report
 ) -> Iterator[tuple[Key, dict[str, Any]]]:
-    """`workers` spawned processes (a clean interpreter each: no inherited threads)."""
-    if workers <= 1:
-        for key, task in todo.items():
-            yield key, measure(task, keys, key, _Direct(report))
-        return
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        queue = manager.Queue()
-        futures = {pool.submit(measure, t, keys, k, queue): k for k, t in todo.items()}
-        pending: set[Future[dict[str, Any]]] = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            _drain(queue, report)
-            for future in finished:
-                yield futures[future], future.result()
+    """`workers` spawned processes (runner.in_processes)."""
+    yield from in_processes(functools.partial(measure, keys=keys), todo, workers, report)
 
 
 def on_ray(
@@ -70,32 +55,13 @@ def on_ray(
     try:
         queue = RayQueue()
         remote = ray.remote(measure)
-        refs = {remote.remote(t, keys, k, queue): k for k, t in todo.items()}
+        refs = {remote.remote(t, queue, k, keys): k for k, t in todo.items()}
         pending = list(refs)
         while pending:
             finished, pending = ray.wait(pending, num_returns=1, timeout=0.2)
-            _drain(queue, report)
+            drain(queue, report)
             for ref in finished:
                 yield refs[ref], ray.get(ref)
     finally:
         if started:
             ray.shutdown()
-
-
-class _Direct:
-    """A report queue that reports at once (runs in this process)."""
-
-    def __init__(self, report: Report) -> None:
-        self.report = report
-
-    def put(self, item: tuple[Key, int, int]) -> None:
-        self.report(*item)
-
-
-def _drain(queue: Any, report: Report) -> None:
-    while True:
-        try:
-            key, done, total = queue.get(block=False)
-        except Empty:
-            return
-        report((str(key[0]), int(key[1])), done, total)
