@@ -17,15 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from scheduler.controller.calls import Calls
 from scheduler.controller.events import Recorder, pod_ref
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.observability import Metrics
 from scheduler.controller.status import now
 
 Obj = dict[str, Any]
-log = structlog.get_logger("rackwise")
 SCHEDULED = "PodScheduled"
 # rackwise's reasons that mean "waits for capacity", as kube-scheduler names it
 CAPACITY = {"Unplaceable": "Unschedulable"}
@@ -53,7 +49,7 @@ def says(pod: Obj) -> tuple[str, str] | None:
 class PendingPods:
     patch: Callable[[str, str, Obj], None]  # a pod's (namespace, name, status)
     recorder: Recorder
-    metrics: Metrics
+    calls: Calls  # API errors counted and logged, never raised
     clock: Callable[[], float]  # monotonic seconds
     # pod uid -> (reason, message) last written, and when: the cache may not show it yet
     told: dict[str, tuple[tuple[str, str], float]] = field(default_factory=dict)
@@ -92,13 +88,13 @@ class PendingPods:
             "lastProbeTime": None,
             "lastTransitionTime": since or now(),
         }
-        try:
-            self.patch(meta["namespace"], meta["name"], {"conditions": [*others, mine]})
-            if old is None or old[0] != want[0]:
-                self.recorder.record(pod_ref(pod), "Warning", "FailedScheduling", event)
-        except ApiError as exc:  # written again next cycle: nothing is remembered
-            self.metrics.api_error("patch_pod_status")
-            log.warning("pod condition not written", pod=meta["name"], error=str(exc))
+        status = {"conditions": [*others, mine]}
+        # an API error leaves nothing remembered: the pod is written again next cycle
+        if not self.calls.attempt(self.patch, meta["namespace"], meta["name"], status):
+            return
+        changed = old is None or old[0] != want[0]
+        args = (pod_ref(pod), "Warning", "FailedScheduling", event)
+        if changed and not self.calls.attempt(self.recorder.record, *args):
             return
         self.told[str(meta["uid"])] = (want, self.clock())
 

@@ -104,7 +104,7 @@ class Reconciler:
         self.expect = Expectations(self.clock)  # own writes the cache may not show yet
         self.calls = Calls(api, metrics, self.pool, self.expect)
         self.nodewatch = NodeWatch(self.clock, config.node_grace_s, self.calls, self.recorder)
-        self.why = PendingPods(api.patch_pod_status, self.recorder, metrics, self.clock)
+        self.why = PendingPods(api.patch_pod_status, self.recorder, self.calls, self.clock)
         self.status = JobStatus(api, self.calls, self.recorder, metrics, self.why, wall)
         access = Access(api.can_write, self.clock, config.protected_namespaces)
         self.refusals = Refusals(access, config, self.calls, self.recorder, metrics)
