@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.common import table
 from scheduler.simulation.compare import Row, Saved, run_all, tasks
-from scheduler.simulation.profiles import ProfileName
+from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.simulation.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +38,8 @@ def main() -> None:
     body = []
     for workload, profile, ecmp in setups(args.workloads):
         scenario, base = load_scenario(REPO / "simulations" / "scenarios" / f"{workload}.yaml")
-        scenario = scenario.model_copy(update={"profile": profile, "ecmp": ecmp})
+        fabric = FabricProfile(name=profile, ecmp=ecmp)
+        scenario = scenario.model_copy(update={"fabric": fabric})
         seeds = list(range(args.seeds))
         todo = tasks(scenario, base, seeds, [Row("kueue-best-fit", "kueue-best-fit", {})])
         setup = {"scenario": scenario.model_dump(mode="json"), "calibration": True}

@@ -46,7 +46,7 @@ def fill(fabric: Fabric, seed: int, ended: float) -> tuple[Snapshot, list[Runnin
     """Gangs placed one by one until one does not fit, then a share `ended` of them gone."""
     rng = random.Random(f"cycle/{seed}")
     snapshot, running = Snapshot(fabric), list[Running]()
-    config = PlaceConfig(seed=seed, workers=1, time_limit_s=0.5)
+    config = PlaceConfig.of(seed=seed, workers=1, time_limit_s=0.5)
     while True:
         gang = draw(rng, f"r{len(running)}")
         placement = place_one(snapshot, gang, config)
@@ -63,7 +63,7 @@ def fill(fabric: Fabric, seed: int, ended: float) -> tuple[Snapshot, list[Runnin
 
 
 def queue(joint: int, seed: int) -> SchedulingQueue:
-    place = PlaceConfig(seed=seed, workers=1, time_limit_s=0.5)
+    place = PlaceConfig.of(seed=seed, workers=1, time_limit_s=0.5)
     config = QueueConfig(
         place=place,
         cross_tenant=True,
@@ -136,7 +136,7 @@ def scenario(fabric: Fabric, ended: float, seeds: int) -> list[list[object]]:
             f"GPUs taken (filled in {filled:.0f} s)",
             flush=True,
         )
-        on.append(two_cycles(snapshot, running, QueueConfig().joint_gangs, seed))
+        on.append(two_cycles(snapshot, running, QueueConfig().policy.joint_gangs, seed))
         off.append(two_cycles(snapshot, running, 0, seed))
     return [row(f"{ended:.0%}", "on (8 gangs)", on), row(f"{ended:.0%}", "off", off)]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from scheduler.placement import place
-from tests.unit.placement.test_parts import CONFIG, reference, scene
+from tests.unit.placement.test_parts import engine_config, reference, scene
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
         for seed in range(args.seeds):
             snapshot, gang = scene(seed)
             ref = reference(snapshot, gang)
-            [p] = place(snapshot, [gang], CONFIG.model_copy(update={"engine": engine}))
+            [p] = place(snapshot, [gang], engine_config(engine))
             if ref.value is None:
                 counts["infeasible_placed"] += p.placed
                 continue

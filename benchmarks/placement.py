@@ -35,21 +35,21 @@ def run(fabric: Fabric, seeds: int, cpsat_seeds: int) -> str:
         ratios: dict[str, list[float]] = {b: [] for b in BASELINES}
         for seed in range(seeds):
             snapshot = random_occupancy(fabric, 0.6, seed)
-            ours = place_one(snapshot, gang, PlaceConfig(seed=seed))
+            ours = place_one(snapshot, gang, PlaceConfig.of(seed=seed))
             validate(snapshot, gang, ours)
             times.append(ours.solve_seconds)
             gap = 1.0 if ours.gap is None else ours.gap
             gaps.append(gap)
             good += ours.optimal or gap <= 0.01
             for policy in BASELINES:
-                theirs = place_one(snapshot, gang, PlaceConfig(policy=policy, seed=seed))
+                theirs = place_one(snapshot, gang, PlaceConfig.of(policy=policy, seed=seed))
                 validate(snapshot, gang, theirs)
                 if theirs.placed and ours.cost > 0:
                     ratios[policy].append(theirs.cost / ours.cost)
                 elif theirs.placed:
                     ratios[policy].append(1.0 if theirs.cost == 0 else float("inf"))
             if seed < cpsat_seeds:
-                alone = place_one(snapshot, gang, PlaceConfig(seed=seed, engine="cp-sat"))
+                alone = place_one(snapshot, gang, PlaceConfig.of(seed=seed, engine="cp-sat"))
                 cpsat_times.append(alone.solve_seconds)
                 cpsat_ratio.append(alone.cost / ours.cost if ours.cost else 1.0)
         row: list[object] = [

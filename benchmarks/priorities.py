@@ -99,7 +99,7 @@ def run(seeds: int, workers: int) -> None:
         for name, setup in setups.items():
             flat = setup.get("flat", False)
             rules = {k: v for k, v in setup.items() if k != "flat"}
-            config = SimConfig(seed=seed, time_limit_s=0.5, **rules)
+            config = SimConfig.of(seed=seed, **rules)
             chosen = [j.model_copy(update={"priority": 0}) for j in jobs] if flat else jobs
             tasks.append(Task(spec, chosen, "rackwise", config))
             keys.append((name, seed))

@@ -128,7 +128,7 @@ def measure(
         gang = GangRequest(
             name=f"g{gpus}", pods=gpus, gpus_per_pod=1, constraints=wanted, roles=roles
         )
-        placement = place_one(snapshot, gang, PlaceConfig(seed=seed, fragmentation_share=share))
+        placement = place_one(snapshot, gang, PlaceConfig.of(seed=seed, fragmentation_share=share))
         validate(snapshot, gang, placement)
         times.append(placement.solve_seconds)
         proven += placement.optimal
@@ -154,7 +154,9 @@ def warm(
     took = []
     for wanted in constraints:
         gang = GangRequest(name="warm", pods=gpus, gpus_per_pod=1, constraints=wanted, roles=roles)
-        took.append(place_one(snapshot, gang, PlaceConfig(fragmentation_share=share)).solve_seconds)
+        took.append(
+            place_one(snapshot, gang, PlaceConfig.of(fragmentation_share=share)).solve_seconds
+        )
     return took[0]
 
 
@@ -165,7 +167,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     # the fragmentation-aware objective solves the tree a second time for multi-host gangs
     parser.add_argument(
-        "--fragmentation-share", type=float, default=PlaceConfig().fragmentation_share
+        "--fragmentation-share", type=float, default=PlaceConfig().scheduling.fragmentation_share
     )
     parser.add_argument("--only", help="the cases whose name contains this text")
     args = parser.parse_args()

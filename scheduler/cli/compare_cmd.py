@@ -45,7 +45,7 @@ def _scenario(
     if load is not None:
         updates["load"] = load
     if profile is not None:
-        updates["profile"] = profile
+        updates["fabric"] = spec.fabric.model_copy(update={"name": profile})
     if jobs is not None:
         updates["traces"] = [t.model_copy(update={"jobs": jobs}) for t in spec.traces]
     return spec.model_copy(update=updates), base
@@ -128,12 +128,11 @@ class _Bars:
 
 
 def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> None:
-    ecmp = f", ECMP at {', '.join(spec.ecmp)}" if spec.ecmp else ""
+    ecmp = f", ECMP at {', '.join(spec.fabric.ecmp)}" if spec.fabric.ecmp else ""
     load = "as traced" if spec.load is None else f"{spec.load:.0%}"
     console.print(
-        f"{spec.name}: fabric {spec.profile}{ecmp}; offered load {load}; warm-up "
-        f"{spec.warmup_hours:g} h; queue rules for every row: backfill {spec.backfill}, "
-        f"preemption {spec.preemption}, patience {spec.compact_wait_s:g} s; "
+        f"{spec.name}: fabric {spec.fabric.name}{ecmp}; offered load {load}; warm-up "
+        f"{spec.warmup_s / 3600:g} h; queue rules for every row: {spec.scheduling.queue_rules}; "
         f"{len(found.seeds)} seeds; {took:.0f} s",
         soft_wrap=True,
     )

@@ -37,7 +37,7 @@ def place_cmd(
         wrong = unknown_levels(snapshot.fabric, gang) or problem(snapshot.fabric, gang)
         if wrong is not None:
             raise InputError(f"{gangs}: gang {gang.name}: {wrong}")
-    config = PlaceConfig(policy=policy, time_limit_s=time_limit, seed=seed)
+    config = PlaceConfig.of(policy=policy, time_limit_s=time_limit, seed=seed)
     results = place(snapshot, requests, config)
     if as_json:
         typer.echo(json.dumps({"placements": [r.model_dump(mode="json") for r in results]}))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scheduler.controller.podpolicy import PodSecurity
 from scheduler.model import PlaceConfig
 from scheduler.model.gang import Objective
+from scheduler.model.policy import SchedulingPolicy
 from scheduler.model.topology import complete
 from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
-from scheduler.queue import Backfill, Preemption, QueueConfig
+from scheduler.queue import QueueConfig
 from scheduler.topology import LabelKeys, LevelLabel
 from scheduler.topology.sources import HOSTNAME, label_levels
 
@@ -38,12 +39,19 @@ class LeaderElection(BaseModel):
         return self
 
 
-class PreemptionScope(StrEnum):
-    OFF = "off"
-    # a gang may evict lower-priority gangs of its own namespace only (as Kueue's
-    # withinClusterQueue: LowerPriority): a tenant's priority field cannot reach other tenants
-    NAMESPACE = "namespace"
-    CLUSTER = "cluster"
+# top-level keys of earlier versions, now in `scheduling:`
+_MOVED = frozenset(
+    {
+        "solverTimeLimitSeconds",
+        "compactWaitSeconds",
+        "backfill",
+        "preemption",
+        "fragmentationShare",
+        "jointGangs",
+        "defragMovesPerHour",
+        "defragMinGain",
+    }
+)
 
 
 class OperatorConfig(BaseModel):
@@ -57,25 +65,16 @@ class OperatorConfig(BaseModel):
     pool_taint_key: str = Field(default="rackwise.io/pool", alias="poolTaintKey")
     gpu_resource: str = Field(default="nvidia.com/gpu", alias="gpuResource")
     scheduler_name: str = Field(default="rackwise", alias="schedulerName")
-    solver_time_limit_s: float = Field(default=1.0, gt=0, alias="solverTimeLimitSeconds")
     resync_s: float = Field(default=5.0, gt=0, alias="resyncSeconds")
     api_workers: int = Field(default=16, ge=1, alias="apiWorkers")
-    # seconds a gang may wait for a placement inside one spine (0: place greedily)
-    compact_wait_s: float = Field(default=0.0, ge=0, alias="compactWaitSeconds")
     # the pools (name, objective): hosts and pods of different pools never mix
     pool_list: tuple[PoolSpec, ...] = Field(default=DEFAULT_POOLS, alias="pools", min_length=1)
-    # queue rules (scheduler/queue): EASY backfilling holds a blocked gang's hosts (the operator
-    # knows no run times, so later gangs start only outside them); preemption scope
-    backfill: Backfill = Backfill.EASY
-    preemption: PreemptionScope = PreemptionScope.NAMESPACE
-    # rackwise's own mechanisms (docs/design.md): J a training gang may pay, as a share of its
-    # optimum, to break fewer whole racks and spines; gangs a cycle places together; moves at
-    # checkpoints per hour (0: off; a job is moved only after it signals a checkpoint with the
-    # annotation rackwise.io/checkpointed-at) and the share of its own J a move must save
-    fragmentation_share: float = Field(default=0.05, ge=0, le=1, alias="fragmentationShare")
-    joint_gangs: int = Field(default=8, ge=0, alias="jointGangs")
-    defrag_moves_per_hour: float = Field(default=0.0, ge=0, alias="defragMovesPerHour")
-    defrag_min_gain: float = Field(default=0.3, gt=0, le=1, alias="defragMinGain")
+    # queue rules, rackwise's mechanisms and solver limits (model/policy.py): the same
+    # definition and defaults as a simulation's. EASY backfilling holds a blocked gang's hosts
+    # (the operator knows no run times unless a job gives expectedRuntimeSeconds); preemption
+    # within a namespace; moves at checkpoints off (a job moves only after it signals a
+    # checkpoint with the annotation rackwise.io/checkpointed-at)
+    scheduling: SchedulingPolicy = SchedulingPolicy()
     # read nodes, pods, jobs and pod groups from watches (listed once) instead of listing every
     # cycle (cache.py); false: list every cycle, watches only wake the loop
     informer_cache: bool = Field(default=True, alias="informerCache")
@@ -102,21 +101,18 @@ class OperatorConfig(BaseModel):
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
 
     def queue(self) -> QueueConfig:
-        place = PlaceConfig(
-            time_limit_s=self.solver_time_limit_s,
-            compact_wait_s=self.compact_wait_s,
-            fragmentation_share=self.fragmentation_share,
-        )
-        on = self.preemption is not PreemptionScope.OFF
-        return QueueConfig(
-            place=place,
-            backfill=self.backfill,
-            preemption=Preemption.TOPOLOGY if on else Preemption.OFF,
-            cross_tenant=self.preemption is PreemptionScope.CLUSTER,
-            joint_gangs=self.joint_gangs,
-            defrag_moves_per_hour=self.defrag_moves_per_hour,
-            defrag_min_gain=self.defrag_min_gain,
-        )
+        return QueueConfig(PlaceConfig(scheduling=self.scheduling))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        """Knobs that were top-level before the policy had one home: a clear error, not
+        pydantic's "extra inputs are not permitted"."""
+        if isinstance(data, dict):
+            moved = sorted(set(data) & _MOVED)
+            if moved:
+                raise ValueError(f"{', '.join(moved)}: now under `scheduling:` (docs/operator.md)")
+        return data
 
     @property
     def levels(self) -> tuple[LevelLabel, ...]:

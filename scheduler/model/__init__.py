@@ -2,11 +2,13 @@
 
 from scheduler.model.gang import GangRequest, ParallelShape, Pool, Slice, pool_objective
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
+from scheduler.model.policy import Backfill, Preemption, PreemptionScope, SchedulingPolicy, Solver
 from scheduler.model.topology import LEVELS, MAX_LEVELS, HostSpec, LevelSpec, Tier, TopologySpec
 
 __all__ = [
     "LEVELS",
     "MAX_LEVELS",
+    "Backfill",
     "GangRequest",
     "HostSpec",
     "LevelSpec",
@@ -16,7 +18,11 @@ __all__ = [
     "PlacementStatus",
     "PodAssignment",
     "Pool",
+    "Preemption",
+    "PreemptionScope",
+    "SchedulingPolicy",
     "Slice",
+    "Solver",
     "Tier",
     "TopologySpec",
     "pool_objective",

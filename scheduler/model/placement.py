@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.model.policy import SchedulingPolicy, Solver
 
 
 class PlacementStatus(StrEnum):
@@ -69,27 +71,26 @@ class Placement(BaseModel):
 
 
 class PlaceConfig(BaseModel):
+    """One placement call's parameters: the scheduling policy, and what belongs to the call
+    (which placement policy a run compares, the solver's seed, whether to prove a bound, how
+    long the gang has waited so far on the caller's clock)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
+    scheduling: SchedulingPolicy = SchedulingPolicy()
     policy: str = "rackwise"
-    time_limit_s: float = Field(default=1.0, gt=0)
-    workers: int = Field(default=2, ge=1)
     seed: int = 0
-    # a gap at or under this fraction counts as good enough to stop early
-    relative_gap: float = Field(default=0.0, ge=0)
-    # deterministic time budget (CP-SAT "deterministic seconds") for reproducible tests
-    deterministic_time: float | None = Field(default=None, gt=0)
-    # weight of breaking a fully free rack, as a share of one host crossing
-    fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5)
-    # the most J a training gang pays over its optimum to break less of the fabric
-    # (placement/fragments.py), as a share of that optimum; 0 switches it off
-    fragmentation_share: float = Field(default=0.05, ge=0, le=1)
     # compute the lower bound for decisions not already proven optimal (costs time at scale)
     report_bound: bool = True
-    # patience: a gang that would fit inside one spine of its empty pool waits up to this long
-    # for a placement inside one spine rather than take one that spans spines now (0: never)
-    compact_wait_s: float = Field(default=0.0, ge=0)
-    # how long this gang has waited so far (the caller's clock)
     waited_s: float = Field(default=0.0, ge=0)
-    # "auto": exact tree DP where the objective decomposes along the tree, CP-SAT elsewhere;
-    # "cp-sat": the CP-SAT model always, warm-started from the best baseline
-    engine: Literal["auto", "cp-sat"] = "auto"
+
+    @classmethod
+    def of(cls, **flat: Any) -> PlaceConfig:
+        """One placement's parameters from flat names (tests, benchmarks, the CLI): each name
+        goes to the model that declares it (this one, else the policy: SchedulingPolicy.of)."""
+        own = {k: v for k, v in flat.items() if k in cls.model_fields}
+        rest = {k: v for k, v in flat.items() if k not in own}
+        return cls(**own, scheduling=SchedulingPolicy.of(**rest))
+
+    @property
+    def solver(self) -> Solver:
+        return self.scheduling.solver

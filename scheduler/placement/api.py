@@ -106,7 +106,7 @@ def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) 
     """J of the workers' `counts` (host -> pods) on the capacity's snapshot, as `place_one`
     reports it for a placement it makes there."""
     weights = level_weights(capacity.snapshot.fabric, capacity.gang)
-    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
+    fresh = fresh_rack_weight(capacity, weights, config.scheduling.fragmentation_weight)
     return objective(capacity, counts, weights, fresh)
 
 
@@ -174,8 +174,8 @@ def _joint(capacity: Capacity, bound: float | None, config: PlaceConfig) -> Plac
     start = time.perf_counter()
     gang, fabric = capacity.gang, capacity.snapshot.fabric
     weights = level_weights(fabric, gang)
-    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
-    work = config.deterministic_time or config.time_limit_s
+    fresh = fresh_rack_weight(capacity, weights, config.scheduling.fragmentation_weight)
+    work = config.solver.work_limit or config.solver.time_limit_s
     found = parts.solve(capacity.snapshot, gang, weights, fresh, work)
     if found is None:
         return None
@@ -269,7 +269,7 @@ def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig
     """A reason to wait when the best placement now spans blocks (the level above racks:
     spines by default) but the gang fits in one block of its pool when that is free, and the
     gang is still within its patience."""
-    if config.waited_s >= config.compact_wait_s:  # a queue rule: any policy may have it
+    if config.waited_s >= config.scheduling.compact_wait_s:  # a queue rule: any policy may have it
         return None
     fabric = capacity.snapshot.fabric
     if fabric.block is None:
@@ -277,7 +277,7 @@ def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig
     spines = {fabric.domain[fabric.block][h] for h, n in counts.items() if n > 0}
     if len(spines) <= 1 or not _fits_one_block(capacity, fabric.block):
         return None
-    left = config.compact_wait_s - config.waited_s
+    left = config.scheduling.compact_wait_s - config.waited_s
     return (
         f"waiting up to {left:.0f} s more for a placement inside one {fabric.levels[fabric.block]} "
         f"(the best now spans {len(spines)})"

@@ -1,13 +1,12 @@
 """The scheduling queue: ordering, patience, backoff, backfill with reservations and
 topology-aware preemption, driven alike by the operator and the simulator."""
 
+from scheduler.model.policy import Backfill, Preemption
 from scheduler.queue.queue import SchedulingQueue
 from scheduler.queue.types import (
-    Backfill,
     Decisions,
     Eviction,
     Move,
-    Preemption,
     QueueConfig,
     Reservation,
     Running,

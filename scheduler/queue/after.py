@@ -44,7 +44,7 @@ class AfterWalk:
         """Place the cycle's starts again together, with each pool's first blocked gang, when
         that starts more or costs less (queue/joint.py); hosts held for a reservation or a
         preemptor stay off limits to everyone else."""
-        if self.config.joint_gangs < 2 or not c.free_starts:
+        if self.config.policy.joint_gangs < 2 or not c.free_starts:
             return
         blocked = self._blocked(c)
         if len(c.free_starts) + len(blocked) < 2:
@@ -53,7 +53,7 @@ class AfterWalk:
         keys = [k for k, _, _ in c.free_starts] + [k for k, _ in blocked]
         forbidden = {k: frozenset().union(*(h for o, h in holds.items() if o != k)) for k in keys}
         found = joint.improve(
-            c.work, c.free_starts, blocked, forbidden, self.at_once, self.config.joint_gangs
+            c.work, c.free_starts, blocked, forbidden, self.at_once, self.config.policy.joint_gangs
         )
         if found is not None:
             self._take_joint(c, found)
@@ -61,7 +61,7 @@ class AfterWalk:
     def defragment(self, c: Cycle) -> None:
         """Move running gangs at their checkpoints to let a waiting gang start or to cut their
         own J (queue/defrag.py); mark those whose checkpoint is still to come."""
-        if self.config.defrag_moves_per_hour <= 0:
+        if self.config.policy.defrag_moves_per_hour <= 0:
             return
         blocked = self._blocked(c)
         reserved = {r.key: r.hosts for r in c.out.reservations.values()}

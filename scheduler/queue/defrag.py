@@ -69,7 +69,7 @@ class Defrag:
         outstanding: key -> its next checkpoint, inf when the gang signals its own).
         `forbidden`: hosts held for anyone; `own`: those of them held for a waiting gang
         itself (its EASY reservation), which a plan for that gang may use."""
-        if self.config.defrag_moves_per_hour <= 0:
+        if self.config.policy.defrag_moves_per_hour <= 0:
             return [], [], {}
         live = {r.key: r for r in running if r.movable}
         waiting = dict(blocked)
@@ -89,7 +89,7 @@ class Defrag:
                 del self.marks[key]
 
     def _budget(self) -> int:
-        return int(self.config.defrag_moves_per_hour) - len(self.done) - len(self.marks)
+        return int(self.config.policy.defrag_moves_per_hour) - len(self.done) - len(self.marks)
 
     def _carry_out(
         self,
@@ -109,7 +109,7 @@ class Defrag:
                 continue
             del self.marks[key]
             if mark.waiting is None:
-                plan = own_plan(work, r, forbidden, self.place, self.config.defrag_min_gain)
+                plan = own_plan(work, r, forbidden, self.place, self.config.policy.defrag_min_gain)
                 started = None
             else:
                 off = forbidden - own.get(mark.waiting, frozenset())
@@ -149,7 +149,10 @@ class Defrag:
             if self._budget() <= 0:
                 return
             self.looked[r.key] = now
-            if own_plan(work, r, forbidden, self.place, self.config.defrag_min_gain) is not None:
+            if (
+                own_plan(work, r, forbidden, self.place, self.config.policy.defrag_min_gain)
+                is not None
+            ):
                 self.marks[r.key] = Mark(now, None)
 
     def _room_for(
@@ -162,7 +165,7 @@ class Defrag:
         if Capacity.of(work, gang).total < gang.pods:
             return None  # not fragmentation: too little free room in all, moving cannot help
         pool = [r for r in live.values() if r.gang.pool == gang.pool and r.key not in self.marks]
-        for r in nearest(work, gang, pool, self.config.defrag_candidates):
+        for r in nearest(work, gang, pool, self.config.policy.defrag_candidates):
             if room_plan(work, gang, r, forbidden, self.place) is not None:
                 return r
         return None
@@ -178,7 +181,7 @@ class Defrag:
         ]
         fresh.sort(key=lambda r: (-r.placement.objective, r.key))
         self.looked = {k: t for k, t in self.looked.items() if k in live}
-        return fresh[: self.config.defrag_candidates]
+        return fresh[: self.config.policy.defrag_candidates]
 
 
 def nearest(work: Snapshot, gang: GangRequest, pool: Iterable[Running], n: int) -> list[Running]:

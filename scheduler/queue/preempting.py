@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.model.placement import Placement
+from scheduler.model.policy import Preemption
 from scheduler.placement import InvalidPlacementError, Snapshot, validate
 from scheduler.queue import preemption
 from scheduler.queue.cycle import Cycle
@@ -24,7 +25,6 @@ from scheduler.queue.holds import Holds
 from scheduler.queue.types import (
     Entry,
     Eviction,
-    Preemption,
     QueueConfig,
     Running,
     Wait,
@@ -78,14 +78,16 @@ class Preempting:
         return True
 
     def preempt(self, c: Cycle, entry: Entry, view: Snapshot) -> bool:
-        if self.config.preemption is Preemption.OFF:
+        if self.config.policy.preemption is Preemption.OFF:
             return False
         if entry.gang.priority <= c.lowest(entry.gang.pool):
             return False
         candidates = [r for r in c.running if self._may_preempt(c, entry, r)]
         if not candidates:
             return False
-        found = CHOOSERS[self.config.preemption](view, entry.gang, candidates, c.now, self.config)
+        found = CHOOSERS[self.config.policy.preemption](
+            view, entry.gang, candidates, c.now, self.config
+        )
         if found is None:
             return False
         self._nominate(c, entry, found)
@@ -96,7 +98,7 @@ class Preempting:
             r.key not in c.evicted
             and r.gang.pool == entry.gang.pool
             and r.gang.priority < entry.gang.priority
-            and (self.config.cross_tenant or r.tenant == entry.tenant)
+            and (self.config.policy.cross_tenant or r.tenant == entry.tenant)
         )
 
     def _nominate(self, c: Cycle, entry: Entry, found: preemption.Victims) -> None:

@@ -59,7 +59,7 @@ def topology(
         domains.sort(key=lambda d: (estimate.get(d, _NEVER), -free[level].get(d, 0)))
         found = [
             _in_domain(view, gang, candidates, level, d, now, cfg)
-            for d in domains[: cfg.preemption_domains]
+            for d in domains[: cfg.policy.preemption_domains]
         ]
         best = min((v for v in found if v is not None), key=lambda v: v.score, default=None)
         if best is not None:

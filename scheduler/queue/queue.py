@@ -50,6 +50,7 @@ from collections.abc import Iterable
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
+from scheduler.model.policy import Backfill
 from scheduler.placement import Snapshot, place_one
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
@@ -61,7 +62,6 @@ from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.shapes import ShapeIds, shape_key
 from scheduler.queue.types import (
-    Backfill,
     Decisions,
     Entry,
     QueueConfig,
@@ -171,14 +171,14 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
-        if not self._entries and self.config.defrag_moves_per_hour <= 0:
+        if not self._entries and self.config.policy.defrag_moves_per_hour <= 0:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
             self._views.forget_fabric()
         c = Cycle(now, snapshot.copy(), list(running))
         self._preempting.settle(c.running)
-        c.quiet = not self.config.report_waits and not self.config.place.compact_wait_s
+        c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()
         for entry in self._walker.walk(c):
             try:
@@ -214,7 +214,7 @@ class SchedulingQueue:
         ):
             self._known_unplaceable(c, entry, p, v, known)
             return
-        if p.attempts >= self.config.max_attempts:
+        if p.attempts >= self.config.policy.max_attempts:
             return
         p.attempts += 1
         self._attempt(c, entry, p, v)
@@ -261,7 +261,7 @@ class SchedulingQueue:
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
-        if not place.compact_wait_s:
+        if not place.scheduling.compact_wait_s:
             return place
         since = now if entry.placeable_since is None else entry.placeable_since
         return place.model_copy(update={"waited_s": now - since})
@@ -280,7 +280,7 @@ class SchedulingQueue:
     def _patient(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         if entry.placeable_since is None:
             entry.placeable_since = c.now
-        entry.recheck_at = entry.placeable_since + self.config.place.compact_wait_s
+        entry.recheck_at = entry.placeable_since + self.config.policy.compact_wait_s
         c.out.wake(entry.recheck_at)
         self._wait(c, entry, Wait(WaitReason.COMPACT, placement.reason))
 
@@ -291,9 +291,9 @@ class SchedulingQueue:
             c.pool(entry.gang.pool).unplaceable += 1
 
     def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
-        if self.config.backfill is Backfill.NONE:
+        if self.config.policy.backfill is Backfill.NONE:
             p.blocker = entry.gang.name
-        elif self.config.backfill is Backfill.EASY and p.reservation is None:
+        elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
             p.reservation = self._reservation(c, entry, view, seen)
             if p.reservation is not None:
                 c.out.reservations[entry.gang.pool] = p.reservation

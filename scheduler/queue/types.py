@@ -7,67 +7,46 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
+from scheduler.model.policy import SchedulingPolicy
 
 
-class Backfill(StrEnum):
-    # nothing passes a gang that cannot start in its pool (strict order)
-    NONE = "none"
-    # any later gang that fits starts now; large gangs can starve behind a stream of small ones
-    GREEDY = "greedy"
-    # EASY: the first gang of a pool that cannot start reserves the hosts it will get once enough
-    # running gangs end; later gangs start outside them, or inside when their estimate says they
-    # end before that time
-    EASY = "easy"
+@dataclass(frozen=True)
+class QueueConfig:
+    """What a queue runs with: the placement calls' parameters (the scheduling policy in them)
+    and how much it reports. `report_waits`: every waiting gang each cycle (the operator writes
+    them as conditions); off, only the gangs a cycle looked at, so that a cycle can pass over
+    gangs it knows cannot start without looking at each (the simulator): the same decisions."""
 
-
-class Preemption(StrEnum):
-    OFF = "off"
-    # free the most compact domain at the least loss (queue/preemption.py)
-    TOPOLOGY = "topology"
-    # the baseline: lowest priority first, most recently started first, until the gang fits
-    LOWEST_FIRST = "lowest-priority-first"
-
-
-class QueueConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    place: PlaceConfig = PlaceConfig()
-    backfill: Backfill = Backfill.EASY
-    preemption: Preemption = Preemption.TOPOLOGY
-    # may a gang preempt another tenant's gangs (namespaces in the operator)
-    cross_tenant: bool = False
-    # placement tries per pool per cycle: a long queue cannot make one cycle unbounded
-    max_attempts: int = Field(default=64, ge=1)
-    # domains examined per level when choosing victims (the freest first)
-    preemption_domains: int = Field(default=32, ge=1)
-    # defragmentation at checkpoints (queue/defrag.py): moves carried out per hour at most
-    # (0: off), the share of its own J a move for a gang's own sake must save, and the running
-    # gangs tried per waiting gang
-    defrag_moves_per_hour: float = Field(default=0.0, ge=0)
-    defrag_min_gain: float = Field(default=0.3, gt=0, le=1)
-    defrag_candidates: int = Field(default=8, ge=1)
-    # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
-    # placed again together when that lowers their total J; below 2 switches it off
-    joint_gangs: int = Field(default=8, ge=0)
-    # report every waiting gang each cycle (the operator writes them as conditions); False
-    # reports only the gangs a cycle looked at, so that a cycle can pass over gangs it knows
-    # cannot start without looking at each (the simulator): the decisions are the same
+    place: PlaceConfig = field(default_factory=PlaceConfig)
     report_waits: bool = True
+
+    @classmethod
+    def of(cls, report_waits: bool = True, **knobs: Any) -> QueueConfig:
+        """A queue's parameters from flat names (PlaceConfig.of; tests, benchmarks)."""
+        return cls(PlaceConfig.of(**knobs), report_waits)
+
+    @property
+    def policy(self) -> SchedulingPolicy:
+        return self.place.scheduling
 
     @property
     def trial(self) -> PlaceConfig:
         """Placement as it would be once hosts are freed: no patience, no bound to compute."""
-        return self.place.model_copy(update={"compact_wait_s": 0.0, "report_bound": False})
+        return self.place.model_copy(update={"scheduling": self._impatient, "report_bound": False})
 
     @property
     def at_once(self) -> PlaceConfig:
         """Placement for gangs that start or move in this cycle (joint placement, moves at
         checkpoints): the queue's, less patience."""
-        return self.place.model_copy(update={"compact_wait_s": 0.0})
+        return self.place.model_copy(update={"scheduling": self._impatient})
+
+    @property
+    def _impatient(self) -> SchedulingPolicy:
+        return self.policy.model_copy(update={"compact_wait_s": 0.0})
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from scheduler.model.policy import Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
@@ -23,7 +24,7 @@ from scheduler.queue.holds import Holds
 from scheduler.queue.memo import Memo
 from scheduler.queue.order import Known
 from scheduler.queue.shapes import ShapeIds, shape_of
-from scheduler.queue.types import Entry, Preemption, QueueConfig, Wait, WaitReason
+from scheduler.queue.types import Entry, QueueConfig, Wait, WaitReason
 
 
 @dataclass
@@ -75,7 +76,7 @@ class Views:
     def victims(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
         """A digest of the running gangs a gang of this priority and tenant may preempt in the
         pool now (empty when it may preempt none): the free capacity alone does not say."""
-        if self.config.preemption is Preemption.OFF:
+        if self.config.policy.preemption is Preemption.OFF:
             return b""  # nothing is ever preempted: no need to look at what runs
         at = (pool, priority, tenant, len(c.running), len(c.evicted))
         if at not in c.victims:
@@ -85,7 +86,7 @@ class Views:
                 if r.gang.pool == pool
                 and r.gang.priority < priority
                 and r.key not in c.evicted
-                and (self.config.cross_tenant or r.tenant == tenant)
+                and (self.config.policy.cross_tenant or r.tenant == tenant)
             )
             text = "\0".join(keys).encode()
             c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""

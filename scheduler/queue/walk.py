@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.model.policy import Backfill
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, first
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import Bools, PoolOrder
 from scheduler.queue.shapes import ShapeIds
-from scheduler.queue.types import Backfill, Entry, QueueConfig
+from scheduler.queue.types import Entry, QueueConfig
 from scheduler.queue.views import Views
 
 
@@ -84,11 +85,13 @@ class Walk:
             return special
         blocked, why = self._known_blocked(c, pool, order)
         need = np.zeros(len(order) - i, dtype=np.bool_)
-        if p.attempts < self.config.max_attempts:
+        if p.attempts < self.config.policy.max_attempts:
             need |= ~blocked[i:]
-        if p.reservation is None and self.config.backfill is not Backfill.GREEDY:
+        if p.reservation is None and self.config.policy.backfill is not Backfill.GREEDY:
             first(need, blocked[i:])
-        wants_blocked = self.config.joint_gangs >= 2 or self.config.defrag_moves_per_hour > 0
+        wants_blocked = (
+            self.config.policy.joint_gangs >= 2 or self.config.policy.defrag_moves_per_hour > 0
+        )
         if wants_blocked and p.unplaceable < 2:
             first(need, why[i:])
         hits = np.flatnonzero(need)

@@ -46,9 +46,8 @@ def simulate(
     first = results[: len(scenario.policies)]
     gpus = sum(h.gpus for h in spec.hosts)
     rules = (
-        f"queue rules for every policy: backfill {scenario.backfill}, "
-        f"preemption {scenario.preemption}, patience {scenario.compact_wait_s:.0f} s; "
-        f"fabric {scenario.profile}{_ecmp(scenario)}"
+        f"queue rules for every policy: {scenario.scheduling.queue_rules}; "
+        f"fabric {scenario.fabric.name}{_ecmp(scenario)}"
     )
     notes = [
         f"{len(spec.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs; seeds {seeds[0]}..{seeds[-1]} "
@@ -74,4 +73,5 @@ def simulate(
 
 
 def _ecmp(scenario: Scenario) -> str:
-    return f" with ECMP at {', '.join(scenario.ecmp)}" if scenario.ecmp else ""
+    ecmp = scenario.fabric.ecmp
+    return f" with ECMP at {', '.join(ecmp)}" if ecmp else ""

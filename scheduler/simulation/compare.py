@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scheduler.model.policy import SchedulingPolicy
 from scheduler.simulation import sweep
+from scheduler.simulation.config import SimConfig
 from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.simulation.protocol import (
     ORACLE,
@@ -97,10 +99,17 @@ def tasks(scenario: Scenario, base: Path, seeds: Sequence[int], rows: list[Row])
         jobs = seed_jobs(scenario, base, spec, seed)
         config = scenario.sim_config(seed)
         for row in rows:
-            out[(row.label, seed)] = Task(
-                spec, jobs, row.policy, config.model_copy(update=row.changes)
-            )
+            out[(row.label, seed)] = Task(spec, jobs, row.policy, varied(config, row.changes))
     return out
+
+
+def varied(config: SimConfig, changes: dict[str, Any]) -> SimConfig:
+    """The run's config with a row's changes: policy knobs into its scheduling policy, the
+    rest (the oracle's fabric) into the run's."""
+    knobs = {k: v for k, v in changes.items() if k in SchedulingPolicy.model_fields}
+    rest = {k: v for k, v in changes.items() if k not in knobs}
+    policy = config.scheduling.model_copy(update=knobs)
+    return config.model_copy(update={**rest, "scheduling": policy})
 
 
 class Saved:

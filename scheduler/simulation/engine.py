@@ -307,19 +307,19 @@ class Simulation:
             self.push(self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, h)
 
     def _fail(self, host: int, now: float) -> None:
-        failures = self.config.failures
-        assert failures is not None
         if host in self.snapshot.down:
             return
         for order in sorted(self.on_host.get(host, set())):
             state = self.states[order]
             worked = self._stop(state, now)
-            kept = math.floor(worked / failures.checkpoint_s) * failures.checkpoint_s
+            every = self.config.checkpoint_s
+            kept = math.floor(worked / every) * every
             state.work_left -= kept
             state.restarts += 1
             self._enqueue(state)
         self.snapshot.down.add(host)
-        self.push(now + failures.mttr_s, REPAIR, host)
+        assert self.config.failures is not None  # failures are drawn only when configured
+        self.push(now + self.config.failures.mttr_s, REPAIR, host)
 
     def _repair(self, host: int, now: float) -> None:
         failures = self.config.failures

@@ -6,16 +6,14 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scheduler.io import load_yaml
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
-from scheduler.queue import Backfill, Preemption
-from scheduler.simulation.config import Failures, SimConfig
-from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName, RestartCost
+from scheduler.simulation.config import SimConfig
 from scheduler.simulation.synthetic import llm_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
@@ -23,6 +21,18 @@ from scheduler.topology import from_lingjun_csv, generate, load_topology
 
 class ScenarioError(ValueError):
     pass
+
+
+# keys of earlier scenario files, and where they went
+_MOVED = {
+    "backfill": "now under `scheduling:`",
+    "preemption": "now under `scheduling:`",
+    "compact_wait_s": "now under `scheduling:`",
+    "time_limit_s": "now `scheduling: {solver: {time_limit_s}}`",
+    "profile": "now `fabric: {name}`",
+    "ecmp": "now `fabric: {ecmp}`",
+    "warmup_hours": "now `warmup_s` (seconds)",
+}
 
 
 class Strict(BaseModel):
@@ -72,38 +82,32 @@ class TraceSource(Strict):
         return self
 
 
-class Scenario(Strict):
+class Scenario(SimConfig):
+    """A comparison's setup: what the runs are (SimConfig's fields: the scheduling policy, the
+    fabric model, checkpoints, failures, warm-up, the first seed) and what they run on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = "scenario"
-    seed: int = 0
     topology: TopologySource
     pools: dict[str, float] = Field(default_factory=lambda: {"training": 1.0})
     traces: list[TraceSource] = Field(min_length=1)
     policies: list[str] = Field(default_factory=lambda: list(POLICIES))
-    time_limit_s: float = Field(default=1.0, gt=0)
-    failures: Failures | None = None
     skip_bad_rows: bool = False
-    # queue rules, the same for every policy: patience (seconds a gang may wait for a placement
-    # inside one spine; 0: place greedily), backfill (none: strict order, greedy, easy) and
-    # preemption (off, topology, lowest-priority-first)
-    compact_wait_s: float = Field(default=0.0, ge=0)
-    backfill: Backfill = Backfill.EASY
-    preemption: Preemption = Preemption.TOPOLOGY
-    checkpoint_minutes: float = Field(default=30.0, gt=0)
-    # the fabric model (simulation/profiles.py): how links are provisioned (non-blocking,
-    # oversubscribed, topology, oracle), the levels whose rings hash onto paths (ECMP), each
-    # job's communication share, what a restart costs
-    profile: ProfileName = ProfileName.OVERSUBSCRIBED
-    ecmp: tuple[str, ...] = ()
-    comm_share: CommShare = CommShare()
-    restart: RestartCost = RestartCost()
     # offered load: arrivals rescaled so the jobs ask this share of the GPU-time the fabric
     # offers while they arrive (None: as the traces say)
     load: float | None = Field(default=None, gt=0)
-    # jobs that arrive in the first hours warm the cluster up: run, not measured
-    warmup_hours: float = Field(default=0.0, ge=0)
     # seeds: each one a draw of arrival jitter and failures, the same for every policy
     seeds: int = Field(default=1, ge=1)
     jitter_minutes: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        """Knobs that were top-level before the policy had one home: say where they went."""
+        if isinstance(data, dict):
+            for key in sorted(set(data) & set(_MOVED)):
+                raise ValueError(f"{key}: {_MOVED[key]}")
+        return data
 
     @model_validator(mode="after")
     def _policies(self) -> Scenario:
@@ -113,19 +117,9 @@ class Scenario(Strict):
         return self
 
     def sim_config(self, seed: int | None = None) -> SimConfig:
-        return SimConfig(
-            seed=self.seed if seed is None else seed,
-            time_limit_s=self.time_limit_s,
-            failures=self.failures,
-            compact_wait_s=self.compact_wait_s,
-            backfill=self.backfill,
-            preemption=self.preemption,
-            checkpoint_minutes=self.checkpoint_minutes,
-            fabric=FabricProfile(name=self.profile, ecmp=self.ecmp),
-            comm_share=self.comm_share,
-            restart=self.restart,
-            warmup_s=self.warmup_hours * 3600,
-        )
+        """One run's config: the scenario's own, at `seed` (the scenario's first by default)."""
+        own = {k: getattr(self, k) for k in SimConfig.model_fields}
+        return SimConfig(**{**own, "seed": self.seed if seed is None else seed})
 
 
 def load_scenario(path: Path) -> tuple[Scenario, Path]:
@@ -141,10 +135,10 @@ def load_scenario(path: Path) -> tuple[Scenario, Path]:
 def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
     """The scenario's topology; ScenarioError when `ecmp` names a level it does not have."""
     spec = _topology(scenario, base)
-    unknown = [name for name in scenario.ecmp if name not in spec.names]
+    unknown = [name for name in scenario.fabric.ecmp if name not in spec.names]
     if unknown:
         levels = ", ".join(spec.names)
-        raise ScenarioError(f"ecmp: unknown level {unknown[0]!r}; levels are {levels}")
+        raise ScenarioError(f"fabric.ecmp: unknown level {unknown[0]!r}; levels are {levels}")
     return spec
 
 

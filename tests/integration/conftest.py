@@ -22,7 +22,7 @@ from scheduler.controller.operator import run
 from scheduler.devtools.cluster import LocalCluster, free_port
 from scheduler.devtools.devcluster import install
 from scheduler.devtools.fake import create_nodes, run_kubelet
-from scheduler.model import TopologySpec
+from scheduler.model import SchedulingPolicy, TopologySpec
 from scheduler.topology import generate
 from tests.waits import until
 
@@ -55,7 +55,11 @@ GRACE_S = 5.0
 def operator(cluster: LocalCluster, admin: AdminGateway) -> Iterator[threading.Event]:
     stop = threading.Event()
     # moves at checkpoints on: only jobs that report a checkpoint (test_defrag.py) are moved
-    config = OperatorConfig(resync_s=1.0, node_grace_s=GRACE_S, defrag_moves_per_hour=60)
+    config = OperatorConfig(
+        resync_s=1.0,
+        node_grace_s=GRACE_S,
+        scheduling=SchedulingPolicy(defrag_moves_per_hour=60),
+    )
     threads = [
         threading.Thread(
             target=run,

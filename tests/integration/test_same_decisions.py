@@ -53,7 +53,7 @@ def simulate() -> Any:
     # no moves at checkpoints: the operator moves only jobs that report a checkpoint, and
     # these jobs do not (tests/integration/test_defrag.py covers moves)
     # the oracle fabric and free restarts: the operator's run times are the trace's as given
-    config = SimConfig(
+    config = SimConfig.of(
         fabric=FabricProfile(name=ProfileName.ORACLE),
         restart=RestartCost(base_s=0, per_doubling_s=0),
         checkpoint_minutes=CHECKPOINT_S / 60,

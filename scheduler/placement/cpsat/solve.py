@@ -52,11 +52,17 @@ def solve(
     """`bound` (ring crossings) and `objective_bound` (J) are computed on first use: the exact
     DP needs neither."""
     gang = capacity.gang
-    fresh = fresh_rack_weight(capacity, weights, config.fragmentation_weight)
-    if config.engine == "auto" and objective_of(gang) == "pack" and gang.max_pods_per_rack is None:
+    fresh = fresh_rack_weight(capacity, weights, config.scheduling.fragmentation_weight)
+    if (
+        config.solver.engine == "auto"
+        and objective_of(gang) == "pack"
+        and gang.max_pods_per_rack is None
+    ):
         found = _tree(capacity, weights, fresh)
         if found is not None:
-            return _less_broken(capacity, weights, fresh, found, config.fragmentation_share)
+            return _less_broken(
+                capacity, weights, fresh, found, config.scheduling.fragmentation_share
+            )
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = objective_of(gang) == "pack"
@@ -179,9 +185,9 @@ def _add_hint(gm: GangModel, bins: list[Bin], hint: dict[int, int]) -> None:
 
 def _configure(solver: cp_model.CpSolver, config: PlaceConfig) -> None:
     params = solver.parameters
-    params.max_time_in_seconds = config.time_limit_s
-    params.num_workers = config.workers
+    params.max_time_in_seconds = config.solver.time_limit_s
+    params.num_workers = config.solver.workers
     params.random_seed = config.seed
-    params.relative_gap_limit = config.relative_gap
-    if config.deterministic_time is not None:
-        params.max_deterministic_time = config.deterministic_time
+    params.relative_gap_limit = config.solver.relative_gap
+    if config.solver.work_limit is not None:
+        params.max_deterministic_time = config.solver.work_limit

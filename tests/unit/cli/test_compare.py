@@ -16,7 +16,7 @@ topology:
 traces:
   - {format: llm-mix, days: 0.5, jobs: 40}
 load: 0.9
-warmup_hours: 1
+warmup_s: 3600
 policies: [rackwise, kueue-best-fit]
 """
 KEYS = {
@@ -77,7 +77,7 @@ def test_the_profile_and_load_flags_reach_the_runs(tmp_path):
     doc, stdout = compare(tmp_path, "--profile", "non-blocking", "--load", "0.5", "--no-oracle")
     assert "oracle" not in doc["rows"]
     assert "fabric non-blocking; offered load 50%" in stdout
-    assert doc["setup"]["scenario"]["profile"] == "non-blocking"
+    assert doc["setup"]["scenario"]["fabric"]["name"] == "non-blocking"
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
@@ -87,14 +87,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert "unknown ['magic']" in done.stderr
-    scenario.write_text(SCENARIO.replace("profile", "x") + "profile: flat\n")
+    scenario.write_text(SCENARIO + "fabric: {name: flat}\n")
     done = run_cli("compare", str(scenario))
     assert done.returncode == 2
-    assert "profile" in done.stderr
-    scenario.write_text(SCENARIO + "ecmp: [galaxy]\n")
+    assert "fabric.name" in done.stderr
+    scenario.write_text(SCENARIO + "fabric: {ecmp: [galaxy]}\n")
     done = run_cli("compare", str(scenario))
     assert done.returncode == 2
-    assert "ecmp: unknown level 'galaxy'; levels are host, nvlink, rack, spine" in done.stderr
+    assert (
+        "fabric.ecmp: unknown level 'galaxy'; levels are host, nvlink, rack, spine" in done.stderr
+    )
+    # a knob of an earlier layout says where it went
+    scenario.write_text(SCENARIO + "backfill: greedy\n")
+    done = run_cli("compare", str(scenario))
+    assert done.returncode == 2
+    assert "backfill: now under `scheduling:`" in done.stderr
 
 
 def test_a_sweep_on_a_local_ray_instance_equals_the_local_run(tmp_path):

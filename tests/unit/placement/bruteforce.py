@@ -29,7 +29,7 @@ def spreads(slots: list[tuple[int, int]], n: int) -> Iterator[dict[int, int]]:
 def matches_brute_force(snapshot: Snapshot, gang: GangRequest, engine: str) -> Placement:
     """rackwise's placement, checked: valid, as cheap as the exhaustive optimum, and proven
     optimal; unplaced exactly when no spread exists."""
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine, deterministic_time=5))
+    [placement] = place(snapshot, [gang], PlaceConfig.of(engine=engine, work_limit=5))
     best = optimum(snapshot, gang)
     if best is None:
         assert not placement.placed
@@ -53,7 +53,7 @@ def optimum(snapshot: Snapshot, gang: GangRequest) -> float | None:
 def j_of(snapshot: Snapshot, gang: GangRequest, counts: dict[int, int]) -> float:
     capacity = Capacity.of(snapshot, gang)
     weights = level_weights(snapshot.fabric, gang)
-    fresh = fresh_rack_weight(capacity, weights, PlaceConfig().fragmentation_weight)
+    fresh = fresh_rack_weight(capacity, weights, PlaceConfig().scheduling.fragmentation_weight)
     return objective(capacity, counts, weights, fresh)
 
 

@@ -22,11 +22,11 @@ def test_pool_isolation_even_when_own_pool_is_full(policy):
         if host.pool == "training":
             snapshot.free_gpus[h] = 0
     gang = GangRequest(name="t", pods=1, gpus_per_pod=8)
-    [result] = place(snapshot, [gang], PlaceConfig(policy=policy))
+    [result] = place(snapshot, [gang], PlaceConfig.of(policy=policy))
     assert not result.placed
     assert "pool training" in result.reason
     inference = GangRequest(name="i", pods=2, gpus_per_pod=8, pool="online-inference")
-    [ok] = place(snapshot, [inference], PlaceConfig(policy=policy))
+    [ok] = place(snapshot, [inference], PlaceConfig.of(policy=policy))
     validate(snapshot, inference, ok)
     assert all(fabric.hosts[fabric.host_index[h]].pool == "online-inference" for h in ok.hosts())
 
@@ -54,7 +54,7 @@ def test_required_rack_reason_names_freest_rack_and_alternative(small_fabric):
 def test_required_level_is_kept(policy, small_fabric):
     snapshot = fragmented(small_fabric, busy=0.3, seed=5)
     gang = GangRequest(name="g", pods=12, gpus_per_pod=1, required_level="rack")
-    [result] = place(snapshot, [gang], PlaceConfig(policy=policy))
+    [result] = place(snapshot, [gang], PlaceConfig.of(policy=policy))
     assert result.placed
     validate(snapshot, gang, result)
     assert result.domains["rack"] == 1
@@ -82,7 +82,7 @@ def test_preferred_level_trades_against_traffic(small_fabric):
 def test_tp_groups_never_leave_an_nvlink_domain_or_host(policy, nvl_fabric):
     snapshot = fragmented(nvl_fabric, busy=0.25, seed=11)
     gang = GangRequest(name="tp", pods=8, gpus_per_pod=2, shape=ParallelShape(dp=4, tp=4, pp=1))
-    [result] = place(snapshot, [gang], PlaceConfig(policy=policy))
+    [result] = place(snapshot, [gang], PlaceConfig.of(policy=policy))
     validate(snapshot, gang, result)  # raises if a TP group leaves its domain
     assert result.placed
 
@@ -104,7 +104,7 @@ def test_online_inference_respects_rack_cap(policy):
     gang = GangRequest(
         name="serve", pods=6, gpus_per_pod=2, pool="online-inference", max_pods_per_rack=1
     )
-    [result] = place(snapshot, [gang], PlaceConfig(policy=policy))
+    [result] = place(snapshot, [gang], PlaceConfig.of(policy=policy))
     validate(snapshot, gang, result)
     assert result.domains["rack"] == 6
 
@@ -166,16 +166,16 @@ def test_patience_waits_for_one_spine_then_gives_in():
     snapshot.use("h0-1", 8)
     snapshot.use("h1-1", 8)
     gang = GangRequest(name="g", pods=2, gpus_per_pod=8)
-    [waiting] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=10))
+    [waiting] = place(snapshot, [gang], PlaceConfig.of(compact_wait_s=60, waited_s=10))
     assert waiting.status is PlacementStatus.WAITING
     assert waiting.reason == (
         "waiting up to 50 s more for a placement inside one spine (the best now spans 2)"
     )
-    [spread] = place(snapshot, [gang], PlaceConfig(compact_wait_s=60, waited_s=60))
+    [spread] = place(snapshot, [gang], PlaceConfig.of(compact_wait_s=60, waited_s=60))
     assert spread.placed
     assert spread.domains["spine"] == 2
     # patience is a queue rule, available to every policy alike (the fair protocol)
-    [baseline] = place(snapshot, [gang], PlaceConfig(policy="slurm-tree", compact_wait_s=60))
+    [baseline] = place(snapshot, [gang], PlaceConfig.of(policy="slurm-tree", compact_wait_s=60))
     assert baseline.status is PlacementStatus.WAITING
-    [greedy] = place(snapshot, [gang], PlaceConfig(policy="slurm-tree"))
+    [greedy] = place(snapshot, [gang], PlaceConfig.of(policy="slurm-tree"))
     assert greedy.placed

@@ -30,11 +30,11 @@ def fabric() -> Fabric:
 def test_pods_go_only_where_the_resource_is_and_never_past_it(engine):
     snapshot = Snapshot(fabric())
     gang = GangRequest(name="g", pods=4, gpus_per_pod=1, extended_per_pod={IB: 1})
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [gang], PlaceConfig.of(engine=engine))
     validate(snapshot, gang, placement)
     assert placement.hosts() == {"h0": 2, "h2": 2}
     more = gang.model_copy(update={"pods": 5})
-    [refused] = place(snapshot, [more], PlaceConfig(engine=engine))
+    [refused] = place(snapshot, [more], PlaceConfig.of(engine=engine))
     assert not refused.placed
 
 

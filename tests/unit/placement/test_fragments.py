@@ -21,7 +21,7 @@ from tests.unit.placement.bruteforce import minimum
 
 # 2 spines x 2 racks x 3 hosts x 8 GPUs: racks r0, r1 under s0; r2, r3 under s1
 FABRIC = Fabric(generate(blocks=2, racks=2, hosts=3, gpus=8))
-OFF = PlaceConfig(fragmentation_share=0)
+OFF = PlaceConfig.of(fragmentation_share=0)
 GANG = GangRequest(name="g", pods=2, gpus_per_pod=8)
 
 
@@ -81,7 +81,7 @@ def test_a_dearer_trade_is_refused():
     assert racks(new) == {"h0"}
     assert new.broken == {"rack": 1}
     assert new.premium == 0.0
-    [generous] = place(snapshot, [GANG], PlaceConfig(fragmentation_share=1.0))
+    [generous] = place(snapshot, [GANG], PlaceConfig.of(fragmentation_share=1.0))
     assert racks(generous) == {"h0"}  # spanning spines costs more than twice J
 
 
@@ -93,7 +93,7 @@ def test_never_more_than_its_share_of_the_optimum(seed):
         gang = GangRequest(name="g", pods=pods, gpus_per_pod=1)
         best = minimum(snapshot, gang)  # brute force over every placement
         for share in (0.01, 0.05, 0.3):
-            [p] = place(snapshot, [gang], PlaceConfig(fragmentation_share=share))
+            [p] = place(snapshot, [gang], PlaceConfig.of(fragmentation_share=share))
             if best is None:
                 assert not p.placed
                 continue

@@ -182,6 +182,6 @@ def test_a_gang_across_two_spines_still_wins_when_one_spine_holds_it_dearer():
     fabric = Fabric(TopologySpec(levels=levels, hosts=hosts))
     snapshot = Snapshot(fabric, [free for frees in racks.values() for free in frees])
     gang = GangRequest(name="g", pods=16, gpus_per_pod=1)
-    placed = place_one(snapshot, gang, PlaceConfig(fragmentation_share=0))
+    placed = place_one(snapshot, gang, PlaceConfig.of(fragmentation_share=0))
     assert sorted(placed.hosts()) == ["a1h0", "b1h0"]
     assert placed.optimal

@@ -48,11 +48,11 @@ def test_bound_optimum_and_objective_are_ordered(shape, seed):
     snapshot = fragmented(fabric, busy=0.35, seed=seed)
     gang = GangRequest(name="g", **fields)
     best = minimum(snapshot, gang)
-    configs = [PlaceConfig(engine="auto"), PlaceConfig(engine="cp-sat", deterministic_time=5)]
-    configs += [PlaceConfig(policy=p) for p in POLICIES if p != "rackwise"]
+    configs = [PlaceConfig.of(engine="auto"), PlaceConfig.of(engine="cp-sat", work_limit=5)]
+    configs += [PlaceConfig.of(policy=p) for p in POLICIES if p != "rackwise"]
     for config in configs:
         [placement] = place(snapshot, [gang], config)
-        label = f"{config.policy}/{config.engine}"
+        label = f"{config.policy}/{config.solver.engine}"
         if best is None:
             assert not placement.placed, label
             continue
@@ -72,7 +72,7 @@ def test_bound_optimum_and_objective_are_ordered(shape, seed):
             assert not placement.optimal, label
 
 
-J_ONLY = PlaceConfig(fragmentation_share=0)  # the J-optimum, nothing traded for breakage
+J_ONLY = PlaceConfig.of(fragmentation_share=0)  # the J-optimum, nothing traded for breakage
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -86,7 +86,7 @@ def test_the_exact_engine_proves_what_it_reports(seed):
         assert placement.objective == pytest.approx(best, abs=1e-9), shape
         # trading J for less breakage (the default) pays at most its share, and says so
         [traded] = place(snapshot, [gang])
-        share = PlaceConfig().fragmentation_share
+        share = PlaceConfig().scheduling.fragmentation_share
         assert traded.objective <= best * (1 + share) + 1e-9, shape
         paid = traded.objective / best - 1 if best else 0.0
         assert traded.premium == pytest.approx(paid, abs=1e-9), shape
@@ -102,7 +102,7 @@ def test_labels_on_a_fabric_of_fresh_racks(engine, shape):
     for pods in (fields["pods"], 9, 12):
         gang = GangRequest(name="g", **{**fields, "pods": pods, "shape": None})
         best = minimum(snapshot, gang)
-        config = PlaceConfig(engine=engine, deterministic_time=5)
+        config = PlaceConfig.of(engine=engine, work_limit=5)
         [placement] = place(snapshot, [gang], config)
         value = j_of(snapshot, gang, counts_of(snapshot, placement))
         assert placement.objective == pytest.approx(value, abs=1e-9)

@@ -60,11 +60,11 @@ def test_a_required_level_is_named_as_the_fabric_names_it(engine):
     fabric = FABRICS["three"]
     snapshot = fragmented(fabric, busy=0.0, seed=0)
     gang = GangRequest(name="g", pods=8, gpus_per_pod=1, required_level="subblock")
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [gang], PlaceConfig.of(engine=engine))
     validate(snapshot, gang, placement)
     assert placement.domains["subblock"] == 1
     too_big = gang.model_copy(update={"pods": 9})
-    [refused] = place(snapshot, [too_big], PlaceConfig(engine=engine))
+    [refused] = place(snapshot, [too_big], PlaceConfig.of(engine=engine))
     assert not refused.placed
     assert "one subblock" in refused.reason
 

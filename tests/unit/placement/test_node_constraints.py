@@ -30,7 +30,7 @@ def host(name: str, rack: str = "r0", **extra: object) -> HostSpec:
 
 
 def place_on(snapshot: Snapshot, gang: GangRequest, engine: str) -> set[str]:
-    config = PlaceConfig(engine=engine, deterministic_time=5)
+    config = PlaceConfig.of(engine=engine, work_limit=5)
     [result] = place(snapshot, [gang], config)
     validate(snapshot, gang, result)
     return set(result.hosts())
@@ -115,9 +115,7 @@ def test_prefer_no_schedule_never_blocks():
 def test_pod_limit_bounds_gpu_less_pods(engine):
     f = fabric(host("a", max_pods=3), host("b", max_pods=2))
     snapshot = Snapshot(f)
-    [fits] = place(
-        snapshot, [gang(pods=5, gpus=0)], PlaceConfig(engine=engine, deterministic_time=5)
-    )
+    [fits] = place(snapshot, [gang(pods=5, gpus=0)], PlaceConfig.of(engine=engine, work_limit=5))
     assert fits.hosts() == {"a": 3, "b": 2}
     [too_many] = place(snapshot, [gang(pods=6, gpus=0)])
     assert not too_many.placed

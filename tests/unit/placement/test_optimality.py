@@ -35,7 +35,7 @@ def test_never_invalid_never_costlier_than_a_baseline(seed, busy, pods, gpus_per
     fabric = Fabric(generate(blocks=3, racks=3, hosts=3, gpus=8))
     snapshot = fragmented(fabric, busy, seed)
     gang = GangRequest(name="g", pods=pods, gpus_per_pod=gpus_per_pod, required_level=required)
-    results = {p: place(snapshot, [gang], PlaceConfig(policy=p))[0] for p in POLICIES}
+    results = {p: place(snapshot, [gang], PlaceConfig.of(policy=p))[0] for p in POLICIES}
     for result in results.values():
         validate(snapshot, gang, result)
     ours = results["rackwise"]

@@ -25,7 +25,11 @@ from tests.unit.placement.bruteforce import spreads
 
 FABRIC = Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8))  # 6 hosts, 3 racks
 CASES = 300
-CONFIG = PlaceConfig(deterministic_time=5.0)
+CONFIG = PlaceConfig.of(work_limit=5.0)
+
+
+def engine_config(engine: str) -> PlaceConfig:
+    return PlaceConfig.of(work_limit=5.0, engine=engine)
 
 
 def scene(seed: int) -> tuple[Snapshot, GangRequest]:
@@ -131,7 +135,7 @@ def test_multi_part_gangs_against_the_exact_reference(engine):
     for seed in range(CASES):
         snapshot, gang = scene(seed)
         ref = reference(snapshot, gang)
-        [placement] = place(snapshot, [gang], CONFIG.model_copy(update={"engine": engine}))
+        [placement] = place(snapshot, [gang], engine_config(engine))
         if ref.value is None:
             assert not placement.placed, (seed, placement)
             continue
@@ -174,7 +178,7 @@ def test_gangs_of_up_to_16_pods_are_within_1_percent_of_the_optimum(engine):
     for seed in range(40):
         snapshot, gang = large(seed)
         ref = reference(snapshot, gang)
-        [placement] = place(snapshot, [gang], CONFIG.model_copy(update={"engine": engine}))
+        [placement] = place(snapshot, [gang], engine_config(engine))
         assert placement.placed == (ref.value is not None), seed
         if ref.value is None:
             continue
@@ -203,7 +207,7 @@ def test_a_pool_too_large_for_one_model_is_tried_domain_by_domain(engine):
     regions = _regions(snapshot, parts_of(snapshot, gang))
     assert len(fabric.hosts) > MAX_HOSTS
     assert regions[0] == list(range(8))  # rack 0, the only one whose room holds every part
-    [placement] = place(snapshot, [gang], CONFIG.model_copy(update={"engine": engine}))
+    [placement] = place(snapshot, [gang], engine_config(engine))
     assert placement.placed, placement.reason
     validate(snapshot, gang, placement)
     assert placement.hosts("big") == {fabric.hosts[0].name: 1}

@@ -40,7 +40,7 @@ def gang(*roles: Role, pods: int = 4) -> GangRequest:
 def test_a_launcher_goes_with_its_workers(engine):
     snapshot = Snapshot(fabric())
     snapshot.use("g0-0", 8)  # rack 0 cannot hold the four workers: they go to rack 1
-    [placement] = place(snapshot, [gang(LAUNCHER)], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [gang(LAUNCHER)], PlaceConfig.of(engine=engine))
     validate(snapshot, gang(LAUNCHER), placement)
     workers = placement.hosts("")
     [launcher] = [p for p in placement.pods if p.role == "launcher"]
@@ -147,7 +147,7 @@ def racks_of(placement: Placement) -> list[str]:
 def test_a_role_without_topology_spreads_from_its_workers(engine):
     """The baseline for the cases below: nearest first puts one pod in r0 and three in r1."""
     snapshot, g = loaded(), with_role()
-    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [g], PlaceConfig.of(engine=engine))
     validate(snapshot, g, placement)
     assert placement.hosts("") == {"g0-0": 1}
     assert sorted(set(racks_of(placement))) == ["r0", "r1"]
@@ -157,7 +157,7 @@ def test_a_role_without_topology_spreads_from_its_workers(engine):
 @pytest.mark.parametrize("how", ["required_level", "preferred_level"])
 def test_a_role_kept_inside_one_rack(engine, how):
     snapshot, g = loaded(), with_role(**{how: "rack"})
-    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [g], PlaceConfig.of(engine=engine))
     validate(snapshot, g, placement)
     assert racks_of(placement) == ["r1"] * 4  # r0 holds one pod, r1 all four
 
@@ -172,13 +172,13 @@ def test_a_required_level_no_domain_holds_leaves_the_gang_waiting_a_preferred_on
     big = {"pods": 8, "gpus_per_pod": 4}
     required = with_role(required_level="rack")
     required = required.model_copy(update={"roles": (required.roles[0].model_copy(update=big),)})
-    [placement] = place(snapshot, [required], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [required], PlaceConfig.of(engine=engine))
     assert not placement.placed
     assert placement.reason.startswith("role ps:")
     preferred = required.model_copy(
         update={"roles": (Role(name="ps", preferred_level="rack", **big),)}
     )
-    [placement] = place(snapshot, [preferred], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [preferred], PlaceConfig.of(engine=engine))
     validate(snapshot, preferred, placement)
     assert len(set(racks_of(placement))) > 1  # placed all the same, across racks
 
@@ -188,7 +188,7 @@ def test_a_required_level_no_domain_holds_leaves_the_gang_waiting_a_preferred_on
 def test_a_role_slice_keeps_each_pair_together(engine, level):
     """g0-1 has room for one pod of 4 GPUs, not a pair: the pairs go to whole hosts."""
     snapshot, g = loaded(), with_role(slices=(Slice(level=level, size=2),))
-    [placement] = place(snapshot, [g], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [g], PlaceConfig.of(engine=engine))
     validate(snapshot, g, placement)
     assert "g0-1" not in placement.hosts("ps")
     rack = racks_of(placement)
@@ -267,7 +267,7 @@ def test_a_ring_member_that_lands_outside_the_workers_rack_costs_j_and_is_not_op
     crossing it adds; the workers' bound stays a valid lower bound below it."""
     snapshot = Snapshot(fabric())
     member = Role(name="m", pods=1, gpus_per_pod=8, gradients=True)
-    config = PlaceConfig(engine=engine)
+    config = PlaceConfig.of(engine=engine)
     plain = place(snapshot, [gang(member.model_copy(update={"gradients": False}))], config)[0]
     ring = place(snapshot, [gang(member)], config)[0]
     validate(snapshot, gang(member), ring)

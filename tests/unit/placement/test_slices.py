@@ -66,7 +66,7 @@ def test_slices_against_brute_force(layer, seed, busy, pods, engine):
         pytest.skip("the slice does not divide this gang")
     snapshot = fragmented(FABRIC, busy=busy, seed=seed)
     gang = GangRequest(name="g", pods=pods, gpus_per_pod=1, slices=LAYERS[layer])
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine, deterministic_time=5))
+    [placement] = place(snapshot, [gang], PlaceConfig.of(engine=engine, work_limit=5))
     best = optimum(snapshot, gang)
     if best is None:
         assert not placement.placed
@@ -87,7 +87,7 @@ def test_the_cpsat_model_alone_keeps_slices(layer, seed, busy):
     gang = GangRequest(name="g", pods=8, gpus_per_pod=1, slices=LAYERS[layer])
     capacity = Capacity.of(snapshot, gang)
     weights = level_weights(FABRIC, gang)
-    config = PlaceConfig(deterministic_time=5)
+    config = PlaceConfig.of(work_limit=5)
     found = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
     best = optimum(snapshot, gang)
     if best is None:
@@ -116,7 +116,7 @@ def test_every_policy_keeps_the_slices(layer, policy):
     for seed in range(4):
         snapshot = fragmented(FABRIC, busy=0.3, seed=seed)
         gang = GangRequest(name="g", pods=8, gpus_per_pod=1, slices=LAYERS[layer])
-        [placement] = place(snapshot, [gang], PlaceConfig(policy=policy))
+        [placement] = place(snapshot, [gang], PlaceConfig.of(policy=policy))
         validate(snapshot, gang, placement)
 
 
@@ -148,7 +148,7 @@ def test_a_slice_no_domain_can_hold_names_the_slice_not_a_time_limit(engine):
     slice. The reason says so (the solver is never asked)."""
     snapshot = fragmented(FABRIC, busy=0.0, seed=0)
     gang = GangRequest(name="g", pods=8, gpus_per_pod=4, slices=(Slice(level="rack", size=8),))
-    [placement] = place(snapshot, [gang], PlaceConfig(engine=engine))
+    [placement] = place(snapshot, [gang], PlaceConfig.of(engine=engine))
     assert not placement.placed
     assert placement.reason.startswith("needs 8 pods in whole slices of 8 per rack")
     assert "has room for 4" in placement.reason
@@ -163,7 +163,7 @@ def test_a_tp_group_wider_than_a_pod_fits_a_required_host(engine):
     gang = GangRequest(
         name="g", pods=2, gpus_per_pod=2, shape={"dp": 1, "tp": 4}, required_level="host"
     )
-    [placement] = place(fragmented(fabric, busy=0.0, seed=0), [gang], PlaceConfig(engine=engine))
+    [placement] = place(fragmented(fabric, busy=0.0, seed=0), [gang], PlaceConfig.of(engine=engine))
     assert placement.placed, placement.reason
     assert len(placement.hosts()) == 1
 
@@ -197,7 +197,7 @@ def test_the_dp_and_the_cpsat_model_agree(shape, layer):
     """The exact DP finds a placement whenever the CP-SAT model (no warm start) does, never
     costlier, and the model's own answer keeps the slices."""
     fabric = WIDE[shape]
-    config = PlaceConfig(deterministic_time=5)
+    config = PlaceConfig.of(work_limit=5)
     for seed in range(12):
         for busy, pods in ((0.2, 16), (0.5, 8)):
             snapshot = fragmented(fabric, busy=busy, seed=seed)
@@ -205,7 +205,7 @@ def test_the_dp_and_the_cpsat_model_agree(shape, layer):
             capacity = Capacity.of(snapshot, gang)
             weights = level_weights(fabric, gang)
             model = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
-            [dp] = place(snapshot, [gang], config.model_copy(update={"fragmentation_share": 0}))
+            [dp] = place(snapshot, [gang], PlaceConfig.of(work_limit=5, fragmentation_share=0))
             assert dp.placed == (model is not None), (seed, busy)
             if model is None:
                 continue
@@ -221,7 +221,7 @@ def test_the_model_keeps_slices_under_the_inference_objectives(pool):
     """Fill and spread do not favour whole hosts as packing does: the groups must come from
     the model's constraints, for hosts outside NVLink too."""
     fabric = Fabric(generate(blocks=2, racks=2, hosts=4, gpus=4, pools={pool: 1.0}))
-    config = PlaceConfig(deterministic_time=5)
+    config = PlaceConfig.of(work_limit=5)
     for layer in ("host", "nvlink"):
         for seed in range(6):
             snapshot = fragmented(fabric, busy=0.3, seed=seed)

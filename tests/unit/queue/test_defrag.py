@@ -12,8 +12,8 @@ from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, running
 
-ON = QueueConfig(preemption=Preemption.OFF, defrag_moves_per_hour=4)
-OFF = ON.model_copy(update={"defrag_moves_per_hour": 0})
+ON = QueueConfig.of(preemption=Preemption.OFF, defrag_moves_per_hour=4)
+OFF = QueueConfig.of(preemption=Preemption.OFF)
 CKPT = 1800.0
 
 
@@ -158,7 +158,7 @@ def test_the_hourly_budget_counts_marks(budget, marks):
         checkpointing(running(snap, "g2", ["h1-0"])),
         running(snap, "x", ["h2-0"]),
     ]
-    defrag = Defrag(ON.model_copy(update={"defrag_moves_per_hour": budget}))
+    defrag = Defrag(QueueConfig.of(preemption=Preemption.OFF, defrag_moves_per_hour=budget))
     blocked = [("b1", one_rack_gang("b1")), ("b2", one_rack_gang("b2"))]
     _, _, marked = defrag.cycle(100, snap, run, blocked, frozenset(), {})
     assert len(marked) == marks
@@ -185,7 +185,9 @@ def test_a_move_for_its_own_traffic():
     assert move.waiting is None
     assert move.placement.domains["rack"] == 1
     assert move.placement.objective <= 0.7 * spread.objective
-    strict = SchedulingQueue(ON.model_copy(update={"defrag_min_gain": 1.0}))
+    strict = SchedulingQueue(
+        QueueConfig.of(preemption=Preemption.OFF, defrag_moves_per_hour=4, defrag_min_gain=1.0)
+    )
     assert not strict.cycle(100, snap, [g]).marked
 
 

@@ -10,8 +10,8 @@ from scheduler.placement import Snapshot, place, validate
 from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason, joint
 from tests.unit.queue.helpers import fabric, gang
 
-ON = QueueConfig(preemption=Preemption.OFF)
-OFF = ON.model_copy(update={"joint_gangs": 0})
+ON = QueueConfig.of(preemption=Preemption.OFF)
+OFF = QueueConfig.of(preemption=Preemption.OFF, joint_gangs=0)
 
 
 def two_racks() -> Snapshot:
@@ -67,7 +67,7 @@ def test_placed_together_the_large_gang_keeps_its_spine(share):
     """One-by-one, the 2-host gang takes a rack of s0 (inside a rack is cheapest for it) and
     the 4-host gang must span spines; together, the 4-host gang takes s0 and the 2-host one
     spans two racks of s1: less J in total."""
-    config = ON.model_copy(update={"place": PlaceConfig(fragmentation_share=share)})
+    config = QueueConfig.of(preemption=Preemption.OFF, fragmentation_share=share)
 
     def cycle(c: QueueConfig):
         queue = SchedulingQueue(c)
@@ -75,7 +75,10 @@ def test_placed_together_the_large_gang_keeps_its_spine(share):
         queue.add("large", gang("large", 4), arrival=1)
         return queue.cycle(0, spine_split(), [])
 
-    alone = dict(cycle(config.model_copy(update={"joint_gangs": 0})).starts)
+    alone_config = QueueConfig.of(
+        preemption=Preemption.OFF, fragmentation_share=share, joint_gangs=0
+    )
+    alone = dict(cycle(alone_config).starts)
     assert alone["large"].domains["spine"] == 2
     together = cycle(config)
     starts = dict(together.starts)
@@ -112,7 +115,7 @@ def test_hosts_held_for_others_stay_off_limits():
 
 def test_switched_off_it_is_one_by_one():
     """joint_gangs 0 gives the decisions the queue made before joint placement existed."""
-    for config in (OFF, OFF.model_copy(update={"joint_gangs": 1})):
+    for config in (OFF, QueueConfig.of(preemption=Preemption.OFF, joint_gangs=1)):
         decisions = queued(config).cycle(0, two_racks(), [])
         assert [k for k, _ in decisions.starts] == ["a"]
         assert decisions.joint_gain == 0.0

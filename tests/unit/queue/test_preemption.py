@@ -49,7 +49,7 @@ def test_other_tenants_are_out_of_reach_unless_allowed():
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
     held = full(snap, priority=0, tenant="team-a")
     for cross, evicts in ((False, False), (True, True)):
-        queue = SchedulingQueue(CONFIG.model_copy(update={"cross_tenant": cross}))
+        queue = SchedulingQueue(QueueConfig.of(preemption_scope="cluster" if cross else "tenant"))
         queue.add("p", gang("p", 1, priority=9), arrival=0, tenant="team-b")
         assert bool(queue.cycle(0, snap, held).evictions) is evicts
 
@@ -123,7 +123,7 @@ def test_victims_that_left_before_their_hosts_freed_are_not_followed_by_more_vic
     gang again."""
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=4))
     held = [running(snap, f"low{i}", [f"h0-{i}"], 0, tenant="default") for i in range(4)]
-    queue = SchedulingQueue(CONFIG.model_copy(update={"cross_tenant": True}))
+    queue = SchedulingQueue(QueueConfig.of(preemption_scope="cluster"))
     queue.add("p", gang("p", 1, priority=9), arrival=0, tenant="default")
     first = queue.cycle(100, snap, held)
     [eviction] = first.evictions
@@ -166,7 +166,7 @@ def test_with_a_domain_budget_the_cheapest_domains_by_estimate_are_examined():
     ]
     p = gang("p", 2, priority=1)
     every = topology(snap, p, held, 100, CONFIG)
-    one = topology(snap, p, held, 100, CONFIG.model_copy(update={"preemption_domains": 1}))
+    one = topology(snap, p, held, 100, QueueConfig.of(preemption_domains=1))
     assert every is not None
     assert one is not None
     assert sorted(r.key for r in every.running) == ["A", "B"]
@@ -188,7 +188,7 @@ def test_the_estimate_ranks_by_priority_then_loss_and_skips_domains_it_cannot_fr
 
 def test_no_preemption_when_off():
     snap, held = racks_scene()
-    queue = SchedulingQueue(QueueConfig(preemption=Preemption.OFF))
+    queue = SchedulingQueue(QueueConfig.of(preemption=Preemption.OFF))
     queue.add("p", gang("p", 2, priority=1), arrival=0)
     assert not queue.cycle(100, snap, held).evictions
 

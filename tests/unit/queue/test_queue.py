@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from scheduler.model import PlaceConfig
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.model.gang import Role
 from scheduler.model.topology import HostSpec, TopologySpec
@@ -16,7 +15,7 @@ from scheduler.topology import Fabric
 from tests.conftest import place_raises_for
 from tests.unit.queue.helpers import fabric, gang, running
 
-OFF = QueueConfig(preemption=Preemption.OFF)
+OFF = QueueConfig.of(preemption=Preemption.OFF)
 
 
 def test_priority_then_arrival():
@@ -50,7 +49,7 @@ def test_patience_counts_from_the_first_placeable_cycle():
     snap = Snapshot(f)
     snap.use("h0-1", 8)
     snap.use("h1-1", 8)  # two free hosts, one per spine: the gang must span spines
-    config = QueueConfig(place=PlaceConfig(compact_wait_s=60), preemption=Preemption.OFF)
+    config = QueueConfig.of(compact_wait_s=60, preemption=Preemption.OFF)
     queue = SchedulingQueue(config)
     queue.add("g", gang("g", 2), arrival=0)
     first = queue.cycle(10, snap, [])
@@ -70,7 +69,7 @@ def test_backfill_rules(backfill, small_starts):
     f = fabric(blocks=1, racks=1, hosts=2)
     snap = Snapshot(f)
     a = running(snap, "a", ["h0-0"], end=100)
-    queue = SchedulingQueue(QueueConfig(backfill=backfill, preemption=Preemption.OFF))
+    queue = SchedulingQueue(QueueConfig.of(backfill=backfill, preemption=Preemption.OFF))
     queue.add("big", gang("big", 2), arrival=0)
     queue.add("small", gang("small", 1), arrival=1)
     decisions = queue.cycle(0, snap, [a])
@@ -125,7 +124,7 @@ def test_an_unchanged_view_is_not_solved_again():
 def test_attempts_per_pool_are_bounded():
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
     running(snap, "held", ["h0-0"])
-    queue = SchedulingQueue(QueueConfig(max_attempts=3, preemption=Preemption.OFF))
+    queue = SchedulingQueue(QueueConfig.of(max_attempts=3, preemption=Preemption.OFF))
     for i in range(8):  # each its own shape: none tells about another
         queue.add(f"g{i}", gang(f"g{i}", 1, gpus=i + 1), arrival=i)
     assert len(queue.cycle(0, snap, []).tried) == 3
@@ -231,7 +230,7 @@ def test_a_quiet_cycle_still_looks_at_a_gang_backing_off():
     held = running(snap, "held", ["h0-0"])
     for report in (True, False):
         queue = SchedulingQueue(
-            QueueConfig(max_attempts=1, preemption=Preemption.OFF, report_waits=report)
+            QueueConfig.of(max_attempts=1, preemption=Preemption.OFF, report_waits=report)
         )
         queue.add("a", gang("a", 1), arrival=0)
         queue.add("b", gang("b", 1, gpus=4), arrival=1)
@@ -291,7 +290,7 @@ def test_a_gang_that_never_fits_says_so_and_blocks_no_one(backfill):
     reservation and does not keep a later gang behind it under strict order."""
     snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
     running(snap, "busy", ["h0-0"])
-    queue = SchedulingQueue(QueueConfig(backfill=backfill))
+    queue = SchedulingQueue(QueueConfig.of(backfill=backfill))
     queue.add("huge", gang("huge", 5), arrival=0)
     queue.add("wide", gang("wide", 4), arrival=1)  # fits once busy ends: waits for capacity
     queue.add("small", gang("small", 1), arrival=2)

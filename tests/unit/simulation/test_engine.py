@@ -20,7 +20,7 @@ def job(name: str, at: float, duration: float, gpus: int, **extra: object) -> Tr
 
 
 def run(fabric: Fabric, jobs: list[TraceJob], policy: str = "rackwise", **config: object):
-    sim = Simulation(fabric, jobs, policy, SimConfig(**config))
+    sim = Simulation(fabric, jobs, policy, SimConfig.of(**config))
     return sim, sim.run()
 
 
@@ -59,8 +59,9 @@ def test_a_lone_gang_across_spines_is_slowed_only_where_its_spine_is_too_thin():
 
 def test_failure_restarts_from_the_last_checkpoint():
     fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
-    failures = Failures(mtbf_hours=1e9, mttr_hours=1e6, checkpoint_minutes=100 / 60)
-    sim = Simulation(fabric, [job("j", 0, 1000, 8)], "rackwise", SimConfig(failures=failures))
+    failures = Failures(mtbf_hours=1e9, mttr_hours=1e6)
+    config = SimConfig(failures=failures, checkpoint_minutes=100 / 60)
+    sim = Simulation(fabric, [job("j", 0, 1000, 8)], "rackwise", config)
     # fail the host the job lands on (best fit in fabric order: the first) at t=250
     sim.push(250, FAILURE, 0)
     result = sim.run()
@@ -75,10 +76,11 @@ def test_failure_restarts_from_the_last_checkpoint():
 def test_deterministic_under_a_seed():
     fabric = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=8))
     jobs = [job(f"j{i}", i * 7.0, 100 + (i * 37) % 400, [8, 16, 24, 4][i % 4]) for i in range(60)]
-    failures = Failures(mtbf_hours=0.2, mttr_hours=0.01, checkpoint_minutes=0.5)
+    failures = Failures(mtbf_hours=0.2, mttr_hours=0.01)
+    config = {"seed": 3, "failures": failures, "checkpoint_minutes": 0.5}
     for policy in ("rackwise", "random-fit"):
-        a = policy_metrics(run(fabric, jobs, policy, seed=3, failures=failures)[1])
-        b = policy_metrics(run(fabric, jobs, policy, seed=3, failures=failures)[1])
+        a = policy_metrics(run(fabric, jobs, policy, **config)[1])
+        b = policy_metrics(run(fabric, jobs, policy, **config)[1])
         for noisy in WALL_CLOCK:
             a.pop(noisy)
             b.pop(noisy)

@@ -37,10 +37,11 @@ def overload(seed: int, n: int = 300) -> list[TraceJob]:
 
 
 def decisions(policy: str, seed: int, quiet: bool, **rules: object):
-    failures = Failures(mtbf_hours=200, mttr_hours=1, checkpoint_minutes=20)
-    config = SimConfig(
+    failures = Failures(mtbf_hours=200, mttr_hours=1)
+    config = SimConfig.of(
         seed=seed,
         failures=failures,
+        checkpoint_minutes=20,
         report_waits=not quiet,
         defrag_moves_per_hour=6,
         max_attempts=4,  # small, so that tries run out and the rest is passed over
