@@ -40,9 +40,9 @@ import psutil
 from kubernetes import client, watch
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import GROUP, PLURAL, VERSION, AdminGateway, Gateway
-from scheduler.controller.jobs import translate
-from scheduler.controller.pods import pod
+from scheduler.controller.runtime.gateway import GROUP, PLURAL, VERSION, AdminGateway, Gateway
+from scheduler.controller.trainingjob.pods import pod
+from scheduler.controller.trainingjob.translate import translate
 from scheduler.devtools.cluster import REPO, LocalCluster, free_port
 from scheduler.devtools.devcluster import install, operator_command
 from scheduler.devtools.fake import create_nodes

@@ -19,9 +19,9 @@ from typing import Any
 import psutil
 import yaml
 
-from scheduler.controller import invariants
+from scheduler.controller.cluster import invariants
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway, ApiError
+from scheduler.controller.runtime.gateway import AdminGateway, ApiError
 from scheduler.devtools.cluster import LocalCluster
 from scheduler.devtools.devcluster import Replicas, install
 from scheduler.devtools.fake import create_nodes, run_kubelet, set_ready

@@ -73,7 +73,7 @@ def down_cmd(
 @dev.command("kubelet")
 def kubelet_cmd(kubeconfig: Annotated[Path, typer.Option(help="admin kubeconfig")]) -> None:
     """Mark bound pods Running (there is no real kubelet in the dev cluster)."""
-    from scheduler.controller.gateway import AdminGateway
+    from scheduler.controller.runtime.gateway import AdminGateway
     from scheduler.devtools.fake import run_kubelet
 
     run_kubelet(AdminGateway(kubeconfig), threading.Event())

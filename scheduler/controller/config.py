@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.controller.podpolicy import PodSecurity
 from scheduler.model import PlaceConfig
 from scheduler.model.gang import Objective
 from scheduler.model.policy import SchedulingPolicy
@@ -17,6 +17,19 @@ from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
 from scheduler.queue import QueueConfig
 from scheduler.topology import LabelKeys, LevelLabel
 from scheduler.topology.sources import HOSTNAME, label_levels
+
+
+# the Pod Security Standard the pods the operator creates must meet (trainingjob/podpolicy.py)
+class SecurityLevel(StrEnum):
+    PRIVILEGED = "privileged"
+    BASELINE = "baseline"
+    RESTRICTED = "restricted"
+
+
+class PodSecurity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    level: SecurityLevel = SecurityLevel.BASELINE
+    exempt_namespaces: tuple[str, ...] = Field(default=(), alias="exemptNamespaces")
 
 
 class LeaderElection(BaseModel):
@@ -76,7 +89,7 @@ class OperatorConfig(BaseModel):
     # checkpoint with the annotation rackwise.io/checkpointed-at)
     scheduling: SchedulingPolicy = SchedulingPolicy()
     # read nodes, pods, jobs and pod groups from watches (listed once) instead of listing every
-    # cycle (cache.py); false: list every cycle, watches only wake the loop
+    # cycle (runtime/cache.py); false: list every cycle, watches only wake the loop
     informer_cache: bool = Field(default=True, alias="informerCache")
     # a job's priority -> the PriorityClass its pods get (unless the template names one), so
     # the kubelet and other schedulers see the same order rackwise does
@@ -92,7 +105,7 @@ class OperatorConfig(BaseModel):
     node_grace_s: float = Field(default=40.0, ge=0, alias="nodeNotReadyGraceSeconds")
     pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
-    # never scheduled, even where the operator may write (access.py)
+    # never scheduled, even where the operator may write (cluster/access.py)
     protected_namespaces: frozenset[str] = Field(
         default=frozenset({"kube-system", "kube-public", "kube-node-lease"}),
         alias="protectedNamespaces",

@@ -14,12 +14,12 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller.cache import Cache, Informer
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import ApiError, Gateway
-from scheduler.controller.leader import AlwaysLeader, Elector
-from scheduler.controller.observability import Health, Metrics, configure_logging, serve
-from scheduler.controller.reconciler import Reconciler
+from scheduler.controller.cycle.reconciler import Reconciler
+from scheduler.controller.runtime.cache import Cache, Informer
+from scheduler.controller.runtime.gateway import ApiError, Gateway
+from scheduler.controller.runtime.leader import AlwaysLeader, Elector
+from scheduler.controller.runtime.observability import Health, Metrics, configure_logging, serve
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")

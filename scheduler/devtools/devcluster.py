@@ -13,7 +13,7 @@ import yaml
 
 from scheduler.bundled import bundled
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway
+from scheduler.controller.runtime.gateway import AdminGateway
 from scheduler.devtools.cluster import OPERATOR_USER, REPO, LocalCluster
 from scheduler.devtools.fake import create_nodes
 from scheduler.model import TopologySpec

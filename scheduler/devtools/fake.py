@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway
-from scheduler.controller.status import now
+from scheduler.controller.runtime.gateway import AdminGateway
+from scheduler.controller.runtime.status import now
 from scheduler.model import HostSpec, TopologySpec
 
 Obj = dict[str, Any]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway
 from scheduler.controller.operator import run
+from scheduler.controller.runtime.gateway import AdminGateway
 from scheduler.devtools.cluster import LocalCluster, free_port
 from scheduler.devtools.devcluster import install
 from scheduler.devtools.fake import create_nodes, run_kubelet

@@ -429,7 +429,7 @@ def test_a_silent_api_server_cannot_hang_a_call(tmp_path):
     import socket
     import threading
 
-    from scheduler.controller.gateway import ApiError, Gateway
+    from scheduler.controller.runtime.gateway import ApiError, Gateway
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

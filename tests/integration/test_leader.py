@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from scheduler.controller import invariants
+from scheduler.controller.cluster import invariants
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway, Gateway
+from scheduler.controller.runtime.gateway import AdminGateway, Gateway
 from scheduler.devtools.cluster import LocalCluster
 from scheduler.devtools.devcluster import Replicas, install
 from scheduler.devtools.fake import create_nodes, run_kubelet

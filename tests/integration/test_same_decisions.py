@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import AdminGateway, Gateway
-from scheduler.controller.observability import Metrics
-from scheduler.controller.reconciler import Reconciler
+from scheduler.controller.cycle.reconciler import Reconciler
+from scheduler.controller.runtime.gateway import AdminGateway, Gateway
+from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.cluster import LocalCluster
 from scheduler.devtools.devcluster import install
 from scheduler.devtools.fake import create_nodes

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from scheduler.controller.cache import Informer
-from scheduler.controller.expect import Expectations
-from scheduler.controller.gateway import ApiError
+from scheduler.controller.runtime.cache import Informer
+from scheduler.controller.runtime.expect import Expectations
+from scheduler.controller.runtime.gateway import ApiError
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology import Fabric, generate

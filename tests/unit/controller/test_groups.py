@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.groups import GROUP_LABEL, INDEX, ROLE_LABEL, Members, gang
-from scheduler.controller.spec import InvalidSpecError
+from scheduler.controller.podgroup.members import GROUP_LABEL, INDEX, ROLE_LABEL, Members, gang
+from scheduler.controller.pods.podspec import InvalidSpecError
 
 Obj = dict[str, Any]
 
@@ -115,7 +115,7 @@ def test_a_pod_set_of_another_shape_joins_the_gradient_ring_when_annotated():
 
 
 def test_ranks_follow_the_numbers_in_pod_names_when_there_is_no_completion_index():
-    from scheduler.controller.groups import _rank_key
+    from scheduler.controller.podgroup.members import _rank_key
 
     names = ["w-worker-10", "w-worker-2", "w-worker-1", "lws-0-10", "lws-0-2", "lws-1-0"]
     pods = [{"metadata": {"name": n}} for n in names]

@@ -9,10 +9,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from scheduler.controller.config import LeaderElection, OperatorConfig
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.jobs import translate
-from scheduler.controller.launch import Launch, Launcher
-from scheduler.controller.leader import Elector
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.leader import Elector
+from scheduler.controller.trainingjob.launch import Launch, Launcher
+from scheduler.controller.trainingjob.translate import translate
 
 
 def view(name: str, pods: int):

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.controller.ledger import Ledger
-from scheduler.controller.resources import charge
+from scheduler.controller.cluster.ledger import Ledger
+from scheduler.controller.cluster.resources import charge
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, generate
 

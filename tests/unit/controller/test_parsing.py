@@ -6,11 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from scheduler.controller.config import OperatorConfig
-from scheduler.controller.jobs import InvalidSpecError, translate
-from scheduler.controller.podpolicy import PodSecurity, SecurityLevel
-from scheduler.controller.quantity import QuantityError, mebi, milli, parse
-from scheduler.controller.resources import charge, effective
+from scheduler.controller.cluster.resources import charge, effective
+from scheduler.controller.config import OperatorConfig, PodSecurity, SecurityLevel
+from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse
+from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.observability import Metrics
-from scheduler.controller.reconciler import CycleReport, Reconciler
+from scheduler.controller.cycle.reconciler import CycleReport, Reconciler
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
 from tests.conftest import place_raises_for
@@ -496,7 +496,7 @@ def test_a_pods_message_for_the_same_reason_is_refreshed_at_most_once_a_minute()
     """A waiting gang's message changes with every start elsewhere (free GPUs): its pods are
     rewritten at once on a new reason, and for a new message of the same reason only after
     REFRESH_S (a 1,000-pod gang would otherwise cost 1,000 writes per change)."""
-    from scheduler.controller.podwhy import REFRESH_S
+    from scheduler.controller.pods.podwhy import REFRESH_S
 
     api, clock = Counting(OperatorConfig()), Clock()
     reconciler = Driven(api, clock)
@@ -521,7 +521,7 @@ def test_a_pods_message_for_the_same_reason_is_refreshed_at_most_once_a_minute()
 def test_the_wall_clock_is_injected_a_finished_job_goes_when_its_ttl_has_passed(api):
     """Timestamps from the API (completion, creation) are read against the injected wall
     clock, not the machine's: a test can drive it, as it drives the queue's clock."""
-    from scheduler.controller import status as st
+    from scheduler.controller.runtime import status as st
 
     done = "2026-12-01T00:00:00Z"
     wall = Clock()

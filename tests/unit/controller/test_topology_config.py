@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.controller.cluster.state import StateBuilder
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.jobs import InvalidSpecError, translate
-from scheduler.controller.state import StateBuilder
+from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
 KUEUE = {
     "levels": [
@@ -72,7 +72,7 @@ def test_jobs_name_the_configured_levels():
 def test_kueue_annotations_naming_the_hostname_label_use_the_configured_level():
     """The README's own levels (hostname, subblock, block): a pod group asking Kueue's
     required topology kubernetes.io/hostname is required on one host, not 'unknown level'."""
-    from scheduler.controller.groups import Members, gang
+    from scheduler.controller.podgroup.members import Members, gang
 
     config = OperatorConfig.model_validate(KUEUE)
     notes = {"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"}

@@ -15,9 +15,9 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller.cache import object_key
-from scheduler.controller.quantity import QuantityError
-from scheduler.controller.resources import Charge, charge
+from scheduler.controller.cluster.resources import Charge, charge
+from scheduler.controller.runtime.cache import object_key
+from scheduler.controller.runtime.quantity import QuantityError
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric
 

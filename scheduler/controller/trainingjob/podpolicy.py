@@ -9,11 +9,11 @@ rights, never creates a pod its user could not have created under that standard.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from scheduler.controller.spec import Container, InvalidSpecError, TrainingJobSpec
+from scheduler.controller.config import PodSecurity, SecurityLevel
+from scheduler.controller.pods.constraints import check_pool_selector
+from scheduler.controller.pods.podspec import Container, InvalidSpecError
+from scheduler.controller.trainingjob.spec import TrainingJobSpec
 from scheduler.model.constraints import Taint, TaintEffect, Toleration
 from scheduler.pools import POOLS
 
@@ -44,30 +44,6 @@ SAFE_SYSCTLS = frozenset(
         "net.ipv4.ping_group_range",
     }
 )
-
-
-class SecurityLevel(StrEnum):
-    PRIVILEGED = "privileged"
-    BASELINE = "baseline"
-    RESTRICTED = "restricted"
-
-
-class PodSecurity(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-    level: SecurityLevel = SecurityLevel.BASELINE
-    exempt_namespaces: tuple[str, ...] = Field(default=(), alias="exemptNamespaces")
-
-
-def check_pool_selector(
-    selector: dict[str, str], pool_label: str, pool: str, where: str, pool_from: str
-) -> None:
-    """A pod's own nodeSelector on the pool label must agree with its pool: rackwise would
-    otherwise bind it where it did not ask to go."""
-    chosen = selector.get(pool_label)
-    if chosen not in (None, pool):
-        raise InvalidSpecError(
-            f"{where}.nodeSelector.{pool_label}: {chosen!r} contradicts {pool_from} {pool!r}"
-        )
 
 
 def check_owned_fields(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from scheduler.controller.quantity import mebi, milli, parse, whole
+from scheduler.controller.runtime.quantity import mebi, milli, parse, whole
 
 Obj = dict[str, Any]
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.controller.calls import Calls
-from scheduler.controller.events import Recorder, pod_ref
-from scheduler.controller.status import now
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.events import Recorder, pod_ref
+from scheduler.controller.runtime.status import now
 
 Obj = dict[str, Any]
 SCHEDULED = "PodScheduled"

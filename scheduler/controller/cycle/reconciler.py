@@ -8,12 +8,12 @@ the others. The operator touches only pods it created (controller owner referenc
 TrainingJob's uid); it charges every bound pod on a node, whoever placed it.
 
 The cycle only orders the parts, each in its own module with its contract: which objects are
-served (access.py), the cluster state (state.py, ledger.py) and which nodes are lost
-(nodewatch.py); each TrainingJob brought to its next step (trainingjobs.py: where a job
-becomes a waiting gang) and each pod group (grouprun.py); every waiting gang into the one
-scheduling queue and its decisions out through the Effects port (driver.py: where a decision
-becomes a binding); statuses and events (jobstatus.py, podwhy.py); the pods being made
-(launch.py). The queue (scheduler/queue) is the same object the simulator drives."""
+served (cluster/access.py), the cluster state (cluster/state.py, cluster/ledger.py) and which nodes are lost
+(cluster/nodewatch.py); each TrainingJob brought to its next step (trainingjob/controller.py: where a job
+becomes a waiting gang) and each pod group (podgroup/runner.py); every waiting gang into the one
+scheduling queue and its decisions out through the Effects port (binding/driver.py: where a decision
+becomes a binding); statuses and events (trainingjob/status.py, pods/podwhy.py); the pods being made
+(trainingjob/launch.py). The queue (scheduler/queue) is the same object the simulator drives."""
 
 from __future__ import annotations
 
@@ -25,26 +25,23 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from scheduler.controller.access import Access, Refusals
-from scheduler.controller.calls import Calls
+from scheduler.controller.binding.driver import CycleReport, QueueDriver
+from scheduler.controller.cluster.access import Access, Refusals
+from scheduler.controller.cluster.nodewatch import NodeWatch
+from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.driver import CycleReport, QueueDriver
-from scheduler.controller.events import Recorder
-from scheduler.controller.expect import Expectations
-from scheduler.controller.grouprun import GroupRunner, Waiting
-from scheduler.controller.groups import Members, collect
-from scheduler.controller.jobs import InvalidSpecError, JobView
-from scheduler.controller.jobstatus import JobStatus
-from scheduler.controller.launch import Launch, Launcher
-from scheduler.controller.nodewatch import NodeWatch
-from scheduler.controller.observability import Metrics
-from scheduler.controller.pods import (
-    owned_by,
-    pod,
-)
-from scheduler.controller.podwhy import PendingPods
-from scheduler.controller.state import ClusterState, StateBuilder
-from scheduler.controller.trainingjobs import Pending, TrainingJobs
+from scheduler.controller.podgroup.members import Members, collect
+from scheduler.controller.podgroup.runner import GroupRunner, Waiting
+from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.events import Recorder
+from scheduler.controller.runtime.expect import Expectations, owned_by
+from scheduler.controller.runtime.observability import Metrics
+from scheduler.controller.trainingjob.controller import Pending, TrainingJobs
+from scheduler.controller.trainingjob.launch import Launch, Launcher
+from scheduler.controller.trainingjob.pods import pod
+from scheduler.controller.trainingjob.status import JobStatus
+from scheduler.controller.trainingjob.translate import InvalidSpecError, JobView
 from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]

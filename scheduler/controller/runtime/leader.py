@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler.controller.config import LeaderElection
-from scheduler.controller.gateway import ApiError
+from scheduler.controller.runtime.gateway import ApiError
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.controller.calls import Calls
-from scheduler.controller.events import Recorder, node_ref
-from scheduler.controller.state import ClusterState
+from scheduler.controller.cluster.state import ClusterState
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.events import Recorder, node_ref
 
 Obj = dict[str, Any]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller.calls import Calls
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.events import Recorder
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.observability import Metrics
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.events import Recorder
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.observability import Metrics
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")

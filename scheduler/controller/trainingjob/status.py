@@ -6,7 +6,7 @@ when it changed, compared with what was last written (a cache that lags must not
 written again, with its event, every cycle), and records an event when the `Placed` reason
 changes (compared with the stored status, so a restarted operator does not repeat itself).
 Promises: a preempted job keeps its `Preempted` condition until it is placed again; a waiting
-job's pods say what the job says (podwhy.py); an API error is counted, logged and retried on a
+job's pods say what the job says (pods/podwhy.py); an API error is counted, logged and retried on a
 later cycle, never raised."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from scheduler.controller import status as st
-from scheduler.controller.calls import Calls
-from scheduler.controller.events import Recorder, job_ref
-from scheduler.controller.grouprun import Waiting
-from scheduler.controller.jobs import JobView, total_gpus
-from scheduler.controller.observability import Metrics
-from scheduler.controller.podwhy import PendingPods
+from scheduler.controller.podgroup.runner import Waiting
+from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.runtime import status as st
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.events import Recorder, job_ref
+from scheduler.controller.runtime.observability import Metrics
+from scheduler.controller.trainingjob.translate import JobView, total_gpus
 from scheduler.model import Placement
 
 Obj = dict[str, Any]

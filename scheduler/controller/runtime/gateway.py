@@ -19,6 +19,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
+API_VERSION = f"{GROUP}/{VERSION}"
 PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")  # scheduler-plugins' PodGroup
 log = structlog.get_logger("rackwise")
 Obj = dict[str, Any]
@@ -187,7 +188,7 @@ class Gateway:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
 
-    # the informer cache's reads (cache.py): raw JSON, no model objects
+    # the informer cache's reads (runtime/cache.py): raw JSON, no model objects
     def list_raw(
         self, path: str, keep: Callable[[Obj], Obj] = lambda o: o, page: int = 500
     ) -> tuple[list[Obj], str]:

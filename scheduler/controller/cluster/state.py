@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.controller.cluster.ledger import Ledger
+from scheduler.controller.cluster.resources import extended_names
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.ledger import Ledger
-from scheduler.controller.quantity import QuantityError, mebi, milli, parse, whole
-from scheduler.controller.resources import extended_names
+from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse, whole
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, from_node_labels
@@ -69,7 +69,7 @@ class ClusterState:
 
 class StateBuilder:
     """The cluster each cycle: the fabric rebuilt only when nodes' shape changes, the free
-    capacity kept up to date pod by pod (ledger.py)."""
+    capacity kept up to date pod by pod (cluster/ledger.py)."""
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.controller.cluster.resources import charge
+from scheduler.controller.cluster.state import DONE, host_of
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.pods import owned_by
-from scheduler.controller.quantity import mebi, milli, parse, whole
-from scheduler.controller.resources import charge
-from scheduler.controller.state import DONE, host_of
+from scheduler.controller.runtime.expect import owned_by
+from scheduler.controller.runtime.quantity import mebi, milli, parse, whole
 
 Obj = dict[str, Any]
 

@@ -3,13 +3,13 @@
 Contract. Takes a TrainingJob, the pods it owns and the cluster state. Decides its next step:
 a finished job keeps no pod (a failed one) or goes when its TTL has passed; a suspended job
 has no pods; pods made from an edited spec are made again; a gang of the wrong size is placed
-again; the pods it lacks are made, unbound (launch.py), after its rendezvous Service exists;
+again; the pods it lacks are made, unbound (trainingjob/launch.py), after its rendezvous Service exists;
 a failed pod restarts the whole gang until the backoff limit; pods on a lost node are put back
 near the rest (`repair: LostPods`, piecemeal gangs) or the gang is placed again whole; a gang
 half bound is completed near its bound pods. A gang whose pods all exist and none is bound is
 handed to the queue as a `Waiting` (rank i = pods[i]); one whose pods are all bound is
 running. Promises: one job's handling touches only that job's pods and status; a job whose last
-writes the cache does not show yet is not judged (expect.py)."""
+writes the cache does not show yet is not judged (runtime/expect.py)."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from scheduler.controller import status as st
-from scheduler.controller.calls import Calls
+from scheduler.controller.cluster.nodewatch import NodeWatch
+from scheduler.controller.cluster.state import ClusterState, host_of
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.expect import Expectations
-from scheduler.controller.grouprun import GroupRunner, Waiting
-from scheduler.controller.groups import Members
-from scheduler.controller.jobs import JobView, translate
-from scheduler.controller.jobstatus import JobStatus
-from scheduler.controller.launch import Launch
-from scheduler.controller.nodewatch import NodeWatch
-from scheduler.controller.pods import RANK_LABEL, generation, made_from, service
-from scheduler.controller.spec import RepairPolicy
-from scheduler.controller.state import ClusterState, host_of
+from scheduler.controller.podgroup.members import Members
+from scheduler.controller.podgroup.runner import GroupRunner, Waiting
+from scheduler.controller.runtime import status as st
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.expect import Expectations
+from scheduler.controller.trainingjob.launch import Launch
+from scheduler.controller.trainingjob.pods import RANK_LABEL, generation, made_from, service
+from scheduler.controller.trainingjob.spec import RepairPolicy
+from scheduler.controller.trainingjob.status import JobStatus
+from scheduler.controller.trainingjob.translate import JobView, translate
 from scheduler.model import Placement, PodAssignment
 from scheduler.model.placement import PlaceConfig
 from scheduler.placement.cost import domains_spanned, traffic

@@ -1,4 +1,4 @@
-"""The operator's side of pod groups (groups.py): which groups the queue sees, binding the
+"""The operator's side of pod groups (podgroup/members.py): which groups the queue sees, binding the
 members of a group the queue starts, events about groups that wait.
 
 A group enters the queue once `minMember` of its members have arrived, and all the members that
@@ -8,9 +8,9 @@ near the others (placement.repair) without queueing. Each group is handled on it
 malformed one gets an event and the others go on. Pod groups are never preemption victims:
 rackwise does not delete pods it did not create.
 
-A TrainingJob's gang takes the same path once its pods exist (launch.py): it is queued as a
+A TrainingJob's gang takes the same path once its pods exist (trainingjob/launch.py): it is queued as a
 `Waiting` of its unbound pods and started by `bind`; only its status and events are the
-job's own (reconciler.py)."""
+job's own (cycle/reconciler.py)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from typing import Any
 
 import structlog
 
+from scheduler.controller.cluster.state import ClusterState, host_of
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.events import Recorder
-from scheduler.controller.expect import Expectations
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.groups import Members, gang
-from scheduler.controller.observability import Metrics
-from scheduler.controller.podwhy import PendingPods
-from scheduler.controller.state import ClusterState, host_of
-from scheduler.controller.status import condition, created
+from scheduler.controller.podgroup.members import Members, gang
+from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.runtime.events import Recorder
+from scheduler.controller.runtime.expect import Expectations
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.observability import Metrics
+from scheduler.controller.runtime.status import condition, created
 from scheduler.model import GangRequest, Placement
 from scheduler.placement.repair import repair
 from scheduler.queue import SchedulingQueue

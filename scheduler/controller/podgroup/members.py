@@ -29,11 +29,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from scheduler.controller.cluster.resources import Charge, charge
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.jobs import constraints, known_pool
-from scheduler.controller.podpolicy import check_pool_selector
-from scheduler.controller.resources import Charge, charge
-from scheduler.controller.spec import InvalidSpecError, PodSpec, describe
+from scheduler.controller.pods.constraints import check_pool_selector, constraints, known_pool
+from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec, describe
 from scheduler.model import GangRequest, Slice
 from scheduler.model.gang import Role
 from scheduler.topology.sources import HOSTNAME

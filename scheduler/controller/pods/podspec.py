@@ -1,4 +1,4 @@
-"""Typed parsing of a TrainingJob's spec and pod template.
+"""Typed parsing of a pod template, as Kubernetes types (a TrainingJob's or a pod group member's).
 
 The CRD keeps the template open (`x-kubernetes-preserve-unknown-fields`), so the API server
 accepts anything there. Every field rackwise reads, or that decides where and how a pod runs, is
@@ -9,7 +9,6 @@ pod untouched, and the API server judges them when the pod is created."""
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -25,8 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from scheduler.controller.quantity import QuantityError, parse
-from scheduler.model import MAX_LEVELS, Pool
+from scheduler.controller.runtime.quantity import QuantityError, parse
 
 Obj = dict[str, Any]
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -208,99 +206,6 @@ class TemplateMeta(K8s):
 class Template(K8s):
     metadata: TemplateMeta = Field(default_factory=TemplateMeta)
     spec: PodSpec
-
-
-# a level name; which ones exist is the operator's topology config (jobs.translate checks)
-Level = Annotated[StrictStr, Field(min_length=1, max_length=63)]
-
-
-class PreferredLevel(Closed):
-    level: Level
-    weight: StrictInt | StrictFloat = Field(default=1.0, ge=0)
-
-
-class SliceRequest(Closed):
-    """Every consecutive group of `size` replicas inside one domain of `level` (Kueue's
-    podset slices)."""
-
-    level: Level
-    size: StrictInt = Field(ge=2)
-
-
-class TopologyRequest(Closed):
-    required_level: Level | None = None
-    slices: list[SliceRequest] = Field(default_factory=list, max_length=MAX_LEVELS)
-    preferred_levels: list[PreferredLevel] = Field(default_factory=list, max_length=MAX_LEVELS)
-
-
-class RoleTopology(Closed):
-    """A role's own topology: all its pods inside one domain of `required_level`, or of
-    `preferred_level` when one domain holds them; `slices` as the workers' (by role rank)."""
-
-    required_level: Level | None = None
-    preferred_level: Level | None = None
-    slices: list[SliceRequest] = Field(default_factory=list, max_length=MAX_LEVELS)
-
-
-class Shape(Closed):
-    dp: StrictInt = Field(default=1, ge=1)
-    tp: StrictInt = Field(default=1, ge=1)
-    pp: StrictInt = Field(default=1, ge=1)
-
-
-class RepairPolicy(StrEnum):
-    """What happens to a running gang whose node is lost."""
-
-    LOST_PODS = "LostPods"  # keep the healthy pods, re-place only the lost ones near them
-    WHOLE_GANG = "WholeGang"  # delete every pod and place the gang again
-
-
-class RoleSpec(Closed):
-    """Another pod set of the job (a launcher, a parameter server): its own template and
-    resources, placed with the workers, all or nothing; pods `<job>-<role>-<i>`."""
-
-    name: Annotated[StrictStr, AfterValidator(_dns_label)] = Field(max_length=20)
-    replicas: StrictInt = Field(ge=1, le=1000)
-    gpus_per_replica: StrictInt = Field(default=0, ge=0, le=64)
-    cpu_per_replica: Quantity | None = None
-    memory_per_replica: Quantity | None = None
-    gradients: StrictBool = False  # its pods join the workers' gradient ring
-    topology: RoleTopology = Field(default_factory=RoleTopology)
-    template: Template
-
-
-class TrainingJobSpec(Closed):
-    replicas: StrictInt = Field(ge=1)
-    gpus_per_replica: StrictInt = Field(default=8, ge=0, le=64)
-    cpu_per_replica: Quantity | None = None
-    memory_per_replica: Quantity | None = None
-    # one of the operator's pools (config `pools`; jobs.translate checks)
-    pool: Annotated[StrictStr, AfterValidator(_dns_label)] = Pool.TRAINING.value
-    priority: StrictInt = 0
-    # what the queue knows of the run: its expected length (EASY backfilling lets a gang use
-    # hosts held for a blocked one only if it ends before them) and how often it checkpoints
-    # (what a preemption loses); unknown when absent
-    expected_runtime_seconds: StrictInt | None = Field(default=None, ge=1)
-    checkpoint_interval_seconds: StrictInt | None = Field(default=None, ge=1)
-    max_replicas_per_rack: StrictInt | None = Field(default=None, ge=1)
-    topology: TopologyRequest = Field(default_factory=TopologyRequest)
-    roles: list[RoleSpec] = Field(default_factory=list, max_length=8)
-    parallelism: Shape | None = None
-    repair: RepairPolicy = RepairPolicy.LOST_PODS
-    # a failed pod restarts the whole gang (from the job's latest checkpoint) this many times,
-    # then the job is Failed and every pod is removed
-    backoff_limit: StrictInt = Field(default=3, ge=0, le=1000)
-    suspend: StrictBool = False  # true: no pods (deleted if running); false again: queued
-    # a finished job (and, by owner references, its pods) is deleted this long after it ends
-    ttl_seconds_after_finished: StrictInt | None = Field(default=None, ge=0)
-    template: Template
-
-
-def parse_spec(job: Obj) -> TrainingJobSpec:
-    try:
-        return TrainingJobSpec.model_validate(job.get("spec"))
-    except ValidationError as exc:
-        raise InvalidSpecError(describe(exc, "spec")) from exc
 
 
 def describe(exc: ValidationError, root: str) -> str:

@@ -20,15 +20,15 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller import status as st
-from scheduler.controller.calls import Calls
+from scheduler.controller.cluster.state import ClusterState, host_of
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.grouprun import Binding, GroupRunner, Waiting
-from scheduler.controller.jobs import InvalidSpecError, JobView, key
-from scheduler.controller.jobstatus import CHECKPOINTED, JobStatus
-from scheduler.controller.observability import Metrics
-from scheduler.controller.state import ClusterState, host_of
-from scheduler.controller.trainingjobs import Bound, Pending, rank_of, seconds
+from scheduler.controller.podgroup.runner import Binding, GroupRunner, Waiting
+from scheduler.controller.runtime import status as st
+from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.observability import Metrics
+from scheduler.controller.trainingjob.controller import Bound, Pending, rank_of, seconds
+from scheduler.controller.trainingjob.status import CHECKPOINTED, JobStatus
+from scheduler.controller.trainingjob.translate import InvalidSpecError, JobView, key
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue, Wait
 from scheduler.queue.effects import apply

@@ -2,7 +2,7 @@
 
 Contract. A TrainingJob's pods are made before it is placed, as a Job controller makes a Job's:
 unbound, `schedulerName` the operator's, one per rank. From then on the gang goes the way of
-any pod group (grouprun.py): queued once all its pods exist, bound where the queue places it.
+any pod group (podgroup/runner.py): queued once all its pods exist, bound where the queue places it.
 A creation is all-or-nothing: a creation that fails deletes exactly the pods it made, once
 none of its calls is in flight. The budget (creations in flight at once) is shared by every
 creation in progress, smallest remaining work first, so a huge gang advances every cycle
@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.jobs import JobView
-from scheduler.controller.pods import pod_name
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.trainingjob.pods import pod_name
+from scheduler.controller.trainingjob.translate import JobView
 
 Obj = dict[str, Any]
 

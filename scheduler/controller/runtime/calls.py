@@ -15,10 +15,9 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from scheduler.controller.expect import Expectations
-from scheduler.controller.gateway import ApiError
-from scheduler.controller.observability import Metrics
-from scheduler.controller.pods import owned_by
+from scheduler.controller.runtime.expect import Expectations, owned_by
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.observability import Metrics
 
 Obj = dict[str, Any]
 T = TypeVar("T")

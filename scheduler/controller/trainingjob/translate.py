@@ -11,27 +11,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from scheduler.controller.cluster.resources import Charge, charge
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.podpolicy import check_owned_fields, check_security
-from scheduler.controller.quantity import parse
-from scheduler.controller.resources import Charge, charge
-from scheduler.controller.spec import (
-    DNS_LABEL,
-    InvalidSpecError,
-    PodSpec,
-    TrainingJobSpec,
-    describe,
-    parse_spec,
-)
+from scheduler.controller.pods.constraints import constraints, known_pool
+from scheduler.controller.pods.podspec import DNS_LABEL, InvalidSpecError, describe
+from scheduler.controller.runtime.quantity import parse
+from scheduler.controller.trainingjob.podpolicy import check_owned_fields, check_security
+from scheduler.controller.trainingjob.spec import TrainingJobSpec, parse_spec
 from scheduler.model import GangRequest, ParallelShape, Slice
-from scheduler.model.constraints import (
-    MatchOperator,
-    NodeConstraints,
-    Requirement,
-    TaintEffect,
-    Toleration,
-    TolerationOperator,
-)
 from scheduler.model.gang import Role
 
 Obj = dict[str, Any]
@@ -152,13 +139,6 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
 
 def _pool(spec: TrainingJobSpec, config: OperatorConfig) -> None:
     known_pool(spec.pool, "spec.pool", config)
-
-
-def known_pool(pool: str, where: str, config: OperatorConfig) -> None:
-    """InvalidSpecError, naming `where`, unless `pool` is one of the operator's pools."""
-    if pool not in config.pool_names:
-        names = ", ".join(config.pool_names)
-        raise InvalidSpecError(f"{where}: unknown pool {pool!r}; pools are {names}")
 
 
 def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
@@ -285,38 +265,6 @@ def _gang(
 
 def _level(name: str | None, config: OperatorConfig) -> str | None:
     return None if name is None else config.canonical(name)
-
-
-def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstraints:
-    """The template's nodeSelector, required node affinity and tolerations, plus the pool's
-    selector and toleration the operator adds to every pod."""
-    policy = config.pools
-    selector = {**pod.node_selector, **policy.node_selector(pool)}
-    required = pod.affinity.node_affinity if pod.affinity else None
-    terms = required.required_during_scheduling_ignored_during_execution if required else None
-    affinity = tuple(
-        tuple(
-            Requirement(key=r.key, operator=MatchOperator(r.operator), values=tuple(r.values))
-            for r in term.match_expressions
-        )
-        for term in (terms.node_selector_terms if terms else [])
-    )
-    own = Toleration(key=policy.taint_key, value=pool, effect=TaintEffect.NO_SCHEDULE)
-    tolerations = (
-        *(
-            Toleration(
-                key=t.key,
-                operator=TolerationOperator(t.operator),
-                value=t.value,
-                effect=TaintEffect(t.effect) if t.effect else None,
-            )
-            for t in pod.tolerations
-        ),
-        own,
-    )
-    return NodeConstraints(
-        selector=tuple(sorted(selector.items())), affinity=affinity, tolerations=tolerations
-    )
 
 
 def total_gpus(spec: TrainingJobSpec | None) -> int:

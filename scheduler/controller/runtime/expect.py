@@ -1,4 +1,4 @@
-"""Read-your-writes over an eventually consistent cache (cache.py): what the operator has just
+"""Read-your-writes over an eventually consistent cache (runtime/cache.py): what the operator has just
 done and the cache does not show yet.
 
 Contract. After binding a gang's pods (its own, or a pod group's members) the operator expects
@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.controller.runtime.gateway import API_VERSION
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot
 
@@ -119,3 +120,13 @@ def _key(pod: Obj) -> PodKey:
 
 def _node(pod: Obj | None) -> str | None:
     return None if pod is None else pod["spec"].get("nodeName")
+
+
+def owned_by(pod: Obj) -> str | None:
+    """The uid of the TrainingJob that controls this pod, or None for a pod rackwise did not
+    create: labels and annotations can be copied by anyone, an owner uid cannot be guessed."""
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        ours = ref.get("kind") == "TrainingJob" and ref.get("apiVersion") == API_VERSION
+        if ours and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None

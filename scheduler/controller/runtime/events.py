@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.controller.status import now
+from scheduler.controller.runtime.gateway import API_VERSION
+from scheduler.controller.runtime.status import now
 
 Obj = dict[str, Any]
 
@@ -71,7 +72,7 @@ def ref(obj: Obj, api_version: str, kind: str) -> Obj:
 
 
 def job_ref(job: Obj) -> Obj:
-    return ref(job, "rackwise.io/v1alpha1", "TrainingJob")
+    return ref(job, API_VERSION, "TrainingJob")
 
 
 def pod_ref(pod: Obj) -> Obj:

@@ -7,7 +7,7 @@ resumes from the last version seen; a 410 Gone (the version is too old) or an un
 means a fresh list. Until its first list has succeeded an informer is not synced and the reader
 lists instead (`Cached`), so the cache is never worse than listing. The cache is eventually
 consistent: it may not yet show the operator's own latest writes; the reconciler waits for
-those (expect.py) instead of acting on a stale picture.
+those (runtime/expect.py) instead of acting on a stale picture.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def pod_view(pod: Obj) -> Obj:
         "status": {"phase": status.get("phase")},
     }
     said = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-    if said:  # what the pod says of why it waits (podwhy.py)
+    if said:  # what the pod says of why it waits (pods/podwhy.py)
         out["status"]["conditions"] = said
     return slim(out)
 

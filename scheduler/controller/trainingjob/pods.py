@@ -1,14 +1,15 @@
 """The gang's pods and rendezvous Service, built from the job's template. The pods are made
-unbound, before the gang is placed (launch.py); nothing in them depends on where they go."""
+unbound, before the gang is placed (trainingjob/launch.py); nothing in them depends on where they go."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from scheduler.controller.cluster.state import JOB_LABEL
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.jobs import JobView
-from scheduler.controller.state import JOB_LABEL
+from scheduler.controller.runtime.gateway import API_VERSION
+from scheduler.controller.trainingjob.translate import JobView
 from scheduler.model.gang import WORKERS, Objective, objective_of
 
 Obj = dict[str, Any]
@@ -18,7 +19,6 @@ GANG_ANNOTATION = "rackwise.io/gang-uid"
 # the job's metadata.generation the pod was made from: a spec edited while the gang waits is
 # made again, so no pod is bound with requests other than those its gang was placed for
 GENERATION_ANNOTATION = "rackwise.io/generation"
-API_VERSION = "rackwise.io/v1alpha1"
 MASTER_PORT = 29500
 
 
@@ -149,13 +149,3 @@ def made_from(pod: Obj) -> str:
 
 def _role_index(job: JobView, role: str) -> int:
     return next(i for i, r in enumerate(job.gang.roles) if r.name == role)
-
-
-def owned_by(pod: Obj) -> str | None:
-    """The uid of the TrainingJob that controls this pod, or None for a pod rackwise did not
-    create: labels and annotations can be copied by anyone, an owner uid cannot be guessed."""
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        ours = ref.get("kind") == "TrainingJob" and ref.get("apiVersion") == API_VERSION
-        if ours and ref.get("controller") and ref.get("uid"):
-            return str(ref["uid"])
-    return None
