@@ -1,19 +1,20 @@
 """One reconcile cycle: read everything, fix what is half done, place what is pending.
 
-Contract. Level-triggered: every cycle rebuilds the picture from the API (nodes, pods, jobs,
-pod groups), so a restarted or newly elected operator resumes exactly where the cluster is.
-Each object is handled on its own: one that cannot be read becomes its InvalidSpec condition,
-an unexpected failure is logged with its key and stack and counted, and the cycle goes on with
-the others. The operator touches only pods it created (controller owner reference to a live
-TrainingJob's uid); it charges every bound pod on a node, whoever placed it.
+Contract. Level-triggered: every cycle rebuilds the picture from the API (nodes, pods, jobs, pod
+groups), so a restarted or newly elected operator resumes exactly where the cluster is. Each object
+is handled on its own: one that cannot be read becomes its InvalidSpec condition, an unexpected
+failure is logged with its key and stack and counted, and the cycle goes on with the others. The
+operator touches only pods it created (controller owner reference to a live TrainingJob's uid); it
+charges every bound pod on a node, whoever placed it.
 
-The cycle only orders the parts, each in its own module with its contract: which objects are
-served (cluster/access.py), the cluster state (cluster/state.py, cluster/ledger.py) and which nodes are lost
-(cluster/nodewatch.py); each TrainingJob brought to its next step (trainingjob/controller.py: where a job
-becomes a waiting gang) and each pod group (podgroup/runner.py); every waiting gang into the one
-scheduling queue and its decisions out through the Effects port (binding/driver.py: where a decision
-becomes a binding); statuses and events (trainingjob/status.py, pods/podwhy.py); the pods being made
-(trainingjob/launch.py). The queue (scheduler/queue) is the same object the simulator drives."""
+The cycle only orders the parts, each in its own module with its contract: which objects are served
+(cluster/access.py), the cluster state (cluster/state.py, cluster/ledger.py) and which nodes are
+lost (cluster/nodewatch.py); each TrainingJob brought to its next step (trainingjob/controller.py:
+where a job becomes a waiting gang) and each pod group (podgroup/runner.py); every waiting gang into
+the one scheduling queue and its decisions out through the Effects port (binding/driver.py: where a
+decision becomes a binding); statuses and events (trainingjob/status.py, pods/podwhy.py); the pods
+being made (trainingjob/launch.py). The queue (scheduler/queue) is the same object the simulator
+drives."""
 
 from __future__ import annotations
 

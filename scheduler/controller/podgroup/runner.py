@@ -1,16 +1,16 @@
 """The operator's side of pod groups (podgroup/members.py): which groups the queue sees, binding the
 members of a group the queue starts, events about groups that wait.
 
-A group enters the queue once `minMember` of its members have arrived, and all the members that
-have arrived by then are placed together; a group without a PodGroup object waits, with an
-event (rackwise cannot know its size). New members of a group placed before (a replaced pod) go
-near the others (placement.repair) without queueing. Each group is handled on its own: a
-malformed one gets an event and the others go on. Pod groups are never preemption victims:
-rackwise does not delete pods it did not create.
+A group enters the queue once `minMember` of its members have arrived, and all the members that have
+arrived by then are placed together; a group without a PodGroup object waits, with an event
+(rackwise cannot know its size). New members of a group placed before (a replaced pod) go near the
+others (placement.repair) without queueing. Each group is handled on its own: a malformed one gets
+an event and the others go on. Pod groups are never preemption victims: rackwise does not delete
+pods it did not create.
 
-A TrainingJob's gang takes the same path once its pods exist (trainingjob/launch.py): it is queued as a
-`Waiting` of its unbound pods and started by `bind`; only its status and events are the
-job's own (cycle/reconciler.py)."""
+A TrainingJob's gang takes the same path once its pods exist (trainingjob/launch.py): it is queued
+as a `Waiting` of its unbound pods and started by `bind`; only its status and events are the job's
+own (cycle/reconciler.py)."""
 
 from __future__ import annotations
 

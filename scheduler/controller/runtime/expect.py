@@ -1,16 +1,14 @@
-"""Read-your-writes over an eventually consistent cache (runtime/cache.py): what the operator has just
-done and the cache does not show yet.
+"""Read-your-writes over an eventually consistent cache (runtime/cache.py): what the operator has
+just done and the cache does not show yet.
 
-Contract. After binding a gang's pods (its own, or a pod group's members) the operator expects
-each pod to show on its node; after creating pods, to see them; after deleting pods, to see
-them gone. Until the cache shows that, the owner (a job's uid, a group's key) is not judged
-again (a judgment on the stale picture would bind twice, make pods twice, roll back a complete
-gang, or count one failure twice), and the hosts of bound pods the cache does not show at all
-are charged, so no other gang is placed on them. An expectation the cache has not met after
-`patience` seconds is dropped (the next decision is then taken on what the cache shows, as a
-relisting operator would). With a consistent read (listing every cycle) every expectation is
-met at once.
-"""
+Contract. After binding a gang's pods (its own, or a pod group's members) the operator expects each
+pod to show on its node; after creating pods, to see them; after deleting pods, to see them gone.
+Until the cache shows that, the owner (a job's uid, a group's key) is not judged again (a judgment
+on the stale picture would bind twice, make pods twice, roll back a complete gang, or count one
+failure twice), and the hosts of bound pods the cache does not show at all are charged, so no other
+gang is placed on them. An expectation the cache has not met after `patience` seconds is dropped
+(the next decision is then taken on what the cache shows, as a relisting operator would). With a
+consistent read (listing every cycle) every expectation is met at once."""
 
 from __future__ import annotations
 

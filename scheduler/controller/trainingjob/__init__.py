@@ -1,2 +1,2 @@
-"""TrainingJobs: where a TrainingJob becomes a gang (trainingjob/spec.py parses it, translate.py turns it
-into a gang request), its pods are made (trainingjob/pods.py, trainingjob/launch.py), and its status is written."""
+"""TrainingJobs: where a TrainingJob becomes a gang (spec.py parses it, translate.py turns it into a
+gang request), its pods are made (pods.py, launch.py), and its status is written."""

@@ -1,15 +1,15 @@
 """The TrainingJob controller: each job brought to its next step, as a Job controller would.
 
-Contract. Takes a TrainingJob, the pods it owns and the cluster state. Decides its next step:
-a finished job keeps no pod (a failed one) or goes when its TTL has passed; a suspended job
-has no pods; pods made from an edited spec are made again; a gang of the wrong size is placed
-again; the pods it lacks are made, unbound (trainingjob/launch.py), after its rendezvous Service exists;
-a failed pod restarts the whole gang until the backoff limit; pods on a lost node are put back
-near the rest (`repair: LostPods`, piecemeal gangs) or the gang is placed again whole; a gang
-half bound is completed near its bound pods. A gang whose pods all exist and none is bound is
-handed to the queue as a `Waiting` (rank i = pods[i]); one whose pods are all bound is
-running. Promises: one job's handling touches only that job's pods and status; a job whose last
-writes the cache does not show yet is not judged (runtime/expect.py)."""
+Contract. Takes a TrainingJob, the pods it owns and the cluster state. Decides its next step: a
+finished job keeps no pod (a failed one) or goes when its TTL has passed; a suspended job has no
+pods; pods made from an edited spec are made again; a gang of the wrong size is placed again; the
+pods it lacks are made, unbound (trainingjob/launch.py), after its rendezvous Service exists; a
+failed pod restarts the whole gang until the backoff limit; pods on a lost node are put back near
+the rest (`repair: LostPods`, piecemeal gangs) or the gang is placed again whole; a gang half bound
+is completed near its bound pods. A gang whose pods all exist and none is bound is handed to the
+queue as a `Waiting` (rank i = pods[i]); one whose pods are all bound is running. Promises: one
+job's handling touches only that job's pods and status; a job whose last writes the cache does not
+show yet is not judged (runtime/expect.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The gang's pods and rendezvous Service, built from the job's template. The pods are made
-unbound, before the gang is placed (trainingjob/launch.py); nothing in them depends on where they go."""
+"""The gang's pods and rendezvous Service, built from the job's template. The pods are made unbound,
+before the gang is placed (trainingjob/launch.py); nothing in them depends on where they go."""
 
 from __future__ import annotations
 
