@@ -77,6 +77,7 @@ bench-compare: $(STAMP)
 	done
 	$(COMPARE) simulations/scenarios/llm-mix-ecmp.yaml --seeds $(COMPARE_SEEDS) \
 		--json rackwise-results/compare/llm-mix-0.85-oversubscribed-ecmp.json
+	$(BIN)/python -m benchmarks.lending --seeds $(COMPARE_SEEDS)
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)
 bench-calibration: $(STAMP)

@@ -14,13 +14,27 @@ from scheduler.model.gang import Objective, Pool, pool_objective
 POOLS: tuple[str, ...] = tuple(p.value for p in Pool)
 
 
+class Lending(BaseModel):
+    """What a pool lends of its idle hosts to pools that borrow (queue/lending.py): whole
+    racks idle for `idle_after_s`, keeping `reserve_hosts` of its idle hosts unlent; taken back
+    within `reclaim_within_s` of its own gang asking (at the borrowers' checkpoints when those
+    come first)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    idle_after_s: float = Field(default=600.0, ge=0, alias="idleAfterSeconds")
+    reserve_hosts: int = Field(default=0, ge=0, alias="reserveHosts")
+    reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
+
+
 class PoolSpec(BaseModel):
-    """One pool of the operator's set: hosts labelled and tainted `<key>=<name>`, and what
-    placement optimises there."""
+    """One pool: hosts labelled and tainted `<key>=<name>`, what placement optimises there,
+    and what it lends to other pools or borrows from them (neither by default: isolated)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     objective: Objective
+    lend: Lending | None = None
+    borrow: bool = False
 
 
 DEFAULT_POOLS: tuple[PoolSpec, ...] = tuple(

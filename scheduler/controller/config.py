@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.model import PlaceConfig
 from scheduler.model.gang import Objective
-from scheduler.model.policy import SchedulingPolicy
+from scheduler.model.policy import LendingMode, SchedulingPolicy
 from scheduler.model.topology import complete
 from scheduler.pools import DEFAULT_POOLS, PoolPolicy, PoolSpec
 from scheduler.queue import QueueConfig
@@ -114,7 +114,15 @@ class OperatorConfig(BaseModel):
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
 
     def queue(self) -> QueueConfig:
-        return QueueConfig(PlaceConfig(scheduling=self.scheduling))
+        return QueueConfig(PlaceConfig(scheduling=self.scheduling), pools=self.pool_list)
+
+    def lenders_to(self, pool: str) -> tuple[str, ...]:
+        """The pools whose idle hosts this pool may borrow (none unless it borrows and lending
+        is on): its pods may be bound there, so they are made able to run there."""
+        borrows = any(p.name == pool and p.borrow for p in self.pool_list)
+        if not borrows or self.scheduling.lending is LendingMode.OFF:
+            return ()
+        return tuple(p.name for p in self.pool_list if p.lend is not None and p.name != pool)
 
     @model_validator(mode="before")
     @classmethod

@@ -45,6 +45,17 @@ class PreemptionScope(StrEnum):
     CLUSTER = "cluster"
 
 
+class LendingMode(StrEnum):
+    # pools never lend (static isolation)
+    OFF = "off"
+    # rackwise (queue/lending.py): whole racks idle for a while, taken back at the borrowers'
+    # checkpoints within the lender's deadline, the fewest borrowed gangs that make room
+    TOPOLOGY = "topology"
+    # the baseline, as quota borrowing (Kueue cohorts): any idle host beyond the reserve, at
+    # once; taken back by evicting the newest borrowed gangs at once until the owner fits
+    QUOTA = "quota"
+
+
 class _Knobs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -92,6 +103,9 @@ class SchedulingPolicy(_Knobs):
     defrag_moves_per_hour: float = Field(default=0.0, ge=0, alias="defragMovesPerHour")
     defrag_min_gain: float = Field(default=0.3, gt=0, le=1, alias="defragMinGain")
     defrag_candidates: int = Field(default=8, ge=1, alias="defragCandidates")
+    # how pools that declare `lend` lend their idle hosts (pools.Lending); nothing is lent to a
+    # pool that does not declare `borrow`
+    lending: LendingMode = LendingMode.TOPOLOGY
     solver: Solver = Solver()
 
     @classmethod
@@ -114,7 +128,14 @@ class SchedulingPolicy(_Knobs):
         return self.preemption_scope is PreemptionScope.CLUSTER
 
     def without_mechanisms(self) -> SchedulingPolicy:
-        """The same queue rules with rackwise's own mechanisms off (a baseline's policy)."""
+        """The same queue rules with rackwise's own mechanisms off (a baseline's policy): pools
+        that lend do so as a quota does (Kueue's cohorts), not by racks and checkpoints."""
+        lending = LendingMode.QUOTA if self.lending is LendingMode.TOPOLOGY else self.lending
         return self.model_copy(
-            update={"fragmentation_share": 0.0, "joint_gangs": 0, "defrag_moves_per_hour": 0.0}
+            update={
+                "fragmentation_share": 0.0,
+                "joint_gangs": 0,
+                "defrag_moves_per_hour": 0.0,
+                "lending": lending,
+            }
         )

@@ -39,8 +39,8 @@ class Capacity:
     @classmethod
     def of(cls, snapshot: Snapshot, gang: GangRequest) -> Capacity:
         fabric = snapshot.fabric
-        eligible = fabric.pool_mask.get(gang.pool)
-        if eligible is None or slices.problem(fabric, gang) is not None:
+        eligible = snapshot.pool_hosts(gang.pool)
+        if not eligible.any() or slices.problem(fabric, gang) is not None:
             empty = np.zeros(0, dtype=np.int64)
             return cls(snapshot, gang, empty, empty)
         pods = np.minimum(

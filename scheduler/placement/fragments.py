@@ -40,7 +40,7 @@ class Breakage:
     @staticmethod
     def of(snapshot: Snapshot, pool: str) -> Breakage:
         fabric = snapshot.fabric
-        mask = fabric.pool_mask.get(pool, np.zeros(len(fabric.hosts), dtype=bool))
+        mask = snapshot.pool_hosts(pool)
         free = np.where(mask, snapshot.free_gpus * snapshot.up_mask(), 0)
         total = np.where(mask, fabric.gpus, 0)
         rack_gpus = max(1.0, float(np.bincount(fabric.columns[RACK], weights=total).max()))

@@ -36,6 +36,8 @@ class Snapshot:
     down: set[int] = field(default_factory=set)
     # extended resource -> free units per host (0 where a host has none)
     free_ext: dict[str, Array] = field(default_factory=dict)
+    # pool -> hosts of other pools lent to it now (queue/lending.py): its gangs may use them
+    lent: dict[str, frozenset[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         hosts = self.fabric.hosts
@@ -58,6 +60,7 @@ class Snapshot:
             self.free_pods.copy(),
             set(self.down),
             {r: free.copy() for r, free in self.free_ext.items()},
+            dict(self.lent),
         )
 
     def use(
@@ -133,6 +136,17 @@ class Snapshot:
         if self.down:
             mask[list(self.down)] = False
         return mask
+
+    def pool_hosts(self, pool: str) -> npt.NDArray[np.bool_]:
+        """The hosts a gang of this pool may use: its own, and any lent to it now."""
+        mask = self.fabric.pool_mask.get(pool)
+        own = np.zeros(len(self.fabric.hosts), dtype=bool) if mask is None else mask
+        lent = self.lent.get(pool)
+        if not lent:
+            return own
+        out = own.copy()
+        out[list(lent)] = True
+        return out
 
     def free_by_pool(self) -> Mapping[str, int]:
         up = self.up_mask()

@@ -143,7 +143,7 @@ def _check_host(
         raise InvalidPlacementError(f"{gang.name}: unknown host {host}")
     h = index[host]
     spec = snapshot.fabric.hosts[h]
-    if spec.pool != gang.pool:
+    if spec.pool != gang.pool and h not in snapshot.lent.get(gang.pool, ()):
         raise InvalidPlacementError(f"{gang.name}: host {host} is in pool {spec.pool}")
     if h in snapshot.down:
         raise InvalidPlacementError(f"{gang.name}: host {host} is down")

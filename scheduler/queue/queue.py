@@ -57,6 +57,7 @@ from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
+from scheduler.queue.lending import Lending
 from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
@@ -100,6 +101,9 @@ class SchedulingQueue:
             self._views,
         )
         self._preempting = Preempting(
+            self.config, self._entries, self._pins, self._views, self._wait, self._start
+        )
+        self._lending = Lending(
             self.config, self._entries, self._pins, self._views, self._wait, self._start
         )
         self._after = AfterWalk(
@@ -171,7 +175,8 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
-        if not self._entries and self.config.policy.defrag_moves_per_hour <= 0:
+        idle = not self._entries and not self._lending.reclaims
+        if idle and self.config.policy.defrag_moves_per_hour <= 0:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
@@ -185,6 +190,7 @@ class SchedulingQueue:
                 self._consider(c, entry)
             except Exception as exc:  # one gang's surprise must not stop the others
                 c.out.failed[entry.key] = exc
+        self._lending.run(c)
         self._after.run(c)
         for key, _ in c.out.starts:
             self._drop(key)

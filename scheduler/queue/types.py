@@ -12,6 +12,7 @@ from typing import Any
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.policy import SchedulingPolicy
+from scheduler.pools import PoolSpec
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class QueueConfig:
 
     place: PlaceConfig = field(default_factory=PlaceConfig)
     report_waits: bool = True
+    # the pools' rules: what each lends and whether it borrows (pools.PoolSpec)
+    pools: tuple[PoolSpec, ...] = ()
 
     @classmethod
     def of(cls, report_waits: bool = True, **knobs: Any) -> QueueConfig:
@@ -157,8 +160,10 @@ class Running:
 @dataclass(frozen=True)
 class Eviction:
     victim: str
-    preemptor: str
+    preemptor: str  # the gang it makes room for
     lost_gpu_s: float
+    reclaimed: bool = False  # a borrowed gang taken off hosts its lender needs (lending.py)
+    waited_s: float = 0.0  # a reclaim: seconds from its start to the eviction
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,12 @@ class Decisions:
     # when the gang signals one)
     moves: list[Move] = field(default_factory=list)
     marked: dict[str, float] = field(default_factory=dict)
+    # lending (queue/lending.py): starts on hosts lent to their pool; borrowed gangs being
+    # reclaimed -> their deadline (evicted then, or at their checkpoint before); GPUs each
+    # lending pool lends after this cycle
+    borrowed: set[str] = field(default_factory=set)
+    reclaiming: dict[str, float] = field(default_factory=dict)
+    lent: dict[str, int] = field(default_factory=dict)
 
     def wake(self, at: float) -> None:
         self.wake_at = min(self.wake_at, at)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.model.placement import PlaceConfig
 from scheduler.model.policy import SchedulingPolicy
+from scheduler.pools import PoolSpec
 from scheduler.queue import QueueConfig
 from scheduler.simulation.profiles import CommShare, FabricProfile, RestartCost
 
@@ -51,6 +52,9 @@ class SimConfig(BaseModel):
     restart: RestartCost = RestartCost()
     # jobs submitted before this are warm-up: run, but left out of the measures
     warmup_s: float = Field(default=0.0, ge=0)
+    # each pool's objective and what it lends or borrows (pools.PoolSpec, as in the operator's
+    # config); a pool not named here neither lends nor borrows
+    pool_rules: tuple[PoolSpec, ...] = ()
 
     @classmethod
     def of(cls, **flat: Any) -> SimConfig:
@@ -75,7 +79,8 @@ def queue_config(config: SimConfig, policy: str) -> QueueConfig:
     differences: solves stop on work, not on the wall clock; and rackwise's own mechanisms
     (fragmentation share, joint placement, moves) are rackwise's policy, not queue rules, so
     baseline runs have them off. Baselines' distance to the bound is not a simulator metric, so
-    it is not computed; one solver worker, so a seed repeats."""
+    it is not computed; one solver worker, so a seed repeats. Baselines that lend do so as a
+    quota would (model/policy.py, `without_mechanisms`)."""
     ours = policy == "rackwise"
     rules = config.scheduling if ours else config.scheduling.without_mechanisms()
     solver = rules.solver.model_copy(
@@ -91,4 +96,4 @@ def queue_config(config: SimConfig, policy: str) -> QueueConfig:
         seed=config.seed,
         report_bound=ours,
     )
-    return QueueConfig(place, config.report_waits)
+    return QueueConfig(place, config.report_waits, config.pool_rules)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
@@ -282,6 +283,7 @@ class Simulation:
             self.on_host[self.fabric.host_index[host]].discard(state.order)
         self._advance(state, now)
         state.held_gpu_s += state.gang.all_gpus * (now - state.started)
+        self.result.borrowed_gpu_s += self._lent_gpus(state.gang, placement) * (now - state.started)
         worked = state.run_work - state.work_left
         state.work_left = state.run_work  # the caller decides what of the run is kept
         state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked
@@ -293,6 +295,12 @@ class Simulation:
             if self.states[order].placement is not None:
                 self._rerate(self.states[order], now)
         return worked
+
+    def _lent_gpus(self, gang: GangRequest, placement: Placement) -> int:
+        """GPUs the gang holds on hosts of another pool (lent to its own)."""
+        index, hosts = self.fabric.host_index, self.fabric.hosts
+        outside = sum(n for h, n in placement.hosts().items() if hosts[index[h]].pool != gang.pool)
+        return outside * gang.gpus_per_pod
 
     def _busy(self, pool: str, delta: int, now: float) -> None:
         self.busy[pool] = self.busy.get(pool, 0) + delta

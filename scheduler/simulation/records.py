@@ -79,3 +79,5 @@ class SimResult:
     joint_gain: float = 0.0  # J joint placement saved over one-by-one, summed over cycles
     joint_joined: int = 0  # blocked gangs joint placement started
     premiums: list[float] = field(default_factory=list)  # J traded for less breakage, per start
+    # GPU-seconds gangs ran on hosts lent to their pool (queue/lending.py)
+    borrowed_gpu_s: float = 0.0

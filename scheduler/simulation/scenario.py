@@ -14,7 +14,7 @@ from scheduler.io import load_yaml
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
 from scheduler.simulation.config import SimConfig
-from scheduler.simulation.synthetic import llm_mix
+from scheduler.simulation.synthetic import diurnal_serving, llm_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
 
@@ -63,7 +63,9 @@ class TopologySource(Strict):
 class TraceSource(Strict):
     # llm-mix: drawn per seed (simulation/synthetic.py), no file; `days` long, 20 jobs/hour
     # before `load` rescales the arrivals
-    format: Literal["philly", "openb", "rackwise", "llm-mix"]
+    # diurnal-serving: online-inference replicas whose demand follows a day, its peak `peak`
+    # times its pool's GPUs (simulation/synthetic.py), drawn per seed, no file
+    format: Literal["philly", "openb", "rackwise", "llm-mix", "diurnal-serving"]
     path: str | None = None
     pool: str | None = None
     start_days: float = Field(default=0.0, ge=0)
@@ -75,9 +77,15 @@ class TraceSource(Strict):
         default=None, gt=0, description="clip run times (openb pods often run to trace end)"
     )
 
+    peak: float = Field(default=0.9, gt=0, description="diurnal-serving: peak demand / pool GPUs")
+
+    @property
+    def synthetic(self) -> bool:
+        return self.format in ("llm-mix", "diurnal-serving")
+
     @model_validator(mode="after")
     def _path(self) -> TraceSource:
-        if (self.path is None) != (self.format == "llm-mix"):
+        if (self.path is None) != self.synthetic:
             raise ValueError("a trace file needs `path`; `format: llm-mix` takes none")
         return self
 
@@ -170,16 +178,18 @@ def _mtime(path: Path) -> int:
         return -1
 
 
-def build_jobs(scenario: Scenario, base: Path, seed: int = 0) -> tuple[list[TraceJob], int]:
+def build_jobs(
+    scenario: Scenario, base: Path, seed: int = 0, spec: TopologySpec | None = None
+) -> tuple[list[TraceJob], int]:
     """All traces' jobs, merged by submit time; and the count of skipped bad rows. `seed` draws
-    the synthetic traces."""
+    the synthetic traces (a diurnal one sized by its pool's GPUs in `spec`)."""
     jobs: list[TraceJob] = []
     bad = 0
     for i, source in enumerate(scenario.traces):
         if source.path is None:
             found = [
                 j if source.pool is None else j.model_copy(update={"pool": source.pool})
-                for j in llm_mix(seed, source.days or 1.0)
+                for j in _synthetic(source, seed, spec)
             ]
         else:
             path = base / source.path
@@ -198,6 +208,15 @@ def build_jobs(scenario: Scenario, base: Path, seed: int = 0) -> tuple[list[Trac
         jobs.extend(tag(chosen, f"t{i}-"))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs, bad
+
+
+def _synthetic(source: TraceSource, seed: int, spec: TopologySpec | None) -> list[TraceJob]:
+    days = source.days or 1.0
+    if source.format == "llm-mix":
+        return llm_mix(seed, days)
+    pool = source.pool or "online-inference"
+    gpus = sum(h.gpus for h in spec.hosts if h.pool == pool) if spec is not None else 0
+    return diurnal_serving(seed, days, source.peak * gpus)
 
 
 def offered_load(jobs: list[TraceJob], gpus: int) -> float:
@@ -222,9 +241,19 @@ def at_load(jobs: list[TraceJob], gpus: int, load: float) -> list[TraceJob]:
 def seed_jobs(scenario: Scenario, base: Path, spec: TopologySpec, seed: int) -> list[TraceJob]:
     """One seed's draw: the traces (synthetic ones drawn for the seed), at the scenario's
     offered load over the GPUs of the pools they use, each arrival jittered."""
-    jobs, _ = build_jobs(scenario, base, seed)
+    jobs, _ = build_jobs(scenario, base, seed, spec)
     if scenario.load is not None:
-        pools = {j.pool for j in jobs}
+        tags = _diurnal_tags(scenario)  # a diurnal trace's demand is its own: not rescaled
+        daily = [j for j in jobs if tags and j.id.startswith(tags)]
+        rest = [j for j in jobs if not (tags and j.id.startswith(tags))]
+        pools = {j.pool for j in rest}
         gpus = sum(h.gpus for h in spec.hosts if h.pool in pools)
-        jobs = at_load(jobs, gpus, scenario.load)
+        jobs = at_load(rest, gpus, scenario.load)
+        if daily:
+            jobs = sorted([*jobs, *daily], key=lambda j: (j.submit_s, j.id))
     return jitter(jobs, seed, scenario.jitter_minutes)
+
+
+def _diurnal_tags(scenario: Scenario) -> tuple[str, ...]:
+    """The id prefixes (`tag`) of the scenario's diurnal traces' jobs."""
+    return tuple(f"t{i}-" for i, s in enumerate(scenario.traces) if s.format == "diurnal-serving")

@@ -44,3 +44,51 @@ def llm_mix(seed: int, days: float, jobs_per_hour: float = 20.0) -> list[TraceJo
         gpus = rng.choices(sizes, weights)[0]
         duration = min(rng.lognormvariate(math.log(median_s(gpus)), SIGMA), CLIP_S)
         out.append(TraceJob(id=f"llm{len(out)}", submit_s=now, duration_s=duration, gpus=gpus))
+
+
+# Online inference that follows a day (`format: diurnal-serving`): a service adds replicas as its
+# traffic rises and lets them go as it falls, once a day. The daily cycle is the one production
+# LLM serving shows (Jaiswal et al., "SageServe: Optimizing LLM Serving on Cloud Data Centers
+# with Forecast Aware Auto-Scaling", SIGMETRICS'26, Microsoft Office 365: interactive load peaks
+# in working hours and leaves GPUs idle off-peak). The shape is our assumption, not the paper's
+# numbers: a raised cosine peaking at PEAK_HOUR, its trough PEAK_TO_TROUGH times below the peak;
+# replicas of one or two 8-GPU hosts living an hour on average (exponential).
+PEAK_HOUR, PEAK_TO_TROUGH = 14.0, 3.0
+REPLICA_S, REPLICA_HOSTS = 3600.0, {8: 0.7, 16: 0.3}
+
+
+def demand(t: float, peak_gpus: float) -> float:
+    """GPUs the service wants at time t (seconds from midnight of day 0)."""
+    phase = 2 * math.pi * (t / 86400.0 - PEAK_HOUR / 24.0)
+    low = 1.0 / PEAK_TO_TROUGH
+    return peak_gpus * (low + (1.0 - low) * (1.0 + math.cos(phase)) / 2.0)
+
+
+def diurnal_serving(seed: int, days: float, peak_gpus: float) -> list[TraceJob]:
+    """Replica arrivals whose concurrency follows `demand` (Little's law: arrivals at
+    demand / (mean replica GPUs x mean life), thinned from the peak rate), a draw per seed."""
+    rng = random.Random(f"diurnal-serving/{seed}")
+    sizes, weights = list(REPLICA_HOSTS), list(REPLICA_HOSTS.values())
+    mean_gpus = sum(g * w for g, w in REPLICA_HOSTS.items())
+    peak_rate = peak_gpus / (mean_gpus * REPLICA_S)
+    out: list[TraceJob] = []
+    now = 0.0
+    while peak_rate > 0:
+        now += rng.expovariate(peak_rate)
+        if now >= days * 86400:
+            break
+        if rng.random() * peak_gpus > demand(now, peak_gpus):
+            continue
+        gpus = rng.choices(sizes, weights)[0]
+        life = rng.expovariate(1.0 / REPLICA_S)
+        out.append(
+            TraceJob(
+                id=f"srv{len(out)}",
+                submit_s=now,
+                duration_s=max(life, 60.0),
+                gpus=gpus,
+                pods=gpus // 8,
+                pool="online-inference",
+            )
+        )
+    return out

@@ -188,7 +188,11 @@ class QueueDriver:
     def evict(
         self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
     ) -> None:
-        """Its pods go; a Preempted condition naming the preemptor stays while it waits."""
+        """Its pods go; a Preempted (or Reclaimed) condition naming the gang it made room for
+        stays while it waits."""
+        if eviction.reclaimed:
+            self._reclaimed(eviction, view, pods, gangs)
+            return
         preemptor = gangs[eviction.preemptor]
         message = (
             f"preempted by {preemptor.name} (priority {preemptor.priority}); "
@@ -200,6 +204,22 @@ class QueueDriver:
         placed = self.status.cond(view, "Placed", False, "Preempted", message)
         preempted = self.status.cond(view, "Preempted", True, "Preempted", message)
         self.status.set(view, "Pending", [placed, preempted])
+
+    def _reclaimed(
+        self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
+    ) -> None:
+        owner = gangs.get(eviction.preemptor)
+        lender = owner.pool if owner is not None else "its lender"
+        lost = eviction.lost_gpu_s / 3600
+        message = (
+            f"{lender} took back the hosts it lent, for {owner.name if owner else 'its own gang'}; "
+            f"{lost:.2f} GPU-hours since its last checkpoint lost; queued again in {view.gang.pool}"
+        )
+        self.calls.delete(pods)
+        self.metrics.reclaimed(lender, eviction.lost_gpu_s == 0, eviction.waited_s)
+        placed = self.status.cond(view, "Placed", False, "Reclaimed", message)
+        reclaimed = self.status.cond(view, "Reclaimed", True, "Reclaimed", message)
+        self.status.set(view, "Pending", [placed, reclaimed])
 
     def move(
         self, view: JobView, pods: list[Obj], move: Move, gangs: dict[str, GangRequest]
@@ -257,6 +277,11 @@ class _CycleEffects:
             if placement.gang in by_name:
                 self.r.metrics.observe(placement, by_name[placement.gang])
         self.r.status.marked = set(decisions.marked)
+        # deadlines on the API's clock: the queue's is this operator's monotonic one
+        offset = self.r.wall() - self.r.clock()
+        self.r.status.reclaiming = {k: at + offset for k, at in decisions.reclaiming.items()}
+        self.r.status.node_pools = {h.name: h.pool for h in self.state.fabric.hosts}
+        self.r.metrics.lending(decisions.lent)
 
     def fail(self, key: str, exc: Exception) -> None:
         self.report.errors += 1

@@ -160,7 +160,7 @@ def gang(
             pool=pool,
             objective=config.objective(pool),
             priority=int(first["spec"].get("priority") or 0),
-            constraints=constraints(_pod_spec(workers[0]), pool, config),
+            constraints=constraints(_pod_spec(workers[0]), pool, config, tolerate_lenders=False),
             roles=tuple(
                 _role(i, c, ps, pool, config, _notes(workers[0]))
                 for i, (c, ps) in enumerate(others)
@@ -180,7 +180,7 @@ def _check_pool(pod: Obj, pool: str, config: OperatorConfig) -> None:
     spec = _pod_spec(pod)
     check_pool_selector(spec.node_selector, key, pool, f"pod {name}: spec", "its pool")
     pool_node = {key: pool}
-    terms = constraints(spec, pool, config).affinity
+    terms = constraints(spec, pool, config, tolerate_lenders=False).affinity
     if terms and not any(all(r.matches(pool_node) for r in t if r.key == key) for t in terms):
         raise InvalidSpecError(
             f"pod {name}: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
@@ -238,7 +238,7 @@ def _role(
         name=str(name),
         pods=len(pods),
         **cost.per_pod(),
-        constraints=constraints(_pod_spec(pods[0]), pool, config),
+        constraints=constraints(_pod_spec(pods[0]), pool, config, tolerate_lenders=False),
         required_level=None if together else wanted["required_level"],
         preferred_level=next(iter(wanted.get("preferred_levels", {})), None),
         slices=wanted.get("slices", ()),

@@ -22,11 +22,17 @@ def known_pool(pool: str, where: str, config: OperatorConfig) -> None:
         raise InvalidSpecError(f"{where}: unknown pool {pool!r}; pools are {names}")
 
 
-def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstraints:
+def constraints(
+    pod: PodSpec, pool: str, config: OperatorConfig, tolerate_lenders: bool = True
+) -> NodeConstraints:
     """The template's nodeSelector, required node affinity and tolerations, plus the pool's
-    selector and toleration the operator adds to every pod."""
+    selector and toleration the operator adds to every pod. A pool that borrows (config
+    `lenders_to`) asks for its pool or a lender's (`In`) instead of its own; its pods tolerate
+    the lenders' taints when the operator adds them (`tolerate_lenders`: TrainingJobs' pods,
+    which it makes; a pod group's pods only where they tolerate them already)."""
     policy = config.pools
-    selector = {**pod.node_selector, **policy.node_selector(pool)}
+    lenders = config.lenders_to(pool)
+    selector = {**pod.node_selector, **({} if lenders else policy.node_selector(pool))}
     required = pod.affinity.node_affinity if pod.affinity else None
     terms = required.required_during_scheduling_ignored_during_execution if required else None
     affinity = tuple(
@@ -36,7 +42,16 @@ def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstrai
         )
         for term in (terms.node_selector_terms if terms else [])
     )
+    if lenders:
+        anywhere = Requirement(
+            key=policy.label_key, operator=MatchOperator.IN, values=(pool, *lenders)
+        )
+        affinity = tuple((*term, anywhere) for term in affinity) or ((anywhere,),)
     own = Toleration(key=policy.taint_key, value=pool, effect=TaintEffect.NO_SCHEDULE)
+    added = [own] + [
+        Toleration(key=policy.taint_key, value=p, effect=TaintEffect.NO_SCHEDULE)
+        for p in (lenders if tolerate_lenders else ())
+    ]
     tolerations = (
         *(
             Toleration(
@@ -47,7 +62,7 @@ def constraints(pod: PodSpec, pool: str, config: OperatorConfig) -> NodeConstrai
             )
             for t in pod.tolerations
         ),
-        own,
+        *added,
     )
     return NodeConstraints(
         selector=tuple(sorted(selector.items())), affinity=affinity, tolerations=tolerations

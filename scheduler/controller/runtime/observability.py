@@ -75,6 +75,22 @@ class Metrics:
             ["pool", "namespace"],
             registry=self.registry,
         )
+        self.lent = Gauge(
+            "rackwise_lent_gpus", "GPUs a pool lends now", ["pool"], registry=self.registry
+        )
+        self.reclaims = Counter(
+            "rackwise_reclaims",
+            "Borrowed gangs taken back for their lender: at a checkpoint or at the deadline",
+            ["pool", "result"],
+            registry=self.registry,
+        )
+        self.reclaim_seconds = Histogram(
+            "rackwise_reclaim_seconds",
+            "From a reclaim's start to the borrowed gang's eviction",
+            ["pool"],
+            registry=self.registry,
+            buckets=(0, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+        )
         self.cycle_seconds = Histogram(
             "rackwise_cycle_seconds",
             "One reconcile cycle",
@@ -147,6 +163,14 @@ class Metrics:
 
     def preempted(self, gang: GangRequest) -> None:
         self.preemptions.labels(gang.pool, namespace_of(gang)).inc()
+
+    def lending(self, lent: dict[str, int]) -> None:
+        for pool, gpus in lent.items():
+            self.lent.labels(pool).set(gpus)
+
+    def reclaimed(self, lender: str, at_checkpoint: bool, waited_s: float) -> None:
+        self.reclaims.labels(lender, "checkpoint" if at_checkpoint else "deadline").inc()
+        self.reclaim_seconds.labels(lender).observe(waited_s)
 
     def moved(self, gang: GangRequest) -> None:
         self.moves.labels(gang.pool, namespace_of(gang)).inc()

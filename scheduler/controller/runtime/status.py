@@ -14,6 +14,11 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def stamp(at: float) -> str:
+    """An epoch time as the API writes times."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def created(obj: Obj) -> float:
     """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
     return seconds(obj["metadata"].get("creationTimestamp"))

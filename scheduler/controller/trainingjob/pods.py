@@ -84,8 +84,13 @@ def pod(job: JobView, rank: int, config: OperatorConfig) -> Obj:
         container["env"] = [*(container.get("env") or []), *env]
     spec["hostname"] = name
     spec["subdomain"] = job.name
-    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **policy.node_selector(pool)}
-    spec["tolerations"] = [*(spec.get("tolerations") or []), policy.toleration(pool)]
+    lenders = config.lenders_to(pool)
+    if lenders:  # it may be bound where a lender's hosts are lent to its pool
+        _pool_affinity(spec, policy.label_key, (pool, *lenders))
+    else:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **policy.node_selector(pool)}
+    added = [policy.toleration(p) for p in (pool, *lenders)]
+    spec["tolerations"] = [*(spec.get("tolerations") or []), *added]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -149,3 +154,14 @@ def made_from(pod: Obj) -> str:
 
 def _role_index(job: JobView, role: str) -> int:
     return next(i for i, r in enumerate(job.gang.roles) if r.name == role)
+
+
+def _pool_affinity(spec: Obj, label: str, pools: tuple[str, ...]) -> None:
+    """Every required node-affinity term also asks for one of `pools` (one term when none)."""
+    node = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", []) or [{}]
+    wanted = {"key": label, "operator": "In", "values": list(pools)}
+    required["nodeSelectorTerms"] = [
+        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), wanted]} for t in terms
+    ]

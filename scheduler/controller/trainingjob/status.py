@@ -1,13 +1,14 @@
 """A TrainingJob's status and events: what the operator says of each job.
 
 Contract. Takes a job (its view) and what happened to it; writes its status (phase, the
-`Placed`, `Running`, `Preempted` and `MoveRequested` conditions, the placement summary) only
-when it changed, compared with what was last written (a cache that lags must not make it
-written again, with its event, every cycle), and records an event when the `Placed` reason
-changes (compared with the stored status, so a restarted operator does not repeat itself).
-Promises: a preempted job keeps its `Preempted` condition until it is placed again; a waiting
-job's pods say what the job says (pods/podwhy.py); an API error is counted, logged and retried on a
-later cycle, never raised."""
+`Placed`, `Running`, `Preempted`, `MoveRequested`, `Borrowed` and `Reclaimed` conditions, the
+placement summary) only when it changed, compared with what was last written (a cache that lags
+must not make it written again, with its event, every cycle), and records an event when the
+`Placed` reason changes, or a lending condition appears (compared with the stored status, so a
+restarted operator does not repeat itself). Promises: a preempted job keeps its `Preempted`
+condition until it is placed again, a reclaimed one its `Reclaimed`; a waiting job's pods say
+what the job says (pods/podwhy.py); an API error is counted, logged and retried on a later
+cycle, never raised."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ class StatusApi(Protocol):
 def first_placement(view: JobView) -> bool:
     """Neither restarted nor preempted before: its wait since creation is time to place."""
     status = view.obj.get("status") or {}
-    preempted = any(c.get("type") == "Preempted" for c in status.get("conditions") or [])
+    preempted = any(
+        c.get("type") in ("Preempted", "Reclaimed") for c in status.get("conditions") or []
+    )
     return not status.get("restarts") and not preempted
 
 
@@ -56,6 +59,9 @@ class JobStatus:
     # job uid -> the status last written
     written: dict[str, Obj] = field(default_factory=dict)
     marked: set[str] = field(default_factory=set)  # job uids marked to move (this cycle)
+    # lending: job uid -> the deadline of its reclaim (this cycle); node -> its pool
+    reclaiming: dict[str, float] = field(default_factory=dict)
+    node_pools: dict[str, str] = field(default_factory=dict)
 
     def forget(self, live: set[str]) -> None:
         self.written = {u: s for u, s in self.written.items() if u in live}
@@ -86,7 +92,29 @@ class JobStatus:
         if view.uid in self.marked:
             message = f"will be moved after its next checkpoint (annotation {CHECKPOINTED})"
             conditions.append(self.cond(view, "MoveRequested", True, "Defragmentation", message))
+        conditions += self._lending(view, pods)
         self.set(view, phase, conditions, old.get("placement"))
+
+    def _lending(self, view: JobView, pods: list[Obj]) -> list[Obj]:
+        """Borrowed: it runs on hosts another pool lent to its own; Reclaimed: that pool wants
+        them back, by the deadline (earlier at its next checkpoint)."""
+        nodes = {p["spec"].get("nodeName") for p in pods}
+        lenders = sorted(
+            {self.node_pools.get(str(n), view.gang.pool) for n in nodes} - {view.gang.pool}
+        )
+        if not lenders:
+            return []
+        out = [
+            self.cond(
+                view, "Borrowed", True, "Borrowed", f"runs on hosts lent by {', '.join(lenders)}"
+            )
+        ]
+        deadline = self.reclaiming.get(view.uid)
+        if deadline is not None:
+            by = st.stamp(deadline)
+            message = f"{', '.join(lenders)} takes its hosts back at its next checkpoint, by {by}"
+            out.append(self.cond(view, "Reclaimed", True, "Reclaiming", message))
+        return out
 
     def placed(self, view: JobView, whole: Placement, repair: bool) -> None:
         message = (
@@ -147,6 +175,8 @@ class JobStatus:
             placed = next(c for c in new["conditions"] if c["type"] == "Placed")
             kind = "Warning" if after in WARNINGS else "Normal"
             self.calls.attempt(self.recorder.record, job_ref(job), kind, after, placed["message"])
+        for reason, message in _lending_news(old, new):
+            self.calls.attempt(self.recorder.record, job_ref(job), "Normal", reason, message)
 
 
 def _phase(phases: list[str | None]) -> tuple[str, str, str]:
@@ -160,9 +190,35 @@ def _phase(phases: list[str | None]) -> tuple[str, str, str]:
     return "Placed", "Starting", "waiting for pods to start"
 
 
+def _lending_news(old: Obj, new: Obj) -> list[tuple[str, str]]:
+    """(reason, message) of each lending condition (Borrowed, Reclaimed while running) that
+    is new or changed its reason: each gets its event once."""
+
+    def of(status: Obj) -> dict[str, str]:
+        return {
+            c["type"]: c.get("reason", "")
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Borrowed", "Reclaimed") and c.get("status") == "True"
+        }
+
+    before, after = of(old), of(new)
+    out = []
+    for c in new.get("conditions") or []:
+        kind = c.get("type")
+        if kind in after and after[kind] != before.get(kind) and c.get("reason") != "Reclaimed":
+            out.append((str(c["reason"]), str(c.get("message", ""))))
+    return out
+
+
 def _still_preempted(view: JobView, conditions: list[Obj]) -> list[Obj]:
-    """A preempted job keeps saying so until it is placed again."""
-    if any(c["type"] == "Preempted" for c in conditions):
-        return []
+    """A preempted (or reclaimed) job keeps saying so until it is placed again."""
+    given = {c["type"] for c in conditions}
     old = (view.obj.get("status") or {}).get("conditions") or []
-    return [c for c in old if c.get("type") == "Preempted" and c.get("status") == "True"]
+    return [
+        c
+        for c in old
+        if c.get("type") in ("Preempted", "Reclaimed")
+        and c.get("type") not in given
+        and c.get("status") == "True"
+        and c.get("reason") != "Reclaiming"
+    ]

@@ -1,0 +1,385 @@
+"""Idle hosts lent across pools, and taken back within the lender's deadline.
+
+Contract. Runs once a cycle, after the walk, when some pool declares `lend` (pools.Lending) and
+another `borrow`, and the policy's `lending` is not off. Takes the pools' rules, the running
+gangs and the cycle's work snapshot. Decides:
+- what each lending pool lends. `topology` (rackwise): whole racks whose every host is up, held
+  for no one and has run none of the pool's own gangs for `idle_after_s`, the highest racks
+  first, while the pool keeps at least `reserve_hosts` idle hosts unlent. `quota` (the baseline,
+  as Kueue's cohort borrowing): every idle host beyond the reserve, at once, in any rack;
+- borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
+  start them), in queue order, placed by their own objective on their pool's free hosts plus
+  the lent ones (Snapshot.lent), no host held for another gang;
+- reclaims: a lending pool's first gang that cannot start, when borrowed gangs hold its hosts.
+  `topology`: the borrowed gangs whose eviction costs least at its time (the next checkpoint
+  when that falls within the deadline: nothing lost), then the largest, until the gang fits;
+  each one that can be spared is spared. The gang is pinned to the hosts that frees (holds.py);
+  each victim is evicted at its next checkpoint or at `reclaim_within_s`, whichever comes first
+  (`reclaiming` says when). `quota`: the newest borrowed gangs, evicted at once, until it fits.
+Promises: a pinned host is lent to no one; a borrowed gang being reclaimed is evicted no later
+than its deadline; a borrowed gang runs only on hosts lent to its pool when it started; every
+eviction names the lending pool's gang it makes room for and the work it loses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import Placement
+from scheduler.model.policy import LendingMode
+from scheduler.model.topology import Tier
+from scheduler.placement import Snapshot, place_one
+from scheduler.pools import Lending as Rules
+from scheduler.queue.cycle import Cycle
+from scheduler.queue.holds import Holds
+from scheduler.queue.preemption import released
+from scheduler.queue.types import Entry, Eviction, QueueConfig, Running, Wait, WaitReason
+from scheduler.queue.views import Views
+
+BORROW_TRIES = 8  # borrowed placements tried per borrowing pool per cycle
+PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
+# waits that say the gang's own pool could not start it now (NeverFits: not even empty)
+BLOCKED = (
+    WaitReason.UNPLACEABLE,
+    WaitReason.BEHIND,
+    WaitReason.RESERVED,
+    WaitReason.NEVER_FITS,
+)
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    owner: str  # the lending pool's gang the hosts go to
+    started: float
+    deadline: float
+
+
+@dataclass
+class Lending:
+    config: QueueConfig
+    entries: dict[str, Entry]
+    pins: Holds
+    views: Views
+    wait: Callable[[Cycle, Entry, Wait], None]
+    start: Callable[[Cycle, Entry, Placement], None]
+    idle_since: dict[int, float] = field(default_factory=dict)  # lender's host -> idle from
+    reclaims: dict[str, Reclaim] = field(default_factory=dict)  # borrowed gang -> its reclaim
+    failed: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (pool, shape) -> view
+
+    @cached_property
+    def lenders(self) -> dict[str, Rules]:
+        return {p.name: p.lend for p in self.config.pools if p.lend is not None}
+
+    @cached_property
+    def borrowers(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.config.pools if p.borrow)
+
+    @property
+    def mode(self) -> LendingMode:
+        return self.config.policy.lending
+
+    def active(self) -> bool:
+        others = any(b != lender for b in self.borrowers for lender in self.lenders)
+        return self.mode is not LendingMode.OFF and others
+
+    def run(self, c: Cycle) -> None:
+        if not self.active():
+            return
+        owned = owner_busy(c)
+        self._track_idle(c, owned)
+        borrowed = [r for r in c.running if r.key not in c.evicted and is_borrowed(c.work, r)]
+        self._reclaim(c, borrowed)
+        self._due(c, {r.key: r for r in borrowed})
+        self._borrow(c, self._lent(c, owned))
+
+    # what is lent
+    def _track_idle(self, c: Cycle, owned: set[int]) -> None:
+        fabric = c.work.fabric
+        for pool in self.lenders:
+            mask = fabric.pool_mask.get(pool)
+            for h in [] if mask is None else np.flatnonzero(mask).tolist():
+                if h in owned or h in c.work.down:
+                    self.idle_since.pop(h, None)
+                else:
+                    self.idle_since.setdefault(h, c.now)
+
+    def _lent(self, c: Cycle, owned: set[int]) -> dict[str, frozenset[int]]:
+        held = frozenset().union(*self.pins.hosts.values())
+        out: dict[str, frozenset[int]] = {}
+        for pool, rules in self.lenders.items():
+            hosts = self._lendable(c, pool, rules, owned, held)
+            c.out.lent[pool] = int(c.work.fabric.gpus[sorted(hosts)].sum())
+            for borrower in self.borrowers - {pool}:
+                out[borrower] = out.get(borrower, frozenset()) | hosts
+        return {pool: hosts for pool, hosts in out.items() if hosts}
+
+    def _lendable(
+        self, c: Cycle, pool: str, rules: Rules, owned: set[int], held: frozenset[int]
+    ) -> frozenset[int]:
+        fabric = c.work.fabric
+        idle = [h for h in self._hosts(c, pool) if h not in owned and h not in held]
+        spare = len(idle) - rules.reserve_hosts
+        if spare <= 0:
+            return frozenset()
+        if self.mode is LendingMode.QUOTA:
+            return frozenset(idle[-spare:])
+        ready = c.now - rules.idle_after_s
+        racks: dict[int, list[int]] = {}
+        for h in self._hosts(c, pool):
+            racks.setdefault(int(fabric.columns[Tier.RACK][h]), []).append(h)
+        out: set[int] = set()
+        for rack in sorted(racks, reverse=True):
+            hosts = racks[rack]
+            since = [self.idle_since.get(h, math.inf) for h in hosts]
+            whole = all(h not in owned and h not in held for h in hosts)
+            if not whole or len(out) + len(hosts) > spare:
+                continue
+            if max(since) <= ready + 1e-9:
+                out.update(hosts)
+            elif max(since) < math.inf:
+                c.out.wake(max(since) + rules.idle_after_s)
+        return frozenset(out)
+
+    def _hosts(self, c: Cycle, pool: str) -> list[int]:
+        mask = c.work.fabric.pool_mask.get(pool)
+        if mask is None:
+            return []
+        return [h for h in np.flatnonzero(mask).tolist() if h not in c.work.down]
+
+    # borrowing
+    def _borrow(self, c: Cycle, lent: dict[str, frozenset[int]]) -> None:
+        for pool, hosts in lent.items():
+            tries = 0
+            for entry in self._waiting(c, pool):
+                if tries >= BORROW_TRIES:
+                    break
+                view = self.views.view(c, entry).snapshot.copy()
+                view.lent = {pool: frozenset(h for h in hosts if h not in view.down)}
+                seen = lent_fingerprint(view, pool)
+                if self.failed.get((pool, entry.shape)) == seen:
+                    continue
+                tries += 1
+                placement = self._fewest_racks(c, view, entry.gang)
+                if placement is None:
+                    self.failed[(pool, entry.shape)] = seen
+                    continue
+                c.out.waiting.pop(entry.key, None)
+                c.out.borrowed.add(entry.key)
+                self.start(c, entry, placement)
+
+    def _fewest_racks(self, c: Cycle, view: Snapshot, gang: GangRequest) -> Placement | None:
+        """Placed on its own hosts and the fewest lent racks that hold it (the highest first):
+        lent hosts its own could have served would be taken back for nothing. Quota lending
+        offers every lent host at once, as a quota knows no racks."""
+        lent = view.lent[gang.pool]
+        if self.mode is LendingMode.QUOTA:
+            return self._try(c, view, gang, lent)
+        column = view.fabric.columns[Tier.RACK]
+        racks = list(dict.fromkeys(int(column[h]) for h in sorted(lent, reverse=True)))
+        own = free_gpus(view, gang.pool)
+        for k in range(1, len(racks) + 1):
+            hosts = frozenset(h for h in lent if int(column[h]) in racks[:k])
+            if own + int(view.free_gpus[sorted(hosts)].sum()) >= gang.gpus:
+                placement = self._try(c, view, gang, hosts)
+                if placement is not None:
+                    return placement
+        return None
+
+    def _try(
+        self, c: Cycle, view: Snapshot, gang: GangRequest, hosts: frozenset[int]
+    ) -> Placement | None:
+        trial = view.copy()
+        trial.lent = {gang.pool: hosts}
+        placement = place_one(trial, gang, self.config.at_once)
+        c.out.tried.append(placement)
+        return placement if placement.placed else None
+
+    def _waiting(self, c: Cycle, pool: str) -> list[Entry]:
+        """The pool's gangs its own hosts did not start this cycle, in queue order: those that
+        waited for capacity, and those a quiet cycle passed over as known to be blocked."""
+        started = {k for k, _ in c.out.starts}
+        found = []
+        for key, entry in self.entries.items():
+            if entry.gang.pool != pool or key in started or key in self.pins.pins:
+                continue
+            wait = c.out.waiting.get(key)
+            if wait is None or wait.reason in BLOCKED:
+                found.append(entry)
+        return sorted(found, key=lambda e: e.order)
+
+    # reclaiming
+    def _reclaim(self, c: Cycle, borrowed: list[Running]) -> None:
+        for pool, rules in self.lenders.items():
+            entry = self._first_blocked(c, pool)
+            if entry is None:
+                continue
+            candidates = [
+                r for r in borrowed if r.key not in self.reclaims and uses_pool(c.work, r, pool)
+            ]
+            if not candidates:
+                continue
+            view = self.views.view(c, entry).snapshot
+            found = self._choose(c, view, entry.gang, candidates, rules)
+            if found is not None:
+                self._begin(c, entry, found, rules)
+
+    def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
+        waiting = self._waiting(c, pool)
+        return waiting[0] if waiting else None
+
+    def _choose(
+        self, c: Cycle, view: Snapshot, gang: GangRequest, candidates: list[Running], rules: Rules
+    ) -> tuple[list[Running], Placement] | None:
+        if self.mode is LendingMode.QUOTA:
+            newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
+            return self._until_fits(view, gang, newest)
+        deadline = c.now + rules.reclaim_within_s
+
+        def cost(r: Running) -> tuple[bool, int, float, str]:
+            """Those that lose nothing first (a checkpoint before the deadline), then the
+            largest (fewest gangs), then the least work lost."""
+            loss = loss_by(r, c.now, deadline)
+            return loss > 0, -gpus_in_pool(view, r, gang.pool), loss, r.key
+
+        found = self._until_fits(view, gang, sorted(candidates, key=cost))
+        return None if found is None else self._spare(view, gang, *found)
+
+    def _until_fits(
+        self, view: Snapshot, gang: GangRequest, order: list[Running]
+    ) -> tuple[list[Running], Placement] | None:
+        need = gang.gpus - free_gpus(view, gang.pool)
+        chosen: list[Running] = []
+        for r in order:
+            chosen.append(r)
+            need -= gpus_in_pool(view, r, gang.pool)
+            if need > 0:
+                continue
+            placement = place_one(released(view, chosen), gang, self.config.at_once)
+            if placement.placed:
+                return chosen, placement
+        return None
+
+    def _spare(
+        self, view: Snapshot, gang: GangRequest, chosen: list[Running], placement: Placement
+    ) -> tuple[list[Running], Placement]:
+        """Keep each victim that the gang fits without (the last one added is needed)."""
+        if len(chosen) > PRUNE_MAX:
+            return chosen, placement
+        for r in list(reversed(chosen[:-1])):
+            rest = [v for v in chosen if v is not r]
+            found = place_one(released(view, rest), gang, self.config.at_once)
+            if found.placed:
+                chosen, placement = rest, found
+        return chosen, placement
+
+    def _begin(
+        self, c: Cycle, entry: Entry, found: tuple[list[Running], Placement], rules: Rules
+    ) -> None:
+        victims, placement = found
+        grace = rules.reclaim_within_s if self.mode is LendingMode.TOPOLOGY else 0.0
+        for r in victims:
+            self.reclaims[r.key] = Reclaim(entry.key, c.now, c.now + grace)
+        index = c.work.fabric.host_index
+        hosts = frozenset(index[h] for h in placement.hosts())
+        self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
+        c.out.nominated[entry.key] = placement
+        names = ", ".join(r.gang.name for r in victims)
+        wait = Wait(WaitReason.PREEMPTING, f"reclaiming its pool's hosts lent to {names}")
+        self.wait(c, entry, wait)
+
+    def _due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
+        for key, rc in list(self.reclaims.items()):
+            r = borrowed.get(key)
+            if r is None or rc.owner not in self.entries:  # it ended; the owner went
+                del self.reclaims[key]
+                continue
+            due = evict_at(r, rc, c.now)
+            if c.now < due:
+                c.out.reclaiming[key] = rc.deadline
+                c.out.wake(due)
+                continue
+            del self.reclaims[key]
+            lost = r.lost_gpu_s(c.now)
+            waited = c.now - rc.started
+            c.out.evictions.append(Eviction(key, rc.owner, lost, reclaimed=True, waited_s=waited))
+            c.evicted.add(key)
+            c.work.release(r.gang, r.placement)
+            c.version += 1
+
+
+def evict_at(r: Running, rc: Reclaim, now: float) -> float:
+    """Its first checkpoint since the reclaim began, or the deadline, whichever is first."""
+    last = r.last_checkpoint(now)
+    if last is not None and last >= rc.started - 1e-9:
+        return now
+    return min(rc.deadline, r.next_checkpoint(now))
+
+
+def loss_by(r: Running, now: float, deadline: float) -> float:
+    """GPU-seconds a reclaim that begins now makes it lose: none when a checkpoint falls
+    before the deadline, else what it ran since its last checkpoint, at the deadline."""
+    if r.next_checkpoint(now) <= deadline or r.last_checkpoint(now) == now:
+        return 0.0
+    return r.lost_gpu_s(deadline)
+
+
+def owner_busy(c: Cycle) -> set[int]:
+    """Hosts running a gang of their own pool (now, or started this cycle)."""
+    fabric = c.work.fabric
+    index = fabric.host_index
+    placed: Iterable[tuple[GangRequest, Placement]] = [
+        (r.gang, r.placement) for r in c.running if r.key not in c.evicted
+    ]
+    out: set[int] = set()
+    for gang, placement in placed:
+        for host in placement.hosts():
+            h = index[host]
+            if fabric.hosts[h].pool == gang.pool:
+                out.add(h)
+    for _, placement in c.out.starts:
+        out.update(index[h] for h in placement.hosts())
+    return out
+
+
+def is_borrowed(view: Snapshot, r: Running) -> bool:
+    fabric = view.fabric
+    return any(fabric.hosts[fabric.host_index[h]].pool != r.gang.pool for h in r.placement.hosts())
+
+
+def uses_pool(view: Snapshot, r: Running, pool: str) -> bool:
+    fabric = view.fabric
+    return any(fabric.hosts[fabric.host_index[h]].pool == pool for h in r.placement.hosts())
+
+
+def gpus_in_pool(view: Snapshot, r: Running, pool: str) -> int:
+    fabric = view.fabric
+    per = max(1, r.gang.gpus_per_pod)
+    return sum(
+        n * per
+        for h, n in r.placement.hosts().items()
+        if fabric.hosts[fabric.host_index[h]].pool == pool
+    )
+
+
+def free_gpus(view: Snapshot, pool: str) -> int:
+    mask = view.fabric.pool_mask.get(pool)
+    if mask is None:
+        return 0
+    return int((view.free_gpus * view.up_mask())[mask].sum())
+
+
+def lent_fingerprint(view: Snapshot, pool: str) -> bytes:
+    """The free capacity a borrowing gang sees: its pool's hosts and those lent to it."""
+    mask = view.pool_hosts(pool) & view.up_mask()
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(np.flatnonzero(mask).tobytes())
+    for free in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods):
+        digest.update(free[mask].tobytes())
+    return digest.digest()

@@ -1,0 +1,203 @@
+"""Lending idle racks across pools and taking them back: hand-computed cases.
+
+The fabric: one spine, three racks of two 8-GPU hosts. Rack r0 is training's (it borrows),
+racks r1 and r2 are online inference's (it lends). A training gang of four 8-GPU pods does not
+fit its own two hosts, so it waits, or borrows a lent rack."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import GangRequest, Placement
+from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
+from scheduler.model.policy import LendingMode
+from scheduler.placement import Snapshot
+from scheduler.pools import Lending, PoolSpec
+from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
+from scheduler.topology import Fabric, generate
+
+TRAIN, ONLINE = "training", "online-inference"
+
+
+def fabric(taint: bool = False) -> Fabric:
+    spec = generate(blocks=1, racks=3, hosts=2, gpus=8)
+    hosts = []
+    for h in spec.hosts:
+        pool = TRAIN if h.domains["rack"] == "r0" else ONLINE
+        taints = (Taint(key="rackwise.io/pool", value=pool, effect=TaintEffect.NO_SCHEDULE),)
+        hosts.append(h.model_copy(update={"pool": pool, "taints": taints if taint else ()}))
+    return Fabric(spec.model_copy(update={"hosts": tuple(hosts)}))
+
+
+def config(
+    mode: LendingMode = LendingMode.TOPOLOGY,
+    idle_after_s: float = 0.0,
+    reserve_hosts: int = 0,
+    reclaim_within_s: float = 600.0,
+) -> QueueConfig:
+    lend = Lending(
+        idle_after_s=idle_after_s, reserve_hosts=reserve_hosts, reclaim_within_s=reclaim_within_s
+    )
+    pools = (
+        PoolSpec(name=TRAIN, objective="pack", borrow=True),
+        PoolSpec(name=ONLINE, objective="spread", lend=lend),
+    )
+    base = QueueConfig.of(lending=mode)
+    return QueueConfig(base.place, base.report_waits, pools)
+
+
+def gang(name: str, pods: int, pool: str = TRAIN, tolerate: str | None = None) -> GangRequest:
+    own = Toleration(key="rackwise.io/pool", value=pool, effect=TaintEffect.NO_SCHEDULE)
+    extra = []
+    if tolerate:
+        extra = [Toleration(key="rackwise.io/pool", value=tolerate, effect=TaintEffect.NO_SCHEDULE)]
+    constraints = NodeConstraints(tolerations=(own, *extra))
+    return GangRequest(name=name, pods=pods, gpus_per_pod=8, pool=pool, constraints=constraints)
+
+
+def as_running(key: str, g: GangRequest, placement: Placement, at: float, every: float | None):
+    return Running(key, g, placement, at, checkpoint_s=every)
+
+
+def borrowed_start(queue: SchedulingQueue, snap: Snapshot, at: float = 0.0):
+    queue.add("train", gang("train", 4), arrival=at)
+    decisions = queue.cycle(at, snap, [])
+    [(key, placement)] = decisions.starts
+    assert key == "train"
+    assert decisions.borrowed == {"train"}
+    snap.apply(gang("train", 4), placement)
+    return placement
+
+
+def test_a_gang_its_pool_cannot_hold_borrows_a_whole_idle_rack():
+    snap = Snapshot(fabric())
+    queue = SchedulingQueue(config())
+    placement = borrowed_start(queue, snap)
+    racks = {
+        snap.fabric.hosts[snap.fabric.host_index[h]].domains["rack"] for h in placement.hosts()
+    }
+    assert racks == {"r0", "r2"}  # its own rack, then the highest idle rack, whole
+
+
+def test_static_isolation_lends_nothing():
+    queue = SchedulingQueue(config(LendingMode.OFF))
+    queue.add("train", gang("train", 4), arrival=0)
+    decisions = queue.cycle(0, Snapshot(fabric()), [])
+    assert not decisions.starts
+    assert decisions.waiting["train"].reason is WaitReason.NEVER_FITS  # its own pool: 2 hosts
+
+
+def test_hosts_lend_only_after_they_were_idle_long_enough():
+    snap = Snapshot(fabric())
+    queue = SchedulingQueue(config(idle_after_s=600))
+    queue.add("train", gang("train", 4), arrival=0)
+    first = queue.cycle(0, snap, [])
+    assert not first.starts
+    assert first.wake_at == 600  # when the racks become lendable
+    assert [k for k, _ in queue.cycle(600, snap, []).starts] == ["train"]
+
+
+def test_the_reserve_stays_unlent():
+    """Reserve three hosts of four: no whole rack can go, nothing is lent."""
+    queue = SchedulingQueue(config(reserve_hosts=3))
+    queue.add("train", gang("train", 4), arrival=0)
+    assert not queue.cycle(0, Snapshot(fabric()), []).starts
+
+
+def test_a_pod_that_does_not_tolerate_the_lenders_taint_is_never_lent_to():
+    for tolerate, starts in ((None, False), (ONLINE, True)):
+        queue = SchedulingQueue(config())
+        queue.add("train", gang("train", 4, tolerate=tolerate), arrival=0)
+        assert bool(queue.cycle(0, Snapshot(fabric(taint=True)), []).starts) is starts
+
+
+def reclaim_scene(reclaim_within_s: float, every: float | None):
+    """train borrows r2 at t=0 (checkpoints `every`); at t=100 an online gang needs both hosts
+    of a rack while r1 holds a running online gang."""
+    snap = Snapshot(fabric())
+    queue = SchedulingQueue(config(reclaim_within_s=reclaim_within_s))
+    placement = borrowed_start(queue, snap)
+    train = as_running("train", gang("train", 4), placement, 0.0, every)
+    busy = gang("busy", 2, pool=ONLINE)
+    r1 = Placement.model_validate(
+        {
+            "gang": "busy",
+            "policy": "t",
+            "status": "placed",
+            "pods": [{"rank": 0, "host": "h1-0"}, {"rank": 1, "host": "h1-1"}],
+        }
+    )
+    snap.apply(busy, r1)
+    running = [train, Running("busy", busy, r1, 0.0)]
+    queue.add("serve", gang("serve", 2, pool=ONLINE), arrival=100)
+    return queue, snap, running
+
+
+def test_a_lent_rack_is_reclaimed_at_the_borrowers_checkpoint():
+    queue, snap, running = reclaim_scene(reclaim_within_s=600, every=300)
+    asked = queue.cycle(100, snap, running)
+    assert not asked.evictions
+    assert asked.reclaiming == {"train": 700}
+    assert asked.waiting["serve"].reason is WaitReason.PREEMPTING
+    assert asked.wake_at == 300  # its checkpoint, before the deadline
+    [eviction] = queue.cycle(300, snap, running).evictions
+    assert (eviction.victim, eviction.preemptor, eviction.reclaimed) == ("train", "serve", True)
+    assert eviction.lost_gpu_s == 0  # evicted right at its checkpoint
+    snap.release(running[0].gang, running[0].placement)
+    [(key, placement)] = queue.cycle(300, snap, running[1:]).starts
+    assert key == "serve"
+    assert set(placement.hosts()) == {"h2-0", "h2-1"}
+
+
+def test_the_deadline_evicts_before_a_late_checkpoint():
+    queue, snap, running = reclaim_scene(reclaim_within_s=60, every=3600)
+    asked = queue.cycle(100, snap, running)
+    assert asked.wake_at == 160
+    assert not queue.cycle(159, snap, running).evictions
+    [eviction] = queue.cycle(160, snap, running).evictions
+    assert eviction.lost_gpu_s == pytest.approx(160 * 32)  # no checkpoint yet: all of it
+
+
+def test_no_host_being_reclaimed_is_lent_again():
+    queue, snap, running = reclaim_scene(reclaim_within_s=600, every=3600)
+    queue.cycle(100, snap, running)
+    queue.add("other", gang("other", 2), arrival=150)  # would fit r2's hosts, were they lent
+    decisions = queue.cycle(150, snap, running)
+    assert "other" not in dict(decisions.starts)
+
+
+def many_borrowers(mode: LendingMode):
+    """Three borrowed gangs on lent racks: big (both hosts of r2, started 0), and small1,
+    small2 (one host of r1 each, started 10 and 20); an online gang needs a whole rack."""
+    fab = fabric()
+    snap = Snapshot(fab)
+    queue = SchedulingQueue(config(mode))
+    spots = {"big": ["h2-0", "h2-1"], "small1": ["h1-0"], "small2": ["h1-1"]}
+    running = []
+    for i, (name, hosts) in enumerate(spots.items()):
+        g = gang(name, len(hosts))
+        p = Placement.model_validate(
+            {
+                "gang": name,
+                "policy": "t",
+                "status": "placed",
+                "pods": [{"rank": j, "host": h} for j, h in enumerate(hosts)],
+            }
+        )
+        snap.apply(g, p)
+        running.append(Running(name, g, p, float(i * 10)))
+    queue.add("serve", gang("serve", 2, pool=ONLINE), arrival=100)
+    return queue, snap, running
+
+
+def test_the_fewest_borrowed_gangs_are_reclaimed():
+    queue, snap, running = many_borrowers(LendingMode.TOPOLOGY)
+    decisions = queue.cycle(100, snap, running)
+    assert set(decisions.reclaiming) == {"big"}  # one gang, not two
+
+
+def test_quota_borrowing_evicts_the_newest_at_once():
+    queue, snap, running = many_borrowers(LendingMode.QUOTA)
+    decisions = queue.cycle(100, snap, running)
+    assert sorted(e.victim for e in decisions.evictions) == ["small1", "small2"]
+    assert all(e.reclaimed for e in decisions.evictions)
