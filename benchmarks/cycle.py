@@ -63,13 +63,14 @@ def fill(fabric: Fabric, seed: int, ended: float) -> tuple[Snapshot, list[Runnin
 
 
 def queue(joint: int, seed: int) -> SchedulingQueue:
-    place = PlaceConfig.of(seed=seed, workers=1, time_limit_s=0.5)
-    config = QueueConfig(
-        place=place,
-        cross_tenant=True,
+    config = QueueConfig.of(
+        report_waits=False,
+        seed=seed,
+        workers=1,
+        time_limit_s=0.5,
+        preemption_scope="cluster",
         joint_gangs=joint,
         defrag_moves_per_hour=4.0,
-        report_waits=False,
     )
     return SchedulingQueue(config)
 
