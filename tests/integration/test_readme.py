@@ -26,7 +26,7 @@ DOCS = [[d for d in docs if d] for docs in BLOCKS]
 
 
 def kind_of(docs: list[dict[str, Any]]) -> str:
-    if "levels" in docs[0]:
+    if docs[0].keys() & {"levels", "pools", "scheduling"}:  # the operator's config
         return "config"
     if "spec" in docs[0] and "kind" not in docs[0]:
         return "fragment"
