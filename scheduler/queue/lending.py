@@ -9,13 +9,10 @@ gangs and the cycle's work snapshot. Decides:
   as Kueue's cohort borrowing): every idle host beyond the reserve, at once, in any rack;
 - borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
   start them), in queue order, placed by their own objective on their pool's free hosts plus
-  the lent ones (Snapshot.lent), no host held for another gang;
-- reclaims: a lending pool's first gang that cannot start, when borrowed gangs hold its hosts.
-  `topology`: the borrowed gangs whose eviction costs least at its time (the next checkpoint
-  when that falls within the deadline: nothing lost), then the largest, until the gang fits;
-  each one that can be spared is spared. The gang is pinned to the hosts that frees (holds.py);
-  each victim is evicted at its next checkpoint or at `reclaim_within_s`, whichever comes first
-  (`reclaiming` says when). `quota`: the newest borrowed gangs, evicted at once, until it fits.
+  the fewest lent racks that hold them (`quota`: every lent host), no host held for another
+  gang;
+- reclaims (queue/reclaim.py): a lending pool's first gang that cannot start, when borrowed
+  gangs hold its hosts: the victims, evicted at their checkpoints or at `reclaim_within_s`.
 Promises: a pinned host is lent to no one; a borrowed gang being reclaimed is evicted no later
 than its deadline; a borrowed gang runs only on hosts lent to its pool when it started; every
 eviction names the lending pool's gang it makes room for and the work it loses.
@@ -39,12 +36,11 @@ from scheduler.placement import Snapshot, place_one
 from scheduler.pools import Lending as Rules
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
-from scheduler.queue.preemption import released
-from scheduler.queue.types import Entry, Eviction, QueueConfig, Running, Wait, WaitReason
+from scheduler.queue.reclaim import Reclaims, free_gpus
+from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 
 BORROW_TRIES = 8  # borrowed placements tried per borrowing pool per cycle
-PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
 # waits that say the gang's own pool could not start it now (NeverFits: not even empty)
 BLOCKED = (
     WaitReason.UNPLACEABLE,
@@ -52,13 +48,6 @@ BLOCKED = (
     WaitReason.RESERVED,
     WaitReason.NEVER_FITS,
 )
-
-
-@dataclass(frozen=True)
-class Reclaim:
-    owner: str  # the lending pool's gang the hosts go to
-    started: float
-    deadline: float
 
 
 @dataclass
@@ -70,8 +59,19 @@ class Lending:
     wait: Callable[[Cycle, Entry, Wait], None]
     start: Callable[[Cycle, Entry, Placement], None]
     idle_since: dict[int, float] = field(default_factory=dict)  # lender's host -> idle from
-    reclaims: dict[str, Reclaim] = field(default_factory=dict)  # borrowed gang -> its reclaim
     failed: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (pool, shape) -> view
+    reclaim: Reclaims = field(init=False)  # taking lent hosts back (queue/reclaim.py)
+
+    def __post_init__(self) -> None:
+        self.reclaim = Reclaims(
+            self.config,
+            self.entries,
+            self.pins,
+            self.views,
+            self.wait,
+            lambda: self.lenders,
+            self._waiting,
+        )
 
     @cached_property
     def lenders(self) -> dict[str, Rules]:
@@ -95,8 +95,8 @@ class Lending:
         owned = owner_busy(c)
         self._track_idle(c, owned)
         borrowed = [r for r in c.running if r.key not in c.evicted and is_borrowed(c.work, r)]
-        self._reclaim(c, borrowed)
-        self._due(c, {r.key: r for r in borrowed})
+        self.reclaim.start(c, borrowed)
+        self.reclaim.due(c, {r.key: r for r in borrowed})
         self._borrow(c, self._lent(c, owned))
 
     # what is lent
@@ -214,121 +214,6 @@ class Lending:
                 found.append(entry)
         return sorted(found, key=lambda e: e.order)
 
-    # reclaiming
-    def _reclaim(self, c: Cycle, borrowed: list[Running]) -> None:
-        for pool, rules in self.lenders.items():
-            entry = self._first_blocked(c, pool)
-            if entry is None:
-                continue
-            candidates = [
-                r for r in borrowed if r.key not in self.reclaims and uses_pool(c.work, r, pool)
-            ]
-            if not candidates:
-                continue
-            view = self.views.view(c, entry).snapshot
-            found = self._choose(c, view, entry.gang, candidates, rules)
-            if found is not None:
-                self._begin(c, entry, found, rules)
-
-    def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
-        waiting = self._waiting(c, pool)
-        return waiting[0] if waiting else None
-
-    def _choose(
-        self, c: Cycle, view: Snapshot, gang: GangRequest, candidates: list[Running], rules: Rules
-    ) -> tuple[list[Running], Placement] | None:
-        if self.mode is LendingMode.QUOTA:
-            newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
-            return self._until_fits(view, gang, newest)
-        deadline = c.now + rules.reclaim_within_s
-
-        def cost(r: Running) -> tuple[bool, int, float, str]:
-            """Those that lose nothing first (a checkpoint before the deadline), then the
-            largest (fewest gangs), then the least work lost."""
-            loss = loss_by(r, c.now, deadline)
-            return loss > 0, -gpus_in_pool(view, r, gang.pool), loss, r.key
-
-        found = self._until_fits(view, gang, sorted(candidates, key=cost))
-        return None if found is None else self._spare(view, gang, *found)
-
-    def _until_fits(
-        self, view: Snapshot, gang: GangRequest, order: list[Running]
-    ) -> tuple[list[Running], Placement] | None:
-        need = gang.gpus - free_gpus(view, gang.pool)
-        chosen: list[Running] = []
-        for r in order:
-            chosen.append(r)
-            need -= gpus_in_pool(view, r, gang.pool)
-            if need > 0:
-                continue
-            placement = place_one(released(view, chosen), gang, self.config.at_once)
-            if placement.placed:
-                return chosen, placement
-        return None
-
-    def _spare(
-        self, view: Snapshot, gang: GangRequest, chosen: list[Running], placement: Placement
-    ) -> tuple[list[Running], Placement]:
-        """Keep each victim that the gang fits without (the last one added is needed)."""
-        if len(chosen) > PRUNE_MAX:
-            return chosen, placement
-        for r in list(reversed(chosen[:-1])):
-            rest = [v for v in chosen if v is not r]
-            found = place_one(released(view, rest), gang, self.config.at_once)
-            if found.placed:
-                chosen, placement = rest, found
-        return chosen, placement
-
-    def _begin(
-        self, c: Cycle, entry: Entry, found: tuple[list[Running], Placement], rules: Rules
-    ) -> None:
-        victims, placement = found
-        grace = rules.reclaim_within_s if self.mode is LendingMode.TOPOLOGY else 0.0
-        for r in victims:
-            self.reclaims[r.key] = Reclaim(entry.key, c.now, c.now + grace)
-        index = c.work.fabric.host_index
-        hosts = frozenset(index[h] for h in placement.hosts())
-        self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
-        c.out.nominated[entry.key] = placement
-        names = ", ".join(r.gang.name for r in victims)
-        wait = Wait(WaitReason.PREEMPTING, f"reclaiming its pool's hosts lent to {names}")
-        self.wait(c, entry, wait)
-
-    def _due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
-        for key, rc in list(self.reclaims.items()):
-            r = borrowed.get(key)
-            if r is None or rc.owner not in self.entries:  # it ended; the owner went
-                del self.reclaims[key]
-                continue
-            due = evict_at(r, rc, c.now)
-            if c.now < due:
-                c.out.reclaiming[key] = rc.deadline
-                c.out.wake(due)
-                continue
-            del self.reclaims[key]
-            lost = r.lost_gpu_s(c.now)
-            waited = c.now - rc.started
-            c.out.evictions.append(Eviction(key, rc.owner, lost, reclaimed=True, waited_s=waited))
-            c.evicted.add(key)
-            c.work.release(r.gang, r.placement)
-            c.version += 1
-
-
-def evict_at(r: Running, rc: Reclaim, now: float) -> float:
-    """Its first checkpoint since the reclaim began, or the deadline, whichever is first."""
-    last = r.last_checkpoint(now)
-    if last is not None and last >= rc.started - 1e-9:
-        return now
-    return min(rc.deadline, r.next_checkpoint(now))
-
-
-def loss_by(r: Running, now: float, deadline: float) -> float:
-    """GPU-seconds a reclaim that begins now makes it lose: none when a checkpoint falls
-    before the deadline, else what it ran since its last checkpoint, at the deadline."""
-    if r.next_checkpoint(now) <= deadline or r.last_checkpoint(now) == now:
-        return 0.0
-    return r.lost_gpu_s(deadline)
-
 
 def owner_busy(c: Cycle) -> set[int]:
     """Hosts running a gang of their own pool (now, or started this cycle)."""
@@ -351,28 +236,6 @@ def owner_busy(c: Cycle) -> set[int]:
 def is_borrowed(view: Snapshot, r: Running) -> bool:
     fabric = view.fabric
     return any(fabric.hosts[fabric.host_index[h]].pool != r.gang.pool for h in r.placement.hosts())
-
-
-def uses_pool(view: Snapshot, r: Running, pool: str) -> bool:
-    fabric = view.fabric
-    return any(fabric.hosts[fabric.host_index[h]].pool == pool for h in r.placement.hosts())
-
-
-def gpus_in_pool(view: Snapshot, r: Running, pool: str) -> int:
-    fabric = view.fabric
-    per = max(1, r.gang.gpus_per_pod)
-    return sum(
-        n * per
-        for h, n in r.placement.hosts().items()
-        if fabric.hosts[fabric.host_index[h]].pool == pool
-    )
-
-
-def free_gpus(view: Snapshot, pool: str) -> int:
-    mask = view.fabric.pool_mask.get(pool)
-    if mask is None:
-        return 0
-    return int((view.free_gpus * view.up_mask())[mask].sum())
 
 
 def lent_fingerprint(view: Snapshot, pool: str) -> bytes:

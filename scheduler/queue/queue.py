@@ -175,7 +175,7 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
-        idle = not self._entries and not self._lending.reclaims
+        idle = not self._entries and not self._lending.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint

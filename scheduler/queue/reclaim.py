@@ -1,0 +1,187 @@
+"""Taking lent hosts back for the pool that lent them (part of queue/lending.py).
+
+Contract. Takes, each cycle, the lending pools' rules, the borrowed gangs running and the
+lender's first waiting gang. `start`: when borrowed gangs hold hosts that gang needs, chooses
+the victims (`topology`: those that lose nothing, their checkpoint falling before the deadline,
+first; then the largest, for the fewest gangs; each one the gang fits without is spared;
+`quota`: the newest, until it fits), pins the gang to the hosts that frees (holds.py) and
+records each victim's reclaim. `due`: evicts each victim at its first checkpoint since its
+reclaim began or at the deadline, whichever comes first (`quota`: at once), and says when to
+look again. Promises: no victim is evicted after its deadline; every eviction names the gang it
+makes room for, the work it loses, and how long it waited; a reclaim whose owner left is
+dropped, and the borrowed gang runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import Placement
+from scheduler.model.policy import LendingMode
+from scheduler.placement import Snapshot, place_one
+from scheduler.pools import Lending as Rules
+from scheduler.queue.cycle import Cycle
+from scheduler.queue.holds import Holds
+from scheduler.queue.preemption import released
+from scheduler.queue.types import Entry, Eviction, QueueConfig, Running, Wait, WaitReason
+from scheduler.queue.views import Views
+
+PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    owner: str  # the lending pool's gang the hosts go to
+    started: float
+    deadline: float
+
+
+@dataclass
+class Reclaims:
+    config: QueueConfig
+    entries: dict[str, Entry]
+    pins: Holds
+    views: Views
+    wait: Callable[[Cycle, Entry, Wait], None]
+    lenders: Callable[[], dict[str, Rules]]
+    waiting: Callable[[Cycle, str], list[Entry]]  # a pool's gangs its hosts did not start
+    pending: dict[str, Reclaim] = field(default_factory=dict)  # borrowed gang -> its reclaim
+
+    def start(self, c: Cycle, borrowed: list[Running]) -> None:
+        for pool, rules in self.lenders().items():
+            entry = self._first_blocked(c, pool)
+            if entry is None:
+                continue
+            candidates = [
+                r for r in borrowed if r.key not in self.pending and uses_pool(c.work, r, pool)
+            ]
+            if not candidates:
+                continue
+            view = self.views.view(c, entry).snapshot
+            found = self._choose(c, view, entry.gang, candidates, rules)
+            if found is not None:
+                self._begin(c, entry, found, rules)
+
+    def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
+        waiting = self.waiting(c, pool)
+        return waiting[0] if waiting else None
+
+    def _choose(
+        self, c: Cycle, view: Snapshot, gang: GangRequest, candidates: list[Running], rules: Rules
+    ) -> tuple[list[Running], Placement] | None:
+        if self.config.policy.lending is LendingMode.QUOTA:
+            newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
+            return self._until_fits(view, gang, newest)
+        deadline = c.now + rules.reclaim_within_s
+
+        def cost(r: Running) -> tuple[bool, int, float, str]:
+            """Those that lose nothing first (a checkpoint before the deadline), then the
+            largest (fewest gangs), then the least work lost."""
+            loss = loss_by(r, c.now, deadline)
+            return loss > 0, -gpus_in_pool(view, r, gang.pool), loss, r.key
+
+        found = self._until_fits(view, gang, sorted(candidates, key=cost))
+        return None if found is None else self._spare(view, gang, *found)
+
+    def _until_fits(
+        self, view: Snapshot, gang: GangRequest, order: list[Running]
+    ) -> tuple[list[Running], Placement] | None:
+        need = gang.gpus - free_gpus(view, gang.pool)
+        chosen: list[Running] = []
+        for r in order:
+            chosen.append(r)
+            need -= gpus_in_pool(view, r, gang.pool)
+            if need > 0:
+                continue
+            placement = place_one(released(view, chosen), gang, self.config.at_once)
+            if placement.placed:
+                return chosen, placement
+        return None
+
+    def _spare(
+        self, view: Snapshot, gang: GangRequest, chosen: list[Running], placement: Placement
+    ) -> tuple[list[Running], Placement]:
+        """Keep each victim that the gang fits without (the last one added is needed)."""
+        if len(chosen) > PRUNE_MAX:
+            return chosen, placement
+        for r in list(reversed(chosen[:-1])):
+            rest = [v for v in chosen if v is not r]
+            found = place_one(released(view, rest), gang, self.config.at_once)
+            if found.placed:
+                chosen, placement = rest, found
+        return chosen, placement
+
+    def _begin(
+        self, c: Cycle, entry: Entry, found: tuple[list[Running], Placement], rules: Rules
+    ) -> None:
+        victims, placement = found
+        grace = (
+            rules.reclaim_within_s if self.config.policy.lending is LendingMode.TOPOLOGY else 0.0
+        )
+        for r in victims:
+            self.pending[r.key] = Reclaim(entry.key, c.now, c.now + grace)
+        index = c.work.fabric.host_index
+        hosts = frozenset(index[h] for h in placement.hosts())
+        self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
+        c.out.nominated[entry.key] = placement
+        names = ", ".join(r.gang.name for r in victims)
+        wait = Wait(WaitReason.PREEMPTING, f"reclaiming its pool's hosts lent to {names}")
+        self.wait(c, entry, wait)
+
+    def due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
+        for key, rc in list(self.pending.items()):
+            r = borrowed.get(key)
+            if r is None or rc.owner not in self.entries:  # it ended; the owner went
+                del self.pending[key]
+                continue
+            due = evict_at(r, rc, c.now)
+            if c.now < due:
+                c.out.reclaiming[key] = rc.deadline
+                c.out.wake(due)
+                continue
+            del self.pending[key]
+            lost = r.lost_gpu_s(c.now)
+            waited = c.now - rc.started
+            c.out.evictions.append(Eviction(key, rc.owner, lost, reclaimed=True, waited_s=waited))
+            c.evicted.add(key)
+            c.work.release(r.gang, r.placement)
+            c.version += 1
+
+
+def evict_at(r: Running, rc: Reclaim, now: float) -> float:
+    """Its first checkpoint since the reclaim began, or the deadline, whichever is first."""
+    last = r.last_checkpoint(now)
+    if last is not None and last >= rc.started - 1e-9:
+        return now
+    return min(rc.deadline, r.next_checkpoint(now))
+
+
+def loss_by(r: Running, now: float, deadline: float) -> float:
+    """GPU-seconds a reclaim that begins now makes it lose: none when a checkpoint falls
+    before the deadline, else what it ran since its last checkpoint, at the deadline."""
+    if r.next_checkpoint(now) <= deadline or r.last_checkpoint(now) == now:
+        return 0.0
+    return r.lost_gpu_s(deadline)
+
+
+def gpus_in_pool(view: Snapshot, r: Running, pool: str) -> int:
+    fabric = view.fabric
+    per = max(1, r.gang.gpus_per_pod)
+    return sum(
+        n * per
+        for h, n in r.placement.hosts().items()
+        if fabric.hosts[fabric.host_index[h]].pool == pool
+    )
+
+
+def free_gpus(view: Snapshot, pool: str) -> int:
+    mask = view.fabric.pool_mask.get(pool)
+    if mask is None:
+        return 0
+    return int((view.free_gpus * view.up_mask())[mask].sum())
+
+
+def uses_pool(view: Snapshot, r: Running, pool: str) -> bool:
+    fabric = view.fabric
+    return any(fabric.hosts[fabric.host_index[h]].pool == pool for h in r.placement.hosts())
