@@ -1,10 +1,6 @@
-"""Typed parsing of a TrainingJob's spec (its pod template: pods/podspec.py).
-
-The CRD keeps the template open (`x-kubernetes-preserve-unknown-fields`), so the API server
-accepts anything there. Every field rackwise reads, or that decides where and how a pod runs, is
-parsed here with Kubernetes' own types; a wrong type, a malformed quantity or an impossible
-value is an InvalidSpecError naming the field. Fields rackwise does not read pass through to the
-pod untouched, and the API server judges them when the pod is created."""
+"""Typed parsing of a TrainingJob's spec: replicas and their resources, roles, topology,
+repair, priority and run time. Its pod template is read with Kubernetes' own types by
+pods/podspec.py; whatever is wrong in either is an InvalidSpecError naming the field."""
 
 from __future__ import annotations
 
