@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.model.policy import LendingMode
-from scheduler.placement import Snapshot, place_one
+from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.pools import Lending as Rules
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
@@ -124,12 +124,33 @@ class Reclaims:
         index = c.work.fabric.host_index
         hosts = frozenset(index[h] for h in placement.hosts())
         self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
-        c.out.nominated[entry.key] = placement
         names = ", ".join(r.gang.name for r in victims)
         wait = Wait(WaitReason.PREEMPTING, f"reclaiming its pool's hosts lent to {names}")
         self.wait(c, entry, wait)
 
     def due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
+        owners = {rc.owner for rc in self.pending.values()}
+        self._evict_due(c, borrowed)
+        for owner in sorted(owners - {rc.owner for rc in self.pending.values()}):
+            self._nominate(c, owner)
+
+    def _nominate(self, c: Cycle, owner: str) -> None:
+        """Its last victim is gone this cycle: it gets its hosts now (a simulator starts it at
+        once; the operator, once the victims' pods are gone). Never before: the victims still
+        run on them until their checkpoint or deadline."""
+        placement = self.pins.pins.get(owner)
+        entry = self.entries.get(owner)
+        if placement is None or entry is None:
+            return
+        try:
+            validate(c.work, entry.gang, placement)
+        except InvalidPlacementError:
+            return  # not free yet (a victim's pods are still there): its pin starts it later
+        c.work.apply(entry.gang, placement)
+        c.version += 1
+        c.out.nominated[owner] = placement
+
+    def _evict_due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
         for key, rc in list(self.pending.items()):
             r = borrowed.get(key)
             if r is None or rc.owner not in self.entries:  # it ended; the owner went

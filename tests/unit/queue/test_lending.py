@@ -137,10 +137,13 @@ def test_a_lent_rack_is_reclaimed_at_the_borrowers_checkpoint():
     queue, snap, running = reclaim_scene(reclaim_within_s=600, every=300)
     asked = queue.cycle(100, snap, running)
     assert not asked.evictions
+    assert not asked.nominated  # train still runs there: serve gets the hosts when it goes
     assert asked.reclaiming == {"train": 700}
     assert asked.waiting["serve"].reason is WaitReason.PREEMPTING
     assert asked.wake_at == 300  # its checkpoint, before the deadline
-    [eviction] = queue.cycle(300, snap, running).evictions
+    evicted = queue.cycle(300, snap, running)
+    [eviction] = evicted.evictions
+    assert set(evicted.nominated["serve"].hosts()) == {"h2-0", "h2-1"}  # its hosts, now
     assert (eviction.victim, eviction.preemptor, eviction.reclaimed) == ("train", "serve", True)
     assert eviction.lost_gpu_s == 0  # evicted right at its checkpoint
     snap.release(running[0].gang, running[0].placement)
