@@ -36,7 +36,8 @@ from scheduler.placement import Snapshot, place_one
 from scheduler.pools import Lending as Rules
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
-from scheduler.queue.reclaim import Reclaims, free_gpus
+from scheduler.queue.order import PoolOrder
+from scheduler.queue.reclaim import Reclaims, free_gpus, pods_by_pool
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 
@@ -54,6 +55,7 @@ BLOCKED = (
 class Lending:
     config: QueueConfig
     entries: dict[str, Entry]
+    orders: dict[str, PoolOrder]  # pool -> its queued gangs in queue order (the queue's)
     pins: Holds
     views: Views
     wait: Callable[[Cycle, Entry, Wait], None]
@@ -124,7 +126,8 @@ class Lending:
         self, c: Cycle, pool: str, rules: Rules, owned: set[int], held: frozenset[int]
     ) -> frozenset[int]:
         fabric = c.work.fabric
-        idle = [h for h in self._hosts(c, pool) if h not in owned and h not in held]
+        mine = self._hosts(c, pool)
+        idle = [h for h in mine if h not in owned and h not in held]
         spare = len(idle) - rules.reserve_hosts
         if spare <= 0:
             return frozenset()
@@ -132,7 +135,7 @@ class Lending:
             return frozenset(idle[-spare:])
         ready = c.now - rules.idle_after_s
         racks: dict[int, list[int]] = {}
-        for h in self._hosts(c, pool):
+        for h in mine:
             racks.setdefault(int(fabric.columns[Tier.RACK][h]), []).append(h)
         out: set[int] = set()
         for rack in sorted(racks, reverse=True):
@@ -204,15 +207,16 @@ class Lending:
     def _waiting(self, c: Cycle, pool: str) -> list[Entry]:
         """The pool's gangs its own hosts did not start this cycle, in queue order: those that
         waited for capacity, and those a quiet cycle passed over as known to be blocked."""
+        order = self.orders.get(pool)
         started = {k for k, _ in c.out.starts}
         found = []
-        for key, entry in self.entries.items():
-            if entry.gang.pool != pool or key in started or key in self.pins.pins:
+        for key in [] if order is None else order.keys:
+            if key in started or key in self.pins.pins:
                 continue
             wait = c.out.waiting.get(key)
             if wait is None or wait.reason in BLOCKED:
-                found.append(entry)
-        return sorted(found, key=lambda e: e.order)
+                found.append(self.entries[key])
+        return found
 
 
 def owner_busy(c: Cycle) -> set[int]:
@@ -224,18 +228,14 @@ def owner_busy(c: Cycle) -> set[int]:
     ]
     out: set[int] = set()
     for gang, placement in placed:
-        for host in placement.hosts():
-            h = index[host]
-            if fabric.hosts[h].pool == gang.pool:
-                out.add(h)
+        out.update(index[h] for h in placement.hosts() if fabric.host_pool[h] == gang.pool)
     for _, placement in c.out.starts:
         out.update(index[h] for h in placement.hosts())
     return out
 
 
 def is_borrowed(view: Snapshot, r: Running) -> bool:
-    fabric = view.fabric
-    return any(fabric.hosts[fabric.host_index[h]].pool != r.gang.pool for h in r.placement.hosts())
+    return any(pool != r.gang.pool for pool in pods_by_pool(view.fabric, r.placement))
 
 
 def lent_fingerprint(view: Snapshot, pool: str) -> bytes:

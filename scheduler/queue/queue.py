@@ -104,7 +104,13 @@ class SchedulingQueue:
             self.config, self._entries, self._pins, self._views, self._wait, self._start
         )
         self._lending = Lending(
-            self.config, self._entries, self._pins, self._views, self._wait, self._start
+            self.config,
+            self._entries,
+            self._orders,
+            self._pins,
+            self._views,
+            self._wait,
+            self._start,
         )
         self._after = AfterWalk(
             self.config,

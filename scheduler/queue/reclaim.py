@@ -26,6 +26,7 @@ from scheduler.queue.holds import Holds
 from scheduler.queue.preemption import released
 from scheduler.queue.types import Entry, Eviction, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
+from scheduler.topology.fabric import Fabric
 
 PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
 
@@ -186,14 +187,18 @@ def loss_by(r: Running, now: float, deadline: float) -> float:
     return r.lost_gpu_s(deadline)
 
 
+def pods_by_pool(fabric: Fabric, placement: Placement) -> dict[str, int]:
+    """Pods a placement puts on each pool's hosts (on another pool's: hosts lent to its own)."""
+    out: dict[str, int] = {}
+    for host, n in placement.hosts().items():
+        pool = fabric.host_pool[host]
+        out[pool] = out.get(pool, 0) + n
+    return out
+
+
 def gpus_in_pool(view: Snapshot, r: Running, pool: str) -> int:
-    fabric = view.fabric
-    per = max(1, r.gang.gpus_per_pod)
-    return sum(
-        n * per
-        for h, n in r.placement.hosts().items()
-        if fabric.hosts[fabric.host_index[h]].pool == pool
-    )
+    pods = pods_by_pool(view.fabric, r.placement).get(pool, 0)
+    return pods * max(1, r.gang.gpus_per_pod)
 
 
 def free_gpus(view: Snapshot, pool: str) -> int:
@@ -204,5 +209,4 @@ def free_gpus(view: Snapshot, pool: str) -> int:
 
 
 def uses_pool(view: Snapshot, r: Running, pool: str) -> bool:
-    fabric = view.fabric
-    return any(fabric.hosts[fabric.host_index[h]].pool == pool for h in r.placement.hosts())
+    return pool in pods_by_pool(view.fabric, r.placement)

@@ -26,6 +26,7 @@ from scheduler.queue import (
     Wait,
 )
 from scheduler.queue.effects import apply
+from scheduler.queue.reclaim import pods_by_pool
 from scheduler.simulation.config import SimConfig, queue_config
 from scheduler.simulation.network import Network
 from scheduler.simulation.records import JobState, SimResult
@@ -298,9 +299,8 @@ class Simulation:
 
     def _lent_gpus(self, gang: GangRequest, placement: Placement) -> int:
         """GPUs the gang holds on hosts of another pool (lent to its own)."""
-        index, hosts = self.fabric.host_index, self.fabric.hosts
-        outside = sum(n for h, n in placement.hosts().items() if hosts[index[h]].pool != gang.pool)
-        return outside * gang.gpus_per_pod
+        by_pool = pods_by_pool(self.fabric, placement)
+        return sum(n for pool, n in by_pool.items() if pool != gang.pool) * gang.gpus_per_pod
 
     def _busy(self, pool: str, delta: int, now: float) -> None:
         self.busy[pool] = self.busy.get(pool, 0) + delta

@@ -167,6 +167,11 @@ class Fabric:
         return np.asarray([h.gpus for h in self.hosts], dtype=np.int64)
 
     @cached_property
+    def host_pool(self) -> dict[str, str]:
+        """host name -> its pool."""
+        return {h.name: h.pool for h in self.hosts}
+
+    @cached_property
     def pool_mask(self) -> dict[str, npt.NDArray[np.bool_]]:
         pools = np.asarray([h.pool for h in self.hosts])
         return {str(p): pools == p for p in np.unique(pools)}

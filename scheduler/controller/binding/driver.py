@@ -280,7 +280,7 @@ class _CycleEffects:
         # deadlines on the API's clock: the queue's is this operator's monotonic one
         offset = self.r.wall() - self.r.clock()
         self.r.status.reclaiming = {k: at + offset for k, at in decisions.reclaiming.items()}
-        self.r.status.node_pools = {h.name: h.pool for h in self.state.fabric.hosts}
+        self.r.status.node_pools = self.state.fabric.host_pool
         self.r.metrics.lending(decisions.lent)
 
     def fail(self, key: str, exc: Exception) -> None:
