@@ -41,6 +41,7 @@ from kubernetes import client, watch
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.gateway import GROUP, PLURAL, VERSION, AdminGateway, Gateway
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.trainingjob.pods import pod
 from scheduler.controller.trainingjob.translate import translate
 from scheduler.devtools.cluster import REPO, LocalCluster, free_port
@@ -287,7 +288,7 @@ def the_same_pods(admin: Gateway, sizes: list[int]) -> list[Obj]:
     jobs = sorted(admin.jobs(), key=lambda j: int(j["metadata"]["name"].split("-")[1]))
     return [
         pod(view, rank, config)
-        for view in (translate(j, config) for j in jobs)
+        for view in (translate(TrainingJob.of(j), config) for j in jobs)
         for rank in range(view.gang.pods)
     ]
 

@@ -10,7 +10,7 @@ import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -19,9 +19,11 @@ from scheduler.controller.cycle.reconciler import Reconciler
 from scheduler.controller.runtime.cache import Cache, Informer
 from scheduler.controller.runtime.gateway import ApiError, Gateway
 from scheduler.controller.runtime.leader import AlwaysLeader, Elector
+from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Health, Metrics, configure_logging, serve
 
 Obj = dict[str, Any]
+V = TypeVar("V")
 log = structlog.get_logger("rackwise")
 
 
@@ -31,7 +33,8 @@ class NotLeaderError(ApiError):
 
 
 class Fenced:
-    """The gateway's reads as they are, its writes only while `leading()` holds."""
+    """The gateway's reads as typed views (runtime/objects.py), its writes only while
+    `leading()` holds."""
 
     def __init__(self, gateway: Gateway, leading: Any) -> None:
         self.gw = gateway
@@ -41,17 +44,17 @@ class Fenced:
         if not self.leading():
             raise NotLeaderError()
 
-    def nodes(self) -> list[Obj]:
-        return self.gw.nodes()
+    def nodes(self) -> list[Node]:
+        return [Node.of(o) for o in self.gw.nodes()]
 
-    def pods(self) -> list[Obj]:
-        return self.gw.pods()
+    def pods(self) -> list[Pod]:
+        return [Pod.of(o) for o in self.gw.pods()]
 
-    def jobs(self) -> list[Obj]:
-        return self.gw.jobs()
+    def jobs(self) -> list[TrainingJob]:
+        return [TrainingJob.of(o) for o in self.gw.jobs()]
 
-    def podgroups(self) -> list[Obj]:
-        return self.gw.podgroups()
+    def podgroups(self) -> list[PodGroup]:
+        return [PodGroup.of(o) for o in self.gw.podgroups()]
 
     def create_pod(self, namespace: str, body: Obj) -> None:
         self._check()
@@ -105,20 +108,20 @@ class Cached(Fenced):
         super().__init__(gateway, leading)
         self.cache = cache
 
-    def nodes(self) -> list[Obj]:
+    def nodes(self) -> list[Node]:
         return self._read(self.cache.nodes, super().nodes)
 
-    def pods(self) -> list[Obj]:
+    def pods(self) -> list[Pod]:
         return self._read(self.cache.pods, super().pods)
 
-    def jobs(self) -> list[Obj]:
+    def jobs(self) -> list[TrainingJob]:
         return self._read(self.cache.jobs, super().jobs)
 
-    def podgroups(self) -> list[Obj]:
+    def podgroups(self) -> list[PodGroup]:
         return self._read(self.cache.podgroups, super().podgroups)
 
     @staticmethod
-    def _read(informer: Informer, listing: Callable[[], list[Obj]]) -> list[Obj]:
+    def _read(informer: Informer[V], listing: Callable[[], list[V]]) -> list[V]:
         return informer.items() if informer.synced else listing()
 
 

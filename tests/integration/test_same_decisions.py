@@ -18,6 +18,7 @@ import pytest
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import Reconciler
+from scheduler.controller.operator import Fenced
 from scheduler.controller.runtime.gateway import AdminGateway, Gateway
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.cluster import LocalCluster
@@ -79,7 +80,8 @@ class Driven:
     def __init__(self, cluster: LocalCluster) -> None:
         self.now = 0.0
         self.admin = AdminGateway(cluster.admin_kubeconfig)
-        api = Gateway(cluster.operator_kubeconfig)
+        # the operator's reader without its cache: every cycle lists, as typed views
+        api = Fenced(Gateway(cluster.operator_kubeconfig), leading=lambda: True)
         self.reconciler = Reconciler(api, OperatorConfig(), Metrics(), clock=lambda: self.now)
         self.hosts: dict[str, dict[str, int]] = {}
         self.starts: list[tuple[float, str, dict[str, int]]] = []

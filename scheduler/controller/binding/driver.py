@@ -16,15 +16,15 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
-from scheduler.controller.cluster.state import ClusterState, host_of
+from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.runner import Binding, GroupRunner, Waiting
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.trainingjob.controller import Bound, Pending, rank_of, seconds
 from scheduler.controller.trainingjob.status import CHECKPOINTED, JobStatus
@@ -33,7 +33,6 @@ from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignme
 from scheduler.queue import Decisions, Eviction, Move, Running, SchedulingQueue, Wait
 from scheduler.queue.effects import apply
 
-Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
 
 
@@ -48,7 +47,7 @@ class CycleReport:
     seconds: float = 0.0
 
 
-def _assignment(view: JobView, pod: Obj, host: str) -> PodAssignment:
+def _assignment(view: JobView, pod: Pod, host: str) -> PodAssignment:
     rank = max(rank_of(pod), 0)
     role, index = view.role_of(rank) if rank < view.total_pods else ("", rank)
     return PodAssignment(rank=rank, host=host, role=role, role_rank=index if role else None)
@@ -66,7 +65,7 @@ class QueueDriver:
     started: dict[str, float]  # shared with the TrainingJob controller
     wall: Callable[[], float]  # the API's clock (pods' creation, checkpoint annotations)
 
-    def isolated(self, job: Obj, report: CycleReport, handle: Callable[[], None]) -> bool:
+    def isolated(self, job: TrainingJob, report: CycleReport, handle: Callable[[], None]) -> bool:
         """Run one job's handling; False when it raised (reported on the job, or logged)."""
         try:
             handle()
@@ -110,10 +109,10 @@ class QueueDriver:
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
         apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
 
-    def _running(self, state: ClusterState, view: JobView, pods: list[Obj]) -> Running | None:
+    def _running(self, state: ClusterState, view: JobView, pods: list[Pod]) -> Running | None:
         """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""
         index = state.fabric.host_index
-        hosts = [host_of(p) for p in pods]
+        hosts = [p.node for p in pods]
         if any(h not in index for h in hosts):
             return None
         assignments = tuple(_assignment(view, p, str(h)) for p, h in zip(pods, hosts, strict=True))
@@ -122,7 +121,7 @@ class QueueDriver:
         )
         started = self.started.get(view.uid)
         if started is None:  # placed before this operator started: the pods' age tells
-            age = self.wall() - min(st.created(p) for p in pods)
+            age = self.wall() - min(st.created(p.meta) for p in pods)
             started = self.started.setdefault(view.uid, self.clock() - max(age, 0.0))
         spec = view.spec
         expected = seconds(spec.expected_runtime_seconds)
@@ -140,8 +139,7 @@ class QueueDriver:
     def _checkpointed(self, view: JobView) -> float:
         """When the job last said it checkpointed (its annotation), on this operator's clock;
         -inf when it never did: a job is moved only after a checkpoint it reported."""
-        notes = view.obj["metadata"].get("annotations") or {}
-        at = st.parse_time(notes.get(CHECKPOINTED))
+        at = st.parse_time(view.obj.meta.annotations.get(CHECKPOINTED))
         return -math.inf if at is None else self.clock() - max(0.0, self.wall() - at)
 
     def starts(
@@ -186,7 +184,7 @@ class QueueDriver:
         return self.isolated(view.obj, report, done) and all(results)
 
     def evict(
-        self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
+        self, eviction: Eviction, view: JobView, pods: list[Pod], gangs: dict[str, GangRequest]
     ) -> None:
         """Its pods go; a Preempted (or Reclaimed) condition naming the gang it made room for
         stays while it waits."""
@@ -206,7 +204,7 @@ class QueueDriver:
         self.status.set(view, "Pending", [placed, preempted])
 
     def _reclaimed(
-        self, eviction: Eviction, view: JobView, pods: list[Obj], gangs: dict[str, GangRequest]
+        self, eviction: Eviction, view: JobView, pods: list[Pod], gangs: dict[str, GangRequest]
     ) -> None:
         owner = gangs.get(eviction.preemptor)
         lender = owner.pool if owner is not None else "its lender"
@@ -222,7 +220,7 @@ class QueueDriver:
         self.status.set(view, "Pending", [placed, reclaimed])
 
     def move(
-        self, view: JobView, pods: list[Obj], move: Move, gangs: dict[str, GangRequest]
+        self, view: JobView, pods: list[Pod], move: Move, gangs: dict[str, GangRequest]
     ) -> None:
         """Moved at the checkpoint it reported: its pods go, and it restarts on the hosts the
         queue holds for it as soon as they are free."""

@@ -14,17 +14,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.calls import Calls
-from scheduler.controller.runtime.events import Recorder
+from scheduler.controller.runtime.events import Recorder, Ref
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 
-Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
 PROTECTED = "ProtectedNamespace"
 NOT_SERVED = "NamespaceNotServed"
@@ -79,13 +78,12 @@ class Refusals:
     def begin(self) -> None:
         self.now = {}
 
-    def served(self, objs: list[Obj], kind: str) -> list[Obj]:
+    def served(self, jobs: list[TrainingJob]) -> list[TrainingJob]:
         out = []
-        for obj in objs:
-            meta = obj["metadata"]
-            where = f"{meta.get('namespace')}/{meta.get('name')}"
-            if self.may(meta["namespace"], str(meta["uid"]), f"{kind} {where}"):
-                out.append(obj)
+        for job in jobs:
+            meta = job.meta
+            if self.may(meta.namespace, meta.uid, f"TrainingJob {job.key}"):
+                out.append(job)
         return out
 
     def may(self, namespace: str, uid: str, what: str) -> bool:
@@ -95,8 +93,7 @@ class Refusals:
         self.now[uid] = reason
         if self.reported.get(uid) != reason:
             lease = self.config.leader_election
-            ref = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
-            ref |= {"name": lease.name, "namespace": lease.namespace}
+            ref = Ref("coordination.k8s.io/v1", "Lease", lease.name, lease.namespace)
             message = f"{what} is not scheduled: {why(reason, namespace)}"
             if self.calls.attempt(self.recorder.record, ref, "Warning", reason, message, uid):
                 self.reported[uid] = reason

@@ -11,17 +11,15 @@ long as it is there (the API server validated it, so this should not happen)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import structlog
 
-from scheduler.controller.cluster.resources import Charge, charge
-from scheduler.controller.runtime.cache import object_key
+from scheduler.controller.cluster.resources import Charge, pod_charge
+from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.quantity import QuantityError
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric
 
-Obj = dict[str, Any]
 Signature = tuple[str, str]  # the node and the pod's resourceVersion
 log = structlog.get_logger("rackwise")
 
@@ -34,14 +32,14 @@ class Ledger:
         # pod key -> what it was charged for, and the charge (None: unreadable, node full)
         self.held: dict[str, tuple[Signature, Charge | None]] = {}
 
-    def update(self, fabric: Fabric, pods: Iterable[tuple[str, Obj]]) -> Snapshot:
+    def update(self, fabric: Fabric, pods: Iterable[tuple[str, Pod]]) -> Snapshot:
         """The free capacity once every (node, pod) given is charged."""
         base = self._base_for(fabric)
         seen: set[str] = set()
         for node, pod in pods:
-            key = object_key(pod)
+            key = pod.meta.key
             seen.add(key)
-            signature = (node, str(pod["metadata"].get("resourceVersion") or ""))
+            signature = (node, pod.meta.version)
             old = self.held.get(key)
             if old is not None and old[0] == signature:
                 continue
@@ -62,11 +60,11 @@ class Ledger:
             self.fabric, self.base, self.held = fabric, Snapshot(fabric), {}
         return self.base
 
-    def _read(self, pod: Obj, node: str) -> Charge | None:
+    def _read(self, pod: Pod, node: str) -> Charge | None:
         try:
-            return charge(pod.get("spec") or {}, self.gpu_resource)
-        except QuantityError:
-            log.exception("unreadable pod resources", pod=pod["metadata"].get("name"), node=node)
+            return pod_charge(pod, self.gpu_resource)
+        except QuantityError as exc:
+            log.error("unreadable pod resources", pod=pod.meta.name, node=node, error=str(exc))
             return None
 
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder, node_ref
-
-Obj = dict[str, Any]
+from scheduler.controller.runtime.objects import Node
 
 
 @dataclass
@@ -29,12 +27,12 @@ class NodeWatch:
     noted: set[tuple[str, str]] = field(default_factory=set)  # (node, reason) reported
     names: set[str] = field(default_factory=set)  # every Node seen in the last cycle
 
-    def watch(self, nodes: list[Obj], state: ClusterState | None) -> None:
+    def watch(self, nodes: list[Node], state: ClusterState | None) -> None:
         now = self.clock()
         ready = state.ready if state else set()
         names: set[str] = set()
         for node in nodes:
-            name = node["metadata"]["name"]
+            name = node.name
             names.add(name)
             if name in ready:
                 self.not_ready_since.pop(name, None)

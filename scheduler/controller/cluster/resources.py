@@ -1,15 +1,16 @@
-"""What a pod really holds on its node, as Kubernetes computes it: for each resource, the larger
-of the largest init container and the sum of the app containers, plus the pod's overhead. A
-container's limit stands in for a request it does not state (the API server's defaulting)."""
+"""What a pod really holds on its node, in the snapshot's units, from its effective requests as
+Kubernetes computes them (runtime/objects.requests: the larger of the largest init container and
+the sum of the app containers, plus the pod's overhead)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from scheduler.controller.runtime.quantity import mebi, milli, parse, whole
+from scheduler.controller.runtime.objects import Pod, requests
+from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, whole
 
 Obj = dict[str, Any]
 
@@ -48,28 +49,24 @@ class Charge:
         }
 
 
-def container_requests(container: Obj) -> dict[str, Decimal]:
-    resources = container.get("resources") or {}
-    wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse(value) for name, value in wanted.items()}
-
-
 def effective(spec: Obj) -> dict[str, Decimal]:
     """Resource name -> the pod's effective request (base units)."""
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, value in container_requests(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in container_requests(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Decimal(0)) + parse(value)
-    return total
+    return requests(spec)
 
 
 def charge(spec: Obj, gpu_resource: str) -> Charge:
-    wanted = effective(spec)
+    """The charge of a pod spec (one rackwise renders; QuantityError when unreadable)."""
+    return charge_of(requests(spec), gpu_resource)
+
+
+def pod_charge(pod: Pod, gpu_resource: str) -> Charge:
+    """The charge of a pod as it is; QuantityError when its requests cannot be read."""
+    if pod.requests is None:
+        raise QuantityError(pod.unreadable)
+    return charge_of(pod.requests, gpu_resource)
+
+
+def charge_of(wanted: Mapping[str, Decimal], gpu_resource: str) -> Charge:
     return Charge(
         gpus=whole(wanted.get(gpu_resource, Decimal(0))),
         cpu_milli=milli(wanted.get("cpu", Decimal(0))),

@@ -15,6 +15,7 @@ from typing import Any
 from scheduler.controller.cluster.ledger import Ledger
 from scheduler.controller.cluster.resources import extended_names
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.runtime.objects import Node, Pod
 from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse, whole
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.placement import Snapshot
@@ -30,11 +31,6 @@ class NodeError(ValueError):
     """A node rackwise leaves out of the fabric; the message says why."""
 
 
-def node_ready(node: Obj) -> bool:
-    conditions = node.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 # taints the node lifecycle controller keeps in step with a node's health (not-ready,
 # unreachable, unschedulable, memory pressure, ...): they say "down for now", not what the host
 # is, so they make the host down instead of being part of the fabric (which would change, and
@@ -43,20 +39,12 @@ CONDITION_TAINTS = "node.kubernetes.io/"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def schedulable(node: Obj) -> bool:
+def schedulable(node: Node) -> bool:
     """Takes new pods: ready, not cordoned, and no condition taint keeps pods off."""
-    spec = node.get("spec", {})
     held = any(
-        str(t.get("key", "")).startswith(CONDITION_TAINTS) and t.get("effect") in BLOCKING_EFFECTS
-        for t in spec.get("taints") or []
+        t.key.startswith(CONDITION_TAINTS) and t.effect in BLOCKING_EFFECTS for t in node.taints
     )
-    return node_ready(node) and not spec.get("unschedulable") and not held
-
-
-def host_of(pod: Obj) -> str | None:
-    """The node a pod holds capacity on: the one it is bound to (an unbound pod holds none)."""
-    node = pod.get("spec", {}).get("nodeName")
-    return str(node) if node else None
+    return node.ready and not node.unschedulable and not held
 
 
 @dataclass
@@ -83,13 +71,13 @@ class StateBuilder:
         self._fabric: Fabric | None = None
         self.ledger = Ledger(config.gpu_resource)
 
-    def entries(self, nodes: list[Obj]) -> tuple[list[Obj], dict[str, str]]:
+    def entries(self, nodes: list[Node]) -> tuple[list[Obj], dict[str, str]]:
         entries, excluded = [], {}
-        for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        for node in sorted(nodes, key=lambda n: n.name):
             try:
                 entries.append(self._entry(node))
             except NodeError as exc:
-                excluded[node["metadata"]["name"]] = str(exc)
+                excluded[node.name] = str(exc)
         return entries, excluded
 
     def fabric(self, entries: list[Obj]) -> Fabric:
@@ -112,8 +100,8 @@ class StateBuilder:
             self._key = key
         return self._fabric
 
-    def _entry(self, node: Obj) -> Obj:
-        labels = node["metadata"].get("labels") or {}
+    def _entry(self, node: Node) -> Obj:
+        labels = dict(node.meta.labels)
         for what, label in self._required:
             if label not in labels:
                 raise NodeError(f"no {what} label {label}: rackwise does not schedule onto it")
@@ -121,10 +109,10 @@ class StateBuilder:
         if pool not in self.config.pool_names:
             pools = ", ".join(self.config.pool_names)
             raise NodeError(f"pool {pool!r} is not one of the operator's pools ({pools})")
-        allocatable = node.get("status", {}).get("allocatable") or {}
+        allocatable = node.allocatable
         try:
             return {
-                "name": node["metadata"]["name"],
+                "name": node.name,
                 "labels": labels,
                 # capacity rounds down, never up: a node offers no more than it has
                 "gpus": whole(parse(allocatable.get(self.config.gpu_resource, 0)), up=False),
@@ -140,34 +128,28 @@ class StateBuilder:
         except QuantityError as exc:
             raise NodeError(f"unreadable allocatable: {exc}") from exc
 
-    def build(self, nodes: list[Obj], pods: Iterable[Obj]) -> ClusterState | None:
+    def build(self, nodes: list[Node], pods: Iterable[Pod]) -> ClusterState | None:
         entries, excluded = self.entries(nodes)
         if not entries:
             return None
         fabric = self.fabric(entries)
         index = fabric.host_index
         counted = (
-            (node, pod)
-            for pod in pods
-            if (node := host_of(pod)) in index and pod.get("status", {}).get("phase") not in DONE
+            (node, pod) for pod in pods if (node := pod.node) in index and pod.phase not in DONE
         )
         snapshot = self.ledger.update(fabric, counted)
-        in_fabric = [n for n in nodes if n["metadata"]["name"] in index]
-        ready = {n["metadata"]["name"] for n in in_fabric if node_ready(n)}
-        open_ = {n["metadata"]["name"] for n in in_fabric if schedulable(n)}
+        in_fabric = [n for n in nodes if n.name in index]
+        ready = {n.name for n in in_fabric if n.ready}
+        open_ = {n.name for n in in_fabric if schedulable(n)}
         snapshot.down.update(index[n] for n in index if n not in open_)
         return ClusterState(fabric, snapshot, ready, excluded)
 
 
-def _taints(node: Obj) -> tuple[Taint, ...]:
-    out = []
-    for taint in node.get("spec", {}).get("taints") or []:
-        effect = taint.get("effect")
-        key = str(taint.get("key") or "")
-        if key.startswith(CONDITION_TAINTS):
-            continue  # health, not identity: `schedulable` counts it
-        if effect in TaintEffect.__members__.values() and key:
-            out.append(
-                Taint(key=taint["key"], value=taint.get("value") or "", effect=TaintEffect(effect))
-            )
-    return tuple(out)
+def _taints(node: Node) -> tuple[Taint, ...]:
+    effects = set(TaintEffect.__members__.values())
+    return tuple(
+        Taint(key=t.key, value=t.value, effect=TaintEffect(t.effect))
+        for t in node.taints
+        # a condition taint is health, not identity: `schedulable` counts it
+        if t.key and not t.key.startswith(CONDITION_TAINTS) and t.effect in effects
+    )

@@ -37,6 +37,7 @@ from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations, owned_by
+from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.trainingjob.controller import Pending, TrainingJobs
 from scheduler.controller.trainingjob.launch import Launch, Launcher
@@ -51,12 +52,13 @@ log = structlog.get_logger("rackwise")
 
 
 class Api(Protocol):
-    """What the reconciler needs of the API: the gateway, or a fake in unit tests."""
+    """What the reconciler needs of the API: the gateway's reads as typed views (the informer
+    cache's, or a listing's: operator.py), its writes; or a fake in unit tests."""
 
-    def nodes(self) -> list[Obj]: ...
-    def pods(self) -> list[Obj]: ...
-    def jobs(self) -> list[Obj]: ...
-    def podgroups(self) -> list[Obj]: ...
+    def nodes(self) -> list[Node]: ...
+    def pods(self) -> list[Pod]: ...
+    def jobs(self) -> list[TrainingJob]: ...
+    def podgroups(self) -> list[PodGroup]: ...
     def create_pod(self, namespace: str, body: Obj) -> None: ...
     def bind(self, namespace: str, pod: str, node: str) -> None: ...
     def delete_pod(self, namespace: str, pod: str) -> None: ...
@@ -155,7 +157,7 @@ class Reconciler:
         self._made(report)
         nodes, pods = self.api.nodes(), self.api.pods()
         self.refusals.begin()
-        jobs = self.refusals.served(self.api.jobs(), "TrainingJob")
+        jobs = [self.status.fresh(j) for j in self.refusals.served(self.api.jobs())]
         groups = collect(pods, self.api.podgroups(), self.config)
         groups = [
             g for g in groups if self.refusals.may(g.namespace, g.key, f"pod group {g.key[9:]}")
@@ -164,27 +166,27 @@ class Reconciler:
         self.expect.settle(pods)
         state = self.builder.build(nodes, pods)
         self.nodewatch.watch(nodes, state)
-        owned: dict[str, list[Obj]] = {}
+        owned: dict[str, list[Pod]] = {}
         for p in pods:
             uid = owned_by(p)
             if uid is not None:
                 owned.setdefault(uid, []).append(p)
-        live = {str(j["metadata"]["uid"]): j for j in jobs}
+        live = {j.meta.uid: j for j in jobs}
         self._forget(set(live) | {g.key for g in groups})
-        self.why.forget({str(p["metadata"]["uid"]) for p in pods})
+        self.why.forget({p.meta.uid for p in pods})
         self.calls.delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             self.expect.reserve(state.snapshot, pods)
         pending: Pending = {}
-        running: dict[str, tuple[JobView, list[Obj]]] = {}
+        running: dict[str, tuple[JobView, list[Pod]]] = {}
         for job in jobs:
             handle = functools.partial(self.jobs.handle, job, owned, state, pending, running)
             self.driver.isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
         self.driver.place(pending, running, state, report, waiting)
         self._launch(report)
-        refs = {str(g.ref()["uid"]) for g in groups}
-        self.recorder.forget(set(live) | refs | {str(n["metadata"].get("uid")) for n in nodes})
+        refs = {g.ref().uid for g in groups}
+        self.recorder.forget(set(live) | refs | {n.meta.uid for n in nodes})
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report

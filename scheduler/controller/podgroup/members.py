@@ -29,10 +29,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from scheduler.controller.cluster.resources import Charge, charge
+from scheduler.controller.cluster.resources import Charge, pod_charge
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.pods.constraints import check_pool_selector, constraints, known_pool
 from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec, describe
+from scheduler.controller.runtime.events import Ref
+from scheduler.controller.runtime.objects import Pod, PodGroup
 from scheduler.model import GangRequest, Slice
 from scheduler.model.gang import Role
 from scheduler.topology.sources import HOSTNAME
@@ -55,8 +57,8 @@ class Members:
 
     namespace: str
     name: str
-    pods: list[Obj]
-    podgroup: Obj | None
+    pods: list[Pod]
+    podgroup: PodGroup | None
     ran: int = 0
 
     @property
@@ -64,47 +66,37 @@ class Members:
         return f"podgroup:{self.namespace}/{self.name}"
 
     @property
-    def waiting(self) -> list[Obj]:
+    def waiting(self) -> list[Pod]:
         """Members not bound yet, in rank order (a Job's completion index, else name)."""
-        return sorted((p for p in self.pods if not p["spec"].get("nodeName")), key=_rank_key)
+        return sorted((p for p in self.pods if not p.node), key=_rank_key)
 
     @property
-    def bound(self) -> list[Obj]:
-        return sorted((p for p in self.pods if p["spec"].get("nodeName")), key=_rank_key)
+    def bound(self) -> list[Pod]:
+        return sorted((p for p in self.pods if p.node), key=_rank_key)
 
     @property
     def min_member(self) -> int | None:
-        spec = (self.podgroup or {}).get("spec") or {}
-        value = spec.get("minMember")
-        return value if isinstance(value, int) and value >= 1 else None
+        return self.podgroup.min_member if self.podgroup else None
 
     @property
     def timeout_s(self) -> float | None:
-        spec = (self.podgroup or {}).get("spec") or {}
-        value = spec.get("scheduleTimeoutSeconds")
-        return float(value) if isinstance(value, int) and value > 0 else None
+        return self.podgroup.timeout_s if self.podgroup else None
 
-    def ref(self) -> Obj:
+    def ref(self) -> Ref:
         """The object events are about: the PodGroup, else the first member."""
-        obj = self.podgroup or self.pods[0]
-        meta = obj["metadata"]
-        kind = "PodGroup" if self.podgroup else "Pod"
-        api = "scheduling.x-k8s.io/v1alpha1" if self.podgroup else "v1"
-        return {
-            "apiVersion": api,
-            "kind": kind,
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta.get("uid", self.key),
-        }
+        if self.podgroup:
+            meta, api, kind = self.podgroup.meta, "scheduling.x-k8s.io/v1alpha1", "PodGroup"
+        else:
+            meta, api, kind = self.pods[0].meta, "v1", "Pod"
+        return Ref(api, kind, meta.name, meta.namespace, meta.uid or self.key)
 
 
-def _rank_key(pod: Obj) -> tuple[int, tuple[str | int, ...]]:
+def _rank_key(pod: Pod) -> tuple[int, tuple[str | int, ...]]:
     """Ranks follow the Job's completion index, then the numbers in the pod's name as numbers
     (StatefulSet `w-10`, PyTorchJob `job-worker-10`, JobSet and LeaderWorkerSet `x-0-10`
     after `x-0-2`), then the name."""
-    index = (pod["metadata"].get("annotations") or {}).get(INDEX, "")
-    return (int(index) if index.isdigit() else 1 << 30, _natural(pod["metadata"]["name"]))
+    index = pod.meta.annotations.get(INDEX, "")
+    return (int(index) if index.isdigit() else 1 << 30, _natural(pod.meta.name))
 
 
 def _natural(name: str) -> tuple[str | int, ...]:
@@ -112,20 +104,20 @@ def _natural(name: str) -> tuple[str | int, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
 
 
-def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> list[Members]:
+def collect(pods: list[Pod], podgroups: list[PodGroup], config: OperatorConfig) -> list[Members]:
     """Every group with a live member: pods of the operator's scheduler with the group label,
     neither finished nor being deleted; with each, how many of its members ran and finished."""
-    by_name = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in podgroups}
-    found: dict[tuple[str, str], list[Obj]] = {}
+    by_name = {(g.meta.namespace, g.meta.name): g for g in podgroups}
+    found: dict[tuple[str, str], list[Pod]] = {}
     ran: dict[tuple[str, str], int] = {}
     for pod in pods:
-        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
-        if not group or pod["spec"].get("schedulerName") != config.scheduler_name:
+        group = pod.meta.labels.get(GROUP_LABEL)
+        if not group or pod.scheduler != config.scheduler_name:
             continue
-        where = (pod["metadata"]["namespace"], group)
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            ran[where] = ran.get(where, 0) + bool(pod["spec"].get("nodeName"))
-        elif not pod["metadata"].get("deletionTimestamp"):
+        where = (pod.meta.namespace, group)
+        if pod.done:
+            ran[where] = ran.get(where, 0) + bool(pod.node)
+        elif not pod.meta.deleting:
             found.setdefault(where, []).append(pod)
     return [
         Members(ns, name, ps, by_name.get((ns, name)), ran.get((ns, name), 0))
@@ -134,16 +126,15 @@ def collect(pods: list[Obj], podgroups: list[Obj], config: OperatorConfig) -> li
 
 
 def gang(
-    members: Members, pods: list[Obj], config: OperatorConfig
-) -> tuple[GangRequest, list[Obj]]:
+    members: Members, pods: list[Pod], config: OperatorConfig
+) -> tuple[GangRequest, list[Pod]]:
     """The gang of `pods` (members of one group) and the pods in rank order; InvalidSpecError
     says what is wrong. The largest set of alike pods (same requests, node constraints and
     topology annotations) are the workers, whose traffic the placement minimises; any other
     set (a leader, a driver, a head) is a role placed near them (placement/roles.py), all or
     nothing. Each set's topology comes from its own annotations."""
     first = _agreed(pods)
-    labels = first["metadata"].get("labels") or {}
-    pool = labels.get(POOL_LABEL, "training")
+    pool = first.meta.labels.get(POOL_LABEL, "training")
     known_pool(pool, f"label {POOL_LABEL}", config)
     sets = _pod_sets(pods, config)
     for _, alike in sets:  # a set shares its node selector and affinity
@@ -159,7 +150,7 @@ def gang(
             **per_pod.per_pod(),
             pool=pool,
             objective=config.objective(pool),
-            priority=int(first["spec"].get("priority") or 0),
+            priority=first.priority or 0,
             constraints=constraints(_pod_spec(workers[0]), pool, config, tolerate_lenders=False),
             roles=tuple(
                 _role(i, c, ps, pool, config, _notes(workers[0]))
@@ -172,11 +163,11 @@ def gang(
     return request, [*workers, *(p for _, ps in others for p in ps)]
 
 
-def _check_pool(pod: Obj, pool: str, config: OperatorConfig) -> None:
+def _check_pool(pod: Pod, pool: str, config: OperatorConfig) -> None:
     """A member whose own node selector or required node affinity rules out its pool's nodes
     is refused, as a TrainingJob template is: binding it there would override what the pod
     asked for (and a kubelet would reject it)."""
-    key, name = config.pools.label_key, pod["metadata"]["name"]
+    key, name = config.pools.label_key, pod.meta.name
     spec = _pod_spec(pod)
     check_pool_selector(spec.node_selector, key, pool, f"pod {name}: spec", "its pool")
     pool_node = {key: pool}
@@ -188,42 +179,37 @@ def _check_pool(pod: Obj, pool: str, config: OperatorConfig) -> None:
         )
 
 
-def _agreed(pods: list[Obj]) -> Obj:
+def _agreed(pods: list[Pod]) -> Pod:
     """The first pod, once every member agrees on what is the group's, not a pod set's: pool
     and priority."""
     shared = [_group_fields(p) for p in pods]
     for pod, fields in zip(pods, shared, strict=True):
         if fields != shared[0]:
             raise InvalidSpecError(
-                f"pod {pod['metadata']['name']} differs from {pods[0]['metadata']['name']} in "
+                f"pod {pod.meta.name} differs from {pods[0].meta.name} in "
                 "its pool or priority; a group has one of each"
             )
     return pods[0]
 
 
-def _pod_sets(pods: list[Obj], config: OperatorConfig) -> list[tuple[Charge, list[Obj]]]:
+def _pod_sets(pods: list[Pod], config: OperatorConfig) -> list[tuple[Charge, list[Pod]]]:
     """Alike pods together (same charge, node constraints and topology annotations), in order
     of first appearance."""
-    sets: dict[tuple[object, ...], tuple[Charge, list[Obj]]] = {}
+    sets: dict[tuple[object, ...], tuple[Charge, list[Pod]]] = {}
     for pod in pods:
-        cost = charge(pod["spec"], config.gpu_resource)
-        spec = pod["spec"]
-        key = (
-            repr(cost),
-            *(repr(spec.get(k)) for k in ("nodeSelector", "affinity", "tolerations")),
-            repr(sorted(_notes(pod).items())),
-        )
+        cost = pod_charge(pod, config.gpu_resource)
+        key = (repr(cost), pod.where, repr(sorted(_notes(pod).items())))
         sets.setdefault(key, (cost, []))[1].append(pod)
     return list(sets.values())
 
 
 def _role(
-    i: int, cost: Charge, pods: list[Obj], pool: str, config: OperatorConfig, workers: Obj
+    i: int, cost: Charge, pods: list[Pod], pool: str, config: OperatorConfig, workers: Obj
 ) -> Role:
     """A pod set besides the workers. In the workers' PodSet group (Kueue's
     `podset-group-name`, the same on both) it shares their domain of the required level, as
     Kueue places a group; otherwise its own annotations are its own topology."""
-    named = {(p["metadata"].get("labels") or {}).get(ROLE_LABEL) for p in pods}
+    named = {p.meta.labels.get(ROLE_LABEL) for p in pods}
     name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
     notes = _notes(pods[0])
     wanted = _topology(notes, config)
@@ -255,23 +241,18 @@ def _gradients(notes: dict[str, str]) -> bool:
     return value == "true"
 
 
-def _group_fields(pod: Obj) -> tuple[object, ...]:
-    labels = pod["metadata"].get("labels") or {}
-    return (labels.get(POOL_LABEL), pod["spec"].get("priority"))
+def _group_fields(pod: Pod) -> tuple[object, ...]:
+    return (pod.meta.labels.get(POOL_LABEL), pod.priority)
 
 
-def _notes(pod: Obj) -> dict[str, str]:
+def _notes(pod: Pod) -> dict[str, str]:
     """The pod's topology annotations (rackwise's and Kueue's)."""
-    return {
-        k: v
-        for k, v in (pod["metadata"].get("annotations") or {}).items()
-        if k.startswith((OURS, KUEUE))
-    }
+    return {k: v for k, v in pod.meta.annotations.items() if k.startswith((OURS, KUEUE))}
 
 
-def _pod_spec(pod: Obj) -> PodSpec:
+def _pod_spec(pod: Pod) -> PodSpec:
     try:
-        return PodSpec.model_validate(pod["spec"])
+        return PodSpec.model_validate(pod.spec)
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc
 

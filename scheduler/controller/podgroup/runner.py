@@ -20,13 +20,14 @@ from typing import Any
 
 import structlog
 
-from scheduler.controller.cluster.state import ClusterState, host_of
+from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, gang
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Pod, PodGroup
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.status import condition, created
 from scheduler.model import GangRequest, Placement
@@ -44,7 +45,7 @@ class Waiting:
     key: str  # the queue's key: a group's `podgroup:<ns>/<name>`, a TrainingJob's uid
     members: Members
     gang: GangRequest
-    pods: list[Obj]
+    pods: list[Pod]
     arrival: float
     expected_s: float | None = None  # the run time its owner declared
 
@@ -57,7 +58,7 @@ class Binding:
     namespace: str
     whole: GangRequest  # the gang as it stands once bound (what is charged)
     placement: Placement
-    pods: dict[int, Obj]
+    pods: dict[int, Pod]
 
 
 @dataclass
@@ -106,19 +107,19 @@ class GroupRunner:
         if len(waiting) + members.ran < need:
             self._incomplete(members, len(waiting) + members.ran, need)
             return None
-        arrival = min(created(p) for p in waiting)
+        arrival = min(created(p.meta) for p in waiting)
         request, ordered = gang(members, waiting, self.config)
         return Waiting(members.key, members, request, ordered, arrival)
 
     def _incomplete(self, members: Members, arrived: int, need: int) -> None:
-        first = min(created(p) for p in members.pods)
+        first = min(created(p.meta) for p in members.pods)
         timeout = members.timeout_s or self.config.group_timeout_s
         if self.wall() - first > timeout:
             message = f"{arrived} of {need} members arrived in {timeout:.0f} s; still waiting"
             self.tell(members, "Warning", "GroupIncomplete", message)
 
     def _top_up(
-        self, members: Members, waiting: list[Obj], bound: list[Obj], state: ClusterState | None
+        self, members: Members, waiting: list[Pod], bound: list[Pod], state: ClusterState | None
     ) -> None:
         """New members of a group already placed go near the others, all or none of them."""
         if state is None:
@@ -128,7 +129,7 @@ class GroupRunner:
             message = "new members of a group with several pod sets are not placed near the rest"
             self.tell(members, "Warning", "Unplaceable", message)
             return
-        survivors = {i: str(host_of(p)) for i, p in enumerate(bound)}
+        survivors = {i: str(p.node) for i, p in enumerate(bound)}
         missing = list(range(len(bound), len(bound) + len(waiting)))
         found = repair(state.snapshot, whole, survivors, missing, self.config.queue().place)
         if found is None:
@@ -167,7 +168,7 @@ class GroupRunner:
         namespace: str,
         whole: GangRequest,
         placement: Placement,
-        pods: dict[int, Obj],
+        pods: dict[int, Pod],
     ) -> list[bool]:
         """Bind pods[rank] where `placement` puts that rank (for every rank in `pods`); the
         cache is expected to show every binding that succeeded before `owner` is judged
@@ -179,7 +180,7 @@ class GroupRunner:
         time would leave most threads idle behind a small gang); results per item."""
         todos = [[a for a in b.placement.pods if a.rank in b.pods] for b in items]
         pairs = [
-            (b.namespace, b.pods[a.rank]["metadata"]["name"], a.host)
+            (b.namespace, b.pods[a.rank].meta.name, a.host)
             for b, todo in zip(items, todos, strict=True)
             for a in todo
         ]
@@ -188,7 +189,7 @@ class GroupRunner:
         for b, todo in zip(items, todos, strict=True):
             results = [next(flat) for _ in todo]
             done = [a for a, ok in zip(todo, results, strict=True) if ok]
-            names = [b.pods[a.rank]["metadata"]["name"] for a in done]
+            names = [b.pods[a.rank].meta.name for a in done]
             only = b.placement.model_copy(update={"pods": tuple(done)})
             self.expect.bound(b.owner, b.whole, only, names)
             out.append(results)
@@ -221,10 +222,9 @@ class GroupRunner:
             return
         self.reasons[members.key] = reason
 
-    def _condition(self, podgroup: Obj, reason: str, message: str) -> None:
-        meta = podgroup["metadata"]
-        old = (podgroup.get("status") or {}).get("conditions") or []
+    def _condition(self, podgroup: PodGroup, reason: str, message: str) -> None:
+        old = podgroup.conditions
         scheduled = condition("Scheduled", reason == "Scheduled", reason, message, old)
-        others = [c for c in old if c.get("type") != "Scheduled"]
-        status = {"conditions": [*others, scheduled]}
-        self.patch_status(meta["namespace"], meta["name"], status)
+        others = [c.body() for c in old if c.type != "Scheduled"]
+        status = {"conditions": [*others, scheduled.body()]}
+        self.patch_status(podgroup.meta.namespace, podgroup.meta.name, status)

@@ -9,7 +9,7 @@ pod untouched, and the API server judges them when the pod is created."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,7 +26,6 @@ from pydantic.alias_generators import to_camel
 
 from scheduler.controller.runtime.quantity import QuantityError, parse
 
-Obj = dict[str, Any]
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

@@ -19,6 +19,7 @@ from typing import Any
 
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder, pod_ref
+from scheduler.controller.runtime.objects import Condition, Pod
 from scheduler.controller.runtime.status import now
 
 Obj = dict[str, Any]
@@ -33,15 +34,15 @@ def pod_reason(reason: str) -> str:
     return CAPACITY.get(reason, reason)
 
 
-def _unscheduled(c: Obj) -> bool:
-    return c.get("type") == SCHEDULED and c.get("status") == "False"
+def _unscheduled(c: Condition) -> bool:
+    return c.type == SCHEDULED and c.status == "False"
 
 
-def says(pod: Obj) -> tuple[str, str] | None:
+def says(pod: Pod) -> tuple[str, str] | None:
     """(reason, message) of the pod's PodScheduled=False condition, None when it has none."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
+    for c in pod.conditions:
         if _unscheduled(c):
-            return str(c.get("reason")), str(c.get("message"))
+            return c.reason, c.message
     return None
 
 
@@ -54,13 +55,13 @@ class PendingPods:
     # pod uid -> (reason, message) last written, and when: the cache may not show it yet
     told: dict[str, tuple[tuple[str, str], float]] = field(default_factory=dict)
 
-    def tell(self, pods: Iterable[Obj], reason: str, message: str) -> None:
+    def tell(self, pods: Iterable[Pod], reason: str, message: str) -> None:
         want = (pod_reason(reason), message[:MESSAGE_CHARS])
         for pod in pods:
-            if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            if pod.node or pod.meta.deleting:
                 continue
             old = says(pod)
-            if self._current(str(pod["metadata"]["uid"]), old, want):
+            if self._current(pod.meta.uid, old, want):
                 continue
             self._write(pod, want, old, f"{reason}: {message}")
 
@@ -74,12 +75,11 @@ class PendingPods:
         return said is not None and said[0] == want[0] and self.clock() - at < REFRESH_S
 
     def _write(
-        self, pod: Obj, want: tuple[str, str], old: tuple[str, str] | None, event: str
+        self, pod: Pod, want: tuple[str, str], old: tuple[str, str] | None, event: str
     ) -> None:
-        meta = pod["metadata"]
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        others = [c for c in conditions if c.get("type") != SCHEDULED]
-        since = next((c.get("lastTransitionTime") for c in conditions if _unscheduled(c)), None)
+        meta = pod.meta
+        others = [c.body() for c in pod.conditions if c.type != SCHEDULED]
+        since = next((c.since for c in pod.conditions if _unscheduled(c)), None)
         mine = {
             "type": SCHEDULED,
             "status": "False",
@@ -90,13 +90,13 @@ class PendingPods:
         }
         status = {"conditions": [*others, mine]}
         # an API error leaves nothing remembered: the pod is written again next cycle
-        if not self.calls.attempt(self.patch, meta["namespace"], meta["name"], status):
+        if not self.calls.attempt(self.patch, meta.namespace, meta.name, status):
             return
         changed = old is None or old[0] != want[0]
         args = (pod_ref(pod), "Warning", "FailedScheduling", event)
         if changed and not self.calls.attempt(self.recorder.record, *args):
             return
-        self.told[str(meta["uid"])] = (want, self.clock())
+        self.told[meta.uid] = (want, self.clock())
 
     def forget(self, live: set[str]) -> None:
         """Keep only the pods that still exist (uids)."""

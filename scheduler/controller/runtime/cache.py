@@ -5,7 +5,8 @@ there (with bookmarks, so a quiet kind's version stays fresh); every event updat
 objects and wakes the reconcile loop. A watch that ends (its timeout, a dropped connection)
 resumes from the last version seen; a 410 Gone (the version is too old) or an unreadable stream
 means a fresh list. Until its first list has succeeded an informer is not synced and the reader
-lists instead (`Cached`), so the cache is never worse than listing. The cache is eventually
+lists instead (`Cached`), so the cache is never worse than listing. What is stored is each
+object's typed view (runtime/objects.py), made once when the object arrives. The cache is eventually
 consistent: it may not yet show the operator's own latest writes; the reconciler waits for
 those (runtime/expect.py) instead of acting on a stale picture.
 """
@@ -15,11 +16,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
+from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
+
 Obj = dict[str, Any]
+View = TypeVar("View")
 log = structlog.get_logger("rackwise")
 
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
@@ -29,28 +33,28 @@ WATCH_SECONDS = 300
 
 
 class Source(Protocol):
-    def list_raw(self, path: str, keep: Callable[[Obj], Obj]) -> tuple[list[Obj], str]: ...
+    def list_raw(self, path: str, keep: Callable[[Obj], View]) -> tuple[list[View], str]: ...
     def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Obj]]: ...
 
 
-class Informer:
+class Informer(Generic[View]):
     def __init__(
         self,
         source: Source,
         path: str,
         wake: Callable[[], None],
-        keep: Callable[[Obj], Obj] | None = None,
+        keep: Callable[[Obj], View],
     ) -> None:
         self.source, self.path, self.wake = source, path, wake
-        self.keep = keep or slim  # what of each object is stored
-        self.objects: dict[str, Obj] = {}
+        self.keep = keep  # each object as it is stored: its view
+        self.objects: dict[str, View] = {}
         self.version = ""
         self.synced = False
         self.missing = False  # the kind is not served (a CRD not installed): nothing to keep
         self.lists = 0  # how many times it listed (the first, then after each 410)
         self.lock = threading.Lock()
 
-    def items(self) -> list[Obj]:
+    def items(self) -> list[View]:
         with self.lock:
             return list(self.objects.values())
 
@@ -72,12 +76,15 @@ class Informer:
                 stop.wait(30.0 if status == 404 else 1.0)
 
     def _list(self) -> None:
-        items, version = self.source.list_raw(self.path, self.keep)
+        keyed, version = self.source.list_raw(self.path, self._keyed)
         with self.lock:
-            self.objects = {object_key(o): o for o in items}
+            self.objects = dict(keyed)
             self.version, self.synced, self.missing = version, True, False
             self.lists += 1
         self.wake()
+
+    def _keyed(self, obj: Obj) -> tuple[str, View]:
+        return object_key(obj), self.keep(obj)
 
     def _absent(self) -> None:
         with self.lock:
@@ -102,20 +109,6 @@ class Informer:
             self.wake()
 
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def slim(obj: Obj) -> Obj:
-    """What the operator never reads, dropped before it is kept: field managers (a third of a
-    1.20 object) and kubectl's copy of the whole applied object."""
-    meta = obj.get("metadata") or {}
-    meta.pop("managedFields", None)
-    notes = meta.get("annotations")
-    if notes:
-        notes.pop(LAST_APPLIED, None)
-    return obj
-
-
 POD_META: tuple[str, ...] = ("name", "namespace", "uid", "labels", "annotations")
 POD_META += ("ownerReferences", "creationTimestamp", "deletionTimestamp", "resourceVersion")
 POD_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "priority", "nodeSelector")
@@ -123,7 +116,7 @@ POD_SPEC += ("affinity", "tolerations", "overhead", "restartPolicy")
 CONTAINER = ("name", "image", "resources", "restartPolicy")
 
 
-def pod_view(pod: Obj) -> Obj:
+def pod_view(pod: Obj) -> Pod:
     """A pod as the operator reads it: identity, ownership, what it requests and tolerates,
     where it runs, its phase and PodScheduled condition. 100,000 pods are kept, not their
     images' env and mounts."""
@@ -141,16 +134,7 @@ def pod_view(pod: Obj) -> Obj:
     said = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
     if said:  # what the pod says of why it waits (pods/podwhy.py)
         out["status"]["conditions"] = said
-    return slim(out)
-
-
-def node_view(node: Obj) -> Obj:
-    """A node without its image list and heartbeat history (large on real kubelets)."""
-    status = node.get("status") or {}
-    kept = {k: status[k] for k in ("allocatable", "capacity", "conditions") if k in status}
-    return slim(
-        {"metadata": node.get("metadata") or {}, "spec": node.get("spec") or {}, "status": kept}
-    )
+    return Pod.of(out)
 
 
 def object_key(obj: Obj) -> str:
@@ -163,13 +147,13 @@ class Cache:
     """The four kinds the reconciler reads, each its own informer thread."""
 
     def __init__(self, source: Source, wake: Callable[[], None]) -> None:
-        self.nodes = Informer(source, NODES, wake, node_view)
+        self.nodes = Informer(source, NODES, wake, Node.of)
         self.pods = Informer(source, PODS, wake, pod_view)
-        self.jobs = Informer(source, JOBS, wake)
-        self.podgroups = Informer(source, PODGROUPS, wake)
+        self.jobs = Informer(source, JOBS, wake, TrainingJob.of)
+        self.podgroups = Informer(source, PODGROUPS, wake, PodGroup.of)
 
     @property
-    def informers(self) -> tuple[Informer, ...]:
+    def informers(self) -> tuple[Informer[Any], ...]:
         return (self.nodes, self.pods, self.jobs, self.podgroups)
 
     def start(self, stop: threading.Event) -> None:

@@ -17,9 +17,9 @@ import structlog
 
 from scheduler.controller.runtime.expect import Expectations, owned_by
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.observability import Metrics
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 log = structlog.get_logger("rackwise")
 
@@ -50,9 +50,9 @@ class Calls:
         """fn over items on the API thread pool (a single item runs inline)."""
         return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
 
-    def delete(self, pods: Iterable[Obj]) -> None:
+    def delete(self, pods: Iterable[Pod]) -> None:
         pods = list(pods)
-        pairs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+        pairs = [(p.meta.namespace, p.meta.name) for p in pods]
         self.each(lambda t: self.attempt(self.api.delete_pod, *t), pairs)
         for uid in {owned_by(p) for p in pods} - {None}:
             self.expect.gone(str(uid), [p for p in pods if owned_by(p) == uid])

@@ -8,9 +8,29 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.controller.runtime.gateway import API_VERSION
+from scheduler.controller.runtime.objects import Meta, Node, Pod, TrainingJob
 from scheduler.controller.runtime.status import now
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """The object an event is about (its involvedObject)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""  # "" for a cluster-scoped object
+    uid: str = ""
+
+    @classmethod
+    def to(cls, meta: Meta, api_version: str, kind: str) -> Ref:
+        return cls(api_version, kind, meta.name, meta.namespace, meta.uid)
+
+    def body(self) -> Obj:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        return out | {k: v for k, v in (("namespace", self.namespace), ("uid", self.uid)) if v}
 
 
 class EventSink(Protocol):
@@ -26,12 +46,12 @@ class Recorder:
     sent: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
     def record(
-        self, ref: Obj, kind: str, reason: str, message: str, about: str | None = None
+        self, ref: Ref, kind: str, reason: str, message: str, about: str | None = None
     ) -> None:
         """An event about the object `ref` names (an involvedObject: see job_ref, node_ref);
         `about` keeps apart events on one object that are about different things."""
-        namespace = ref.get("namespace") or "default"
-        key = (about or str(ref["uid"]), reason)
+        namespace = ref.namespace or "default"
+        key = (about or ref.uid, reason)
         stamp = now()
         if key in self.sent:
             name, count = self.sent[key]
@@ -43,11 +63,11 @@ class Recorder:
         self.sent[key] = (self.sink.create_event(namespace, body), 1)
 
     def _body(
-        self, ref: Obj, namespace: str, kind: str, reason: str, message: str, stamp: str
+        self, ref: Ref, namespace: str, kind: str, reason: str, message: str, stamp: str
     ) -> Obj:
         return {
-            "metadata": {"generateName": f"{ref['name']}.", "namespace": namespace},
-            "involvedObject": ref,
+            "metadata": {"generateName": f"{ref.name}.", "namespace": namespace},
+            "involvedObject": ref.body(),
             "type": kind,
             "reason": reason,
             "message": message[:1000],
@@ -64,21 +84,13 @@ class Recorder:
         self.sent = {k: v for k, v in self.sent.items() if k[0] in live}
 
 
-def ref(obj: Obj, api_version: str, kind: str) -> Obj:
-    """The involvedObject of an event about a namespaced object."""
-    meta = obj["metadata"]
-    out = {"apiVersion": api_version, "kind": kind, "name": meta["name"]}
-    return out | {"namespace": meta["namespace"], "uid": meta["uid"]}
+def job_ref(job: TrainingJob) -> Ref:
+    return Ref.to(job.meta, API_VERSION, "TrainingJob")
 
 
-def job_ref(job: Obj) -> Obj:
-    return ref(job, API_VERSION, "TrainingJob")
+def pod_ref(pod: Pod) -> Ref:
+    return Ref.to(pod.meta, "v1", "Pod")
 
 
-def pod_ref(pod: Obj) -> Obj:
-    return ref(pod, "v1", "Pod")
-
-
-def node_ref(node: Obj) -> Obj:
-    meta = node["metadata"]
-    return {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"]}
+def node_ref(node: Node) -> Ref:
+    return Ref.to(node.meta, "v1", "Node")

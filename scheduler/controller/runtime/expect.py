@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from scheduler.controller.runtime.gateway import API_VERSION
+from scheduler.controller.runtime.objects import Pod
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot
 
-Obj = dict[str, Any]
 PodKey = tuple[str, str]  # (namespace, name)
 
 
@@ -55,10 +53,10 @@ class Expectations:
         """Pods `names` were created: judged again once the cache shows them all."""
         self._entry(owner).made.update((namespace, name) for name in names)
 
-    def gone(self, owner: str, pods: list[Obj]) -> None:
+    def gone(self, owner: str, pods: list[Pod]) -> None:
         """`pods` were deleted: expected gone, and no longer expected bound (nor charged)."""
         entry = self._entry(owner)
-        entry.gone.update(str(p["metadata"].get("uid")) for p in pods)
+        entry.gone.update(p.meta.uid for p in pods)
         for pod in pods:
             entry.bound.pop(_key(pod), None)
 
@@ -67,10 +65,10 @@ class Expectations:
         entry.deadline = self.clock() + self.patience
         return entry
 
-    def settle(self, pods: list[Obj]) -> None:
+    def settle(self, pods: list[Pod]) -> None:
         """Drop what the cache now shows, and what waited too long."""
         seen = {_key(p): p for p in pods}
-        uids = {str(p["metadata"].get("uid")) for p in pods}
+        uids = {p.meta.uid for p in pods}
         now = self.clock()
         for owner, entry in list(self.owners.items()):
             entry.bound = {k: h for k, h in entry.bound.items() if _node(seen.get(k)) != h}
@@ -86,7 +84,7 @@ class Expectations:
         """Owners that are gone (a deleted job or group) expect nothing any more."""
         self.owners = {o: e for o, e in self.owners.items() if o in live}
 
-    def reserve(self, snapshot: Snapshot, pods: list[Obj]) -> None:
+    def reserve(self, snapshot: Snapshot, pods: list[Pod]) -> None:
         """Charge expected pods the cache has not shown yet and does not show at all (shown
         ones are charged from what the cache shows; one seen and gone since is gone)."""
         present = {_key(p) for p in pods}
@@ -111,20 +109,15 @@ def _placement(gang: GangRequest, pods: tuple[PodAssignment, ...]) -> Placement:
     return Placement(gang=gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=pods)
 
 
-def _key(pod: Obj) -> PodKey:
-    meta = pod["metadata"]
-    return (str(meta.get("namespace")), str(meta.get("name")))
+def _key(pod: Pod) -> PodKey:
+    return (pod.meta.namespace, pod.meta.name)
 
 
-def _node(pod: Obj | None) -> str | None:
-    return None if pod is None else pod["spec"].get("nodeName")
+def _node(pod: Pod | None) -> str | None:
+    return None if pod is None else pod.node
 
 
-def owned_by(pod: Obj) -> str | None:
+def owned_by(pod: Pod) -> str | None:
     """The uid of the TrainingJob that controls this pod, or None for a pod rackwise did not
     create: labels and annotations can be copied by anyone, an owner uid cannot be guessed."""
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        ours = ref.get("kind") == "TrainingJob" and ref.get("apiVersion") == API_VERSION
-        if ours and ref.get("controller") and ref.get("uid"):
-            return str(ref["uid"])
-    return None
+    return pod.owner_job

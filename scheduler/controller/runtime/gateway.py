@@ -10,7 +10,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import structlog
@@ -23,6 +23,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")  # scheduler-plugins' PodGroup
 log = structlog.get_logger("rackwise")
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 
 class ApiError(RuntimeError):
@@ -189,13 +190,11 @@ class Gateway:
             raise ApiError(0, f"no answer from the API server: {exc.__class__.__name__}") from exc
 
     # the informer cache's reads (runtime/cache.py): raw JSON, no model objects
-    def list_raw(
-        self, path: str, keep: Callable[[Obj], Obj] = lambda o: o, page: int = 500
-    ) -> tuple[list[Obj], str]:
+    def list_raw(self, path: str, keep: Callable[[Obj], T], page: int = 500) -> tuple[list[T], str]:
         """Every object at `path` (each passed through `keep`) and the list's resourceVersion,
         read `page` objects at a time (pages of one list share one snapshot), so a 100,000-pod
         list is never one body in memory."""
-        items: list[Obj] = []
+        items: list[T] = []
         token = ""
         while True:
             self.on_request("list")

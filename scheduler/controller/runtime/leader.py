@@ -20,6 +20,7 @@ import structlog
 
 from scheduler.controller.config import LeaderElection
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Lease
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
@@ -64,16 +65,16 @@ class Elector:
 
     def _try(self, start: float) -> bool:
         cfg = self.config
-        lease = self.store.get_lease(cfg.namespace, cfg.name)
-        if lease is None:
+        found = self.store.get_lease(cfg.namespace, cfg.name)
+        if found is None:
             self.store.create_lease(cfg.namespace, self._body(None, acquired=True))
             return True
-        spec = lease.get("spec") or {}
-        holder = str(spec.get("holderIdentity") or "")
-        seen = (holder, str(spec.get("renewTime") or ""))
+        lease = Lease.of(found)
+        holder = lease.holder
+        seen = (holder, lease.renewed)
         if seen != self.observed:
             self.observed, self.observed_at = seen, start
-        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_s)
+        duration = lease.duration_s or cfg.lease_s
         free = not holder or start - self.observed_at > duration
         if holder != self.identity and not free:
             return False
@@ -87,14 +88,13 @@ class Elector:
             raise
         return True
 
-    def _body(self, lease: Obj | None, acquired: bool) -> Obj:
+    def _body(self, lease: Lease | None, acquired: bool) -> Obj:
         cfg = self.config
-        old = (lease or {}).get("spec") or {}
         stamp = _micro_now()
-        transitions = int(old.get("leaseTransitions") or 0) + (1 if lease and acquired else 0)
+        transitions = (lease.transitions if lease else 0) + (1 if lease and acquired else 0)
         metadata: Obj = {"name": cfg.name, "namespace": cfg.namespace}
         if lease is not None:
-            metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
+            metadata["resourceVersion"] = lease.version
         return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -102,7 +102,7 @@ class Elector:
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": max(1, round(cfg.lease_s)),
-                "acquireTime": stamp if acquired else old.get("acquireTime", stamp),
+                "acquireTime": stamp if acquired or not lease else lease.acquired or stamp,
                 "renewTime": stamp,
                 "leaseTransitions": transitions,
             },

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from scheduler.controller.runtime.objects import Condition, JobState, Meta, find
 from scheduler.model import Placement
 
 Obj = dict[str, Any]
@@ -19,9 +21,9 @@ def stamp(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def created(obj: Obj) -> float:
+def created(meta: Meta) -> float:
     """creationTimestamp as seconds since the epoch (0 when absent or unreadable)."""
-    return seconds(obj["metadata"].get("creationTimestamp"))
+    return seconds(meta.created)
 
 
 def seconds(stamp: object) -> float:
@@ -39,21 +41,15 @@ def parse_time(stamp: object) -> float | None:
     return value or None
 
 
-def condition(kind: str, ok: bool, reason: str, message: str, old: list[Obj]) -> Obj:
+def condition(
+    kind: str, ok: bool, reason: str, message: str, old: Sequence[Condition]
+) -> Condition:
     """A condition; lastTransitionTime moves only when the status flips."""
     status = "True" if ok else "False"
-    previous = next((c for c in old if c.get("type") == kind), None)
-    since = (
-        previous["lastTransitionTime"] if previous and previous.get("status") == status else now()
-    )
+    previous = find(tuple(old), kind)
+    since = previous.since if previous and previous.status == status else ""
     # never an empty message: the Python client sends "" as null, which the schema rejects
-    return {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message[:1000] or reason,
-        "lastTransitionTime": since,
-    }
+    return Condition(kind, status, reason, message[:1000] or reason, since or now())
 
 
 def summary(placement: Placement) -> Obj:
@@ -77,43 +73,37 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 def build(
-    job: Obj,
+    meta: Meta,
+    old: JobState,
     phase: str,
-    conditions: list[Obj],
+    conditions: list[Condition],
     gpus: int,
     placement: Obj | None = None,
     restarts: int | None = None,
-) -> Obj:
+) -> JobState:
     """A whole status. `placement` None is sent as null, so a merge patch removes a placement
     left from an earlier attempt instead of keeping it forever. The restart count is kept
     unless given; a finished job keeps the time it finished."""
-    old = job.get("status") or {}
-    finished = (old.get("completionTime") or now()) if phase in TERMINAL else None
+    finished = (old.finished or now()) if phase in TERMINAL else None
+    return JobState(
+        phase=phase,
+        gpus=gpus,
+        observed=meta.generation,
+        conditions=tuple(conditions),
+        placement=placement,
+        restarts=old.restarts if restarts is None else restarts,
+        finished=finished,
+    )
+
+
+def body(state: JobState) -> Obj:
+    """A status as the API takes it (a merge patch: every key, None as null)."""
     return {
-        "phase": phase,
-        "gpus": gpus,
-        "observedGeneration": job["metadata"].get("generation", 0),
-        "conditions": conditions,
-        "placement": placement,
-        "restarts": old.get("restarts") if restarts is None else restarts,
-        "completionTime": finished,
+        "phase": state.phase,
+        "gpus": state.gpus,
+        "observedGeneration": state.observed,
+        "conditions": [c.body() for c in state.conditions],
+        "placement": state.placement,
+        "restarts": state.restarts,
+        "completionTime": state.finished,
     }
-
-
-def same(old: Obj, new: Obj) -> bool:
-    """Equal but for transition times and absent-vs-null keys: no write when nothing changed."""
-
-    def strip(status: Obj) -> Obj:
-        conditions = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"}
-            for c in status.get("conditions") or []
-        ]
-        kept = {k: v for k, v in status.items() if v is not None}
-        return {**kept, "conditions": conditions}
-
-    return strip(old) == strip(new)
-
-
-def reason_of(job: Obj, kind: str = "Placed") -> str:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return str(next((c.get("reason", "") for c in conditions if c.get("type") == kind), ""))

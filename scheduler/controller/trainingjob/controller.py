@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scheduler.controller.cluster.nodewatch import NodeWatch
-from scheduler.controller.cluster.state import ClusterState, host_of
+from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.expect import Expectations
+from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.trainingjob.launch import Launch
 from scheduler.controller.trainingjob.pods import RANK_LABEL, generation, made_from, service
 from scheduler.controller.trainingjob.spec import RepairPolicy
@@ -38,7 +39,7 @@ from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]
 Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
-Bound = dict[str, tuple[JobView, list[Obj]]]  # job uid -> the job and its bound pods
+Bound = dict[str, tuple[JobView, list[Pod]]]  # job uid -> the job and its bound pods
 
 
 class ServiceApi(Protocol):
@@ -50,13 +51,13 @@ def seconds(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _stale(view: JobView, pod: Obj) -> bool:
+def _stale(view: JobView, pod: Pod) -> bool:
     """An unbound pod made from an earlier generation of its job's spec (a bound one runs on)."""
-    return not pod["spec"].get("nodeName") and made_from(pod) != generation(view.obj)
+    return not pod.node and made_from(pod) != generation(view.obj)
 
 
-def rank_of(pod: Obj) -> int:
-    text = str((pod["metadata"].get("labels") or {}).get(RANK_LABEL, ""))
+def rank_of(pod: Pod) -> int:
+    text = pod.meta.labels.get(RANK_LABEL, "")
     return int(text) if text.isdigit() else -1
 
 
@@ -78,14 +79,14 @@ class TrainingJobs:
 
     def handle(
         self,
-        job: Obj,
-        owned: dict[str, list[Obj]],
+        job: TrainingJob,
+        owned: dict[str, list[Pod]],
         state: ClusterState | None,
         pending: Pending,
         running: Bound,
     ) -> None:
-        uid = str(job["metadata"]["uid"])
-        if (job.get("status") or {}).get("phase") in st.TERMINAL:
+        uid = job.meta.uid
+        if job.status.phase in st.TERMINAL:
             self._finished(job, owned.get(uid, []))
             return
         if uid in self.launches or self.expect.waiting(uid):
@@ -104,10 +105,10 @@ class TrainingJobs:
         else:
             self._existing(view, pods, state, pending, running)
 
-    def _make(self, view: JobView, pods: list[Obj]) -> None:
+    def _make(self, view: JobView, pods: list[Pod]) -> None:
         """Make the pods it lacks, unbound: every rank of a gang not placed yet, the lost
         ranks of one that may be repaired near its bound pods; one that may not goes whole."""
-        if any(p["spec"].get("nodeName") for p in pods) and not self._repairable(view):
+        if any(p.node for p in pods) and not self._repairable(view):
             self.status.rollback(view, pods, "IncompleteGang", "the gang will be placed again")
             return
         if self.queue.backing_off(view.uid, self.clock()):
@@ -126,22 +127,22 @@ class TrainingJobs:
     def _existing(
         self,
         view: JobView,
-        pods: list[Obj],
+        pods: list[Pod],
         state: ClusterState | None,
         pending: Pending,
         running: Bound,
     ) -> None:
         """Bring a gang whose pods all exist to its next step: queued while none is bound,
         running once all are."""
-        phases = [p.get("status", {}).get("phase") for p in pods]
+        phases = [p.phase for p in pods]
         if "Failed" in phases:
             self._pod_failed(view, pods)
             return
         if all(p == "Succeeded" for p in phases):
             self.status.running(view, pods)
             return
-        bound = [p for p in pods if p["spec"].get("nodeName")]
-        lost = [p for p in bound if self.nodes.lost(host_of(p))]
+        bound = [p for p in pods if p.node]
+        lost = [p for p in bound if self.nodes.lost(p.node)]
         if lost:
             self._node_lost(view, pods, lost)
         elif len(bound) == len(pods):
@@ -152,19 +153,20 @@ class TrainingJobs:
         else:
             pending[view.uid] = (view, self._waiting(view, pods))
 
-    def _waiting(self, view: JobView, pods: list[Obj]) -> Waiting:
+    def _waiting(self, view: JobView, pods: list[Pod]) -> Waiting:
         """Its unbound gang, as the queue sees a pod group: rank i = pods[i]."""
         ordered = sorted(pods, key=rank_of)
         members = Members(view.namespace, view.name, ordered, None)
         expected = seconds(view.spec.expected_runtime_seconds)
-        return Waiting(view.uid, members, view.gang, ordered, st.created(view.obj), expected)
+        created = st.created(view.obj.meta)
+        return Waiting(view.uid, members, view.gang, ordered, created, expected)
 
-    def _pod_failed(self, view: JobView, pods: list[Obj]) -> None:
+    def _pod_failed(self, view: JobView, pods: list[Pod]) -> None:
         """The whole gang restarts (its pods deleted, queued again in its place) until the
         backoff limit; then the job is Failed and no pod of it is left."""
-        failed = next(p for p in pods if (p.get("status") or {}).get("phase") == "Failed")
-        name, limit = failed["metadata"]["name"], view.spec.backoff_limit
-        restarts = int((view.obj.get("status") or {}).get("restarts") or 0)
+        failed = next(p for p in pods if p.phase == "Failed")
+        name, limit = failed.meta.name, view.spec.backoff_limit
+        restarts = view.obj.status.restarts or 0
         self.calls.delete(pods)
         self.started.pop(view.uid, None)
         if restarts < limit:
@@ -181,7 +183,7 @@ class TrainingJobs:
         running = self.status.cond(view, "Running", False, "BackoffLimitExceeded", message)
         self.status.set(view, "Failed", [placed, running])
 
-    def _suspend(self, view: JobView, pods: list[Obj]) -> None:
+    def _suspend(self, view: JobView, pods: list[Pod]) -> None:
         if pods:
             self.calls.delete(pods)
         self.started.pop(view.uid, None)
@@ -190,22 +192,19 @@ class TrainingJobs:
             view, "Suspended", [self.status.cond(view, "Placed", False, "Suspended", message)]
         )
 
-    def _finished(self, job: Obj, pods: list[Obj]) -> None:
+    def _finished(self, job: TrainingJob, pods: list[Pod]) -> None:
         """A failed job keeps no pod; a finished one goes when its TTL has passed."""
-        status = job.get("status") or {}
-        if status.get("phase") == "Failed" and pods:
+        if job.status.phase == "Failed" and pods:
             self.calls.delete(pods)
-        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
-        done = st.seconds(status.get("completionTime"))
-        if isinstance(ttl, int) and done and self.wall() - done >= ttl:
-            meta = job["metadata"]
-            self.calls.attempt(self.api.delete_job, meta["namespace"], meta["name"])
+        ttl, done = job.ttl_s, st.seconds(job.status.finished)
+        if ttl is not None and done and self.wall() - done >= ttl:
+            self.calls.attempt(self.api.delete_job, job.meta.namespace, job.meta.name)
 
     def _repairable(self, view: JobView) -> bool:
         return view.spec.repair is RepairPolicy.LOST_PODS and piecemeal(view.gang)
 
-    def _node_lost(self, view: JobView, pods: list[Obj], lost: list[Obj]) -> None:
-        nodes = sorted({str(host_of(p)) for p in lost})
+    def _node_lost(self, view: JobView, pods: list[Pod], lost: list[Pod]) -> None:
+        nodes = sorted({str(p.node) for p in lost})
         where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "")
         if not self._repairable(view):
             self.status.rollback(
@@ -218,7 +217,7 @@ class TrainingJobs:
             view, "Repairing", [self.status.cond(view, "Placed", False, "NodeLost", message)]
         )
 
-    def _complete(self, view: JobView, pods: list[Obj], state: ClusterState | None) -> None:
+    def _complete(self, view: JobView, pods: list[Pod], state: ClusterState | None) -> None:
         """Some pods bound, some not (lost ones made again, a binding that failed, an operator
         that stopped mid-binding): the unbound ones go near the bound, all or none of them, or
         the gang goes whole when the job does not allow piecemeal repair."""
@@ -227,8 +226,8 @@ class TrainingJobs:
             return
         if state is None or self.queue.backing_off(view.uid, self.clock()):
             return
-        survivors = {rank_of(p): str(host_of(p)) for p in pods if p["spec"].get("nodeName")}
-        unbound = {rank_of(p): p for p in pods if not p["spec"].get("nodeName")}
+        survivors = {rank_of(p): str(p.node) for p in pods if p.node}
+        unbound = {rank_of(p): p for p in pods if not p.node}
         found = repair(state.snapshot, view.gang, survivors, sorted(unbound), self.place_config)
         if found is None:
             message = f"no room for {len(unbound)} pods near the rest of the gang yet"

@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.controller.cluster.state import JOB_LABEL
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.gateway import API_VERSION
+from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.trainingjob.translate import JobView
 from scheduler.model.gang import WORKERS, Objective, objective_of
 
@@ -74,8 +75,7 @@ def pod_name(job: JobView, rank: int) -> str:
 def pod(job: JobView, rank: int, config: OperatorConfig) -> Obj:
     role, index = job.role_of(rank)
     spec = copy.deepcopy(job.role_specs[role] if role else job.pod_spec)
-    template = job.obj["spec"]["roles"][_role_index(job, role)]["template"] if role else None
-    meta = (template or job.obj["spec"]["template"]).get("metadata") or {}
+    meta, _ = job.obj.template(_role_index(job, role) if role else None)
     policy = config.pools
     pool = job.gang.pool
     name = pod_name(job, rank)
@@ -118,7 +118,7 @@ def _env(job: JobView, index: int, role: str) -> list[Obj]:
     """What torchrun and Kubeflow Trainer read: a pod is one node of `gpus` processes; RANK and
     WORLD_SIZE count pods (as a PyTorchJob sets them), the PET_ names are torchrun's flags."""
     master = f"{job.name}-0.{job.name}.{job.namespace}.svc"
-    restarts = int((job.obj.get("status") or {}).get("restarts") or 0)
+    restarts = job.obj.status.restarts or 0
     values = {
         "RANK": index,
         "WORLD_SIZE": job.gang.pods,
@@ -142,14 +142,14 @@ def _env(job: JobView, index: int, role: str) -> list[Obj]:
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
 
-def generation(obj: Obj) -> str:
-    """The object's metadata.generation as pods record it ("" when it has none)."""
-    return str(obj["metadata"].get("generation", ""))
+def generation(job: TrainingJob) -> str:
+    """The job's metadata.generation as pods record it ("" when it has none)."""
+    return str(job.meta.generation or "")
 
 
-def made_from(pod: Obj) -> str:
+def made_from(pod: Pod) -> str:
     """The generation of its job a pod was made from."""
-    return str((pod["metadata"].get("annotations") or {}).get(GENERATION_ANNOTATION, ""))
+    return pod.meta.annotations.get(GENERATION_ANNOTATION, "")
 
 
 def _role_index(job: JobView, role: str) -> int:

@@ -5,7 +5,7 @@ pods/podspec.py; whatever is wrong in either is an InvalidSpecError naming the f
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     AfterValidator,
@@ -25,10 +25,8 @@ from scheduler.controller.pods.podspec import (
     _dns_label,
     describe,
 )
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.model import MAX_LEVELS, Pool
-
-Obj = dict[str, Any]
-
 
 # a level name; which ones exist is the operator's topology config (jobs.translate checks)
 Level = Annotated[StrictStr, Field(min_length=1, max_length=63)]
@@ -116,8 +114,8 @@ class TrainingJobSpec(Closed):
     template: Template
 
 
-def parse_spec(job: Obj) -> TrainingJobSpec:
+def parse_spec(job: TrainingJob) -> TrainingJobSpec:
     try:
-        return TrainingJobSpec.model_validate(job.get("spec"))
+        return TrainingJobSpec.model_validate(job.spec)
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc

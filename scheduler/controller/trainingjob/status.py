@@ -23,6 +23,7 @@ from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder, job_ref
+from scheduler.controller.runtime.objects import Condition, JobState, Pod, TrainingJob, find
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.trainingjob.translate import JobView, total_gpus
 from scheduler.model import Placement
@@ -39,13 +40,10 @@ class StatusApi(Protocol):
     def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
 
 
-def first_placement(view: JobView) -> bool:
+def first_placement(status: JobState) -> bool:
     """Neither restarted nor preempted before: its wait since creation is time to place."""
-    status = view.obj.get("status") or {}
-    preempted = any(
-        c.get("type") in ("Preempted", "Reclaimed") for c in status.get("conditions") or []
-    )
-    return not status.get("restarts") and not preempted
+    preempted = any(c.type in ("Preempted", "Reclaimed") for c in status.conditions)
+    return not status.restarts and not preempted
 
 
 @dataclass
@@ -56,8 +54,8 @@ class JobStatus:
     metrics: Metrics
     why: PendingPods
     wall: Callable[[], float]  # the API's clock (creation timestamps)
-    # job uid -> the status last written
-    written: dict[str, Obj] = field(default_factory=dict)
+    # job uid -> the status last written (the cache may not show it yet)
+    written: dict[str, JobState] = field(default_factory=dict)
     marked: set[str] = field(default_factory=set)  # job uids marked to move (this cycle)
     # lending: job uid -> the deadline of its reclaim (this cycle); node -> its pool
     reclaiming: dict[str, float] = field(default_factory=dict)
@@ -66,7 +64,15 @@ class JobStatus:
     def forget(self, live: set[str]) -> None:
         self.written = {u: s for u, s in self.written.items() if u in live}
 
-    def rollback(self, view: JobView, pods: list[Obj], reason: str, message: str) -> None:
+    def fresh(self, job: TrainingJob) -> TrainingJob:
+        """The job with the status last written, where the cache does not show it yet."""
+        written = self.written.get(job.meta.uid)
+        return job if written is None or written == job.status else job.with_status(written)
+
+    def state(self, job: TrainingJob) -> JobState:
+        return self.written.get(job.meta.uid) or job.status
+
+    def rollback(self, view: JobView, pods: list[Pod], reason: str, message: str) -> None:
         self.calls.delete(pods)
         self.pending(view, reason, f"{reason}: {message}")
 
@@ -78,14 +84,12 @@ class JobStatus:
     def pending(self, view: JobView, reason: str, message: str) -> None:
         self.set(view, "Pending", [self.cond(view, "Placed", False, reason, message)])
 
-    def running(self, view: JobView, pods: list[Obj]) -> None:
-        phases = [p.get("status", {}).get("phase") for p in pods]
-        old = view.obj.get("status") or {}
-        before: Obj = next(
-            (c for c in old.get("conditions") or [] if c.get("type") == "Placed"), {}
-        )
-        message = before.get("message") if before.get("status") == "True" else "all pods bound"
-        placed = self.cond(view, "Placed", True, "Placed", str(message))
+    def running(self, view: JobView, pods: list[Pod]) -> None:
+        phases = [p.phase for p in pods]
+        old = self.state(view.obj)
+        before = find(old.conditions, "Placed")
+        message = before.message if before and before.true else "all pods bound"
+        placed = self.cond(view, "Placed", True, "Placed", message)
         phase, reason, text = _phase(phases)
         running = self.cond(view, "Running", phase == "Running", reason, text)
         conditions = [placed, running]
@@ -93,12 +97,12 @@ class JobStatus:
             message = f"will be moved after its next checkpoint (annotation {CHECKPOINTED})"
             conditions.append(self.cond(view, "MoveRequested", True, "Defragmentation", message))
         conditions += self._lending(view, pods)
-        self.set(view, phase, conditions, old.get("placement"))
+        self.set(view, phase, conditions, old.placement)
 
-    def _lending(self, view: JobView, pods: list[Obj]) -> list[Obj]:
+    def _lending(self, view: JobView, pods: list[Pod]) -> list[Condition]:
         """Borrowed: it runs on hosts another pool lent to its own; Reclaimed: that pool wants
         them back, by the deadline (earlier at its next checkpoint)."""
-        nodes = {p["spec"].get("nodeName") for p in pods}
+        nodes = {p.node for p in pods}
         lenders = sorted(
             {self.node_pools.get(str(n), view.gang.pool) for n in nodes} - {view.gang.pool}
         )
@@ -124,8 +128,8 @@ class JobStatus:
         )
         placed = self.cond(view, "Placed", True, "Placed", message)
         running = self.cond(view, "Running", False, "Starting", "waiting for pods to start")
-        if first_placement(view) and not repair:
-            self.metrics.placed(view.gang, self.wall() - st.created(view.obj))
+        if first_placement(self.state(view.obj)) and not repair:
+            self.metrics.placed(view.gang, self.wall() - st.created(view.obj.meta))
         self.set(view, "Placed", [placed, running], st.summary(whole))
         log.info(
             "placed",
@@ -139,42 +143,43 @@ class JobStatus:
             **whole.domains,
         )
 
-    def invalid(self, job: Obj, message: str) -> None:
-        conditions = (job.get("status") or {}).get("conditions") or []
-        placed = st.condition("Placed", False, "InvalidSpec", message, conditions)
-        self._write(job, st.build(job, "Invalid", [placed], 0))
+    def invalid(self, job: TrainingJob, message: str) -> None:
+        old = self.state(job)
+        placed = st.condition("Placed", False, "InvalidSpec", message, old.conditions)
+        self._write(job, st.build(job.meta, old, "Invalid", [placed], 0))
 
-    def cond(self, view: JobView, kind: str, ok: bool, reason: str, message: str) -> Obj:
-        conditions = (view.obj.get("status") or {}).get("conditions") or []
-        return st.condition(kind, ok, reason, message, conditions)
+    def cond(self, view: JobView, kind: str, ok: bool, reason: str, message: str) -> Condition:
+        return st.condition(kind, ok, reason, message, self.state(view.obj).conditions)
 
     def set(
         self,
         view: JobView,
         phase: str,
-        conditions: list[Obj],
+        conditions: list[Condition],
         placement: Obj | None = None,
         restarts: int | None = None,
     ) -> None:
+        old = self.state(view.obj)
         if phase == "Pending":
-            conditions = [*conditions, *_still_preempted(view, conditions)]
+            conditions = [*conditions, *_still_preempted(old, conditions)]
         gpus = total_gpus(view.spec)
-        self._write(view.obj, st.build(view.obj, phase, conditions, gpus, placement, restarts))
+        new = st.build(view.obj.meta, old, phase, conditions, gpus, placement, restarts)
+        self._write(view.obj, new)
 
-    def _write(self, job: Obj, new: Obj) -> None:
-        meta = job["metadata"]
-        old = self.written.get(str(meta.get("uid"))) or job.get("status") or {}
-        if st.same(old, new):
+    def _write(self, job: TrainingJob, new: JobState) -> None:
+        meta = job.meta
+        old = self.state(job)
+        if old == new:  # equal but for transition times: no write when nothing changed
             return
-        if not self.calls.attempt(self.api.patch_status, meta["namespace"], meta["name"], new):
+        if not self.calls.attempt(self.api.patch_status, meta.namespace, meta.name, st.body(new)):
             return
-        before, after = st.reason_of({"status": old}), st.reason_of({"status": new})
-        job["status"] = new
-        self.written[str(meta.get("uid"))] = new
+        before, after = old.reason(), new.reason()
+        self.written[meta.uid] = new
         if after and after != before:
-            placed = next(c for c in new["conditions"] if c["type"] == "Placed")
+            placed = find(new.conditions, "Placed")
             kind = "Warning" if after in WARNINGS else "Normal"
-            self.calls.attempt(self.recorder.record, job_ref(job), kind, after, placed["message"])
+            text = placed.message if placed else after
+            self.calls.attempt(self.recorder.record, job_ref(job), kind, after, text)
         for reason, message in _lending_news(old, new):
             self.calls.attempt(self.recorder.record, job_ref(job), "Normal", reason, message)
 
@@ -190,35 +195,33 @@ def _phase(phases: list[str | None]) -> tuple[str, str, str]:
     return "Placed", "Starting", "waiting for pods to start"
 
 
-def _lending_news(old: Obj, new: Obj) -> list[tuple[str, str]]:
+def _lending_news(old: JobState, new: JobState) -> list[tuple[str, str]]:
     """(reason, message) of each lending condition (Borrowed, Reclaimed while running) that
     is new or changed its reason: each gets its event once."""
 
-    def of(status: Obj) -> dict[str, str]:
+    def of(status: JobState) -> dict[str, str]:
         return {
-            c["type"]: c.get("reason", "")
-            for c in status.get("conditions") or []
-            if c.get("type") in ("Borrowed", "Reclaimed") and c.get("status") == "True"
+            c.type: c.reason
+            for c in status.conditions
+            if c.type in ("Borrowed", "Reclaimed") and c.true
         }
 
     before, after = of(old), of(new)
-    out = []
-    for c in new.get("conditions") or []:
-        kind = c.get("type")
-        if kind in after and after[kind] != before.get(kind) and c.get("reason") != "Reclaimed":
-            out.append((str(c["reason"]), str(c.get("message", ""))))
-    return out
+    return [
+        (c.reason, c.message)
+        for c in new.conditions
+        if c.type in after and after[c.type] != before.get(c.type) and c.reason != "Reclaimed"
+    ]
 
 
-def _still_preempted(view: JobView, conditions: list[Obj]) -> list[Obj]:
+def _still_preempted(old: JobState, conditions: list[Condition]) -> list[Condition]:
     """A preempted (or reclaimed) job keeps saying so until it is placed again."""
-    given = {c["type"] for c in conditions}
-    old = (view.obj.get("status") or {}).get("conditions") or []
+    given = {c.type for c in conditions}
     return [
         c
-        for c in old
-        if c.get("type") in ("Preempted", "Reclaimed")
-        and c.get("type") not in given
-        and c.get("status") == "True"
-        and c.get("reason") != "Reclaiming"
+        for c in old.conditions
+        if c.type in ("Preempted", "Reclaimed")
+        and c.type not in given
+        and c.true
+        and c.reason != "Reclaiming"
     ]

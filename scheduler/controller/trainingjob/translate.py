@@ -15,6 +15,7 @@ from scheduler.controller.cluster.resources import Charge, charge
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.pods.constraints import constraints, known_pool
 from scheduler.controller.pods.podspec import DNS_LABEL, InvalidSpecError, describe
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.runtime.quantity import parse
 from scheduler.controller.trainingjob.podpolicy import check_owned_fields, check_security
 from scheduler.controller.trainingjob.spec import TrainingJobSpec, parse_spec
@@ -26,14 +27,13 @@ Obj = dict[str, Any]
 __all__ = ["InvalidSpecError", "JobView", "key", "translate"]
 
 
-def key(job: Obj) -> str:
-    meta = job["metadata"]
-    return f"{meta['namespace']}/{meta['name']}"
+def key(job: TrainingJob) -> str:
+    return job.key
 
 
 @dataclass(frozen=True)
 class JobView:
-    obj: Obj
+    obj: TrainingJob
     gang: GangRequest
     spec: TrainingJobSpec
     pod_spec: Obj  # the rendered spec every worker starts from
@@ -57,18 +57,18 @@ class JobView:
 
     @property
     def namespace(self) -> str:
-        return str(self.obj["metadata"]["namespace"])
+        return self.obj.meta.namespace
 
     @property
     def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
+        return self.obj.meta.name
 
     @property
     def uid(self) -> str:
-        return str(self.obj["metadata"]["uid"])
+        return self.obj.meta.uid
 
 
-def translate(job: Obj, config: OperatorConfig) -> JobView:
+def translate(job: TrainingJob, config: OperatorConfig) -> JobView:
     spec = parse_spec(job)
     _check_names(job, spec)
     if spec.replicas > config.max_gang_pods:
@@ -81,15 +81,17 @@ def translate(job: Obj, config: OperatorConfig) -> JobView:
     check_owned_fields(
         spec, config.scheduler_name, policy.label_key, policy.taint_key, config.pool_names
     )
-    check_security(spec, job["metadata"]["namespace"], config.pod_security)
-    pod_spec = render(job["spec"]["template"].get("spec") or {}, spec, config)
+    check_security(spec, job.meta.namespace, config.pod_security)
+    pod_spec = render(job.template()[1], spec, config)
     per_pod = _charge(pod_spec, spec, config)
     roles = [_role(job, spec, i, config) for i in range(len(spec.roles))]
     gang = _gang(job, spec, per_pod, config, tuple(r for r, _ in roles))
     return JobView(job, gang, spec, pod_spec, {r.name: s for r, s in roles})
 
 
-def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tuple[Role, Obj]:
+def _role(
+    job: TrainingJob, spec: TrainingJobSpec, i: int, config: OperatorConfig
+) -> tuple[Role, Obj]:
     """A role checked and rendered as the workers are; errors name `spec.roles.<i>`."""
     role = spec.roles[i]
     alone = spec.model_copy(
@@ -107,9 +109,8 @@ def _role(job: Obj, spec: TrainingJobSpec, i: int, config: OperatorConfig) -> tu
         check_owned_fields(
             alone, config.scheduler_name, policy.label_key, policy.taint_key, config.pool_names
         )
-        check_security(alone, job["metadata"]["namespace"], config.pod_security)
-        raw = job["spec"]["roles"][i]["template"].get("spec") or {}
-        pod_spec = render(raw, alone, config)
+        check_security(alone, job.meta.namespace, config.pod_security)
+        pod_spec = render(job.template(i)[1], alone, config)
         per_pod = _charge(pod_spec, alone, config)
     except InvalidSpecError as exc:
         text = str(exc)
@@ -141,10 +142,10 @@ def _pool(spec: TrainingJobSpec, config: OperatorConfig) -> None:
     known_pool(spec.pool, "spec.pool", config)
 
 
-def _check_names(job: Obj, spec: TrainingJobSpec) -> None:
+def _check_names(job: TrainingJob, spec: TrainingJobSpec) -> None:
     """The Service is named after the job and each pod's hostname is `<job>-<rank>`: both must
     be DNS labels, so a name the API server would refuse is reported before any pod exists."""
-    name = str(job["metadata"]["name"])
+    name = job.meta.name
     if not DNS_LABEL.match(name) or not name[0].isalpha():
         raise InvalidSpecError(
             f"metadata.name: {name[:80]!r} must start with a letter and hold only a-z, 0-9 "
@@ -231,7 +232,7 @@ def _known_levels(named: list[tuple[str, str | None]], where: str, config: Opera
 
 
 def _gang(
-    job: Obj,
+    job: TrainingJob,
     spec: TrainingJobSpec,
     per_pod: Charge,
     config: OperatorConfig,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from scheduler.controller.runtime.cache import Informer
 from scheduler.controller.runtime.expect import Expectations
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Pod
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology import Fabric, generate
@@ -24,6 +25,10 @@ def obj(uid: str, version: str, name: str = "", node: str = "") -> dict:
         },
         "spec": {"nodeName": node} if node else {},
     }
+
+
+def pod(uid: str, version: str, name: str = "", node: str = "") -> Pod:
+    return Pod.of(obj(uid, version, name, node))
 
 
 class Script:
@@ -52,7 +57,7 @@ class Script:
 def run(lists, watches) -> tuple[Informer, Script]:
     stop = threading.Event()
     script = Script(lists, watches, stop)
-    informer = Informer(script, "/api/v1/pods", lambda: None)
+    informer = Informer(script, "/api/v1/pods", lambda: None, Pod.of)
     informer.run(stop)
     return informer, script
 
@@ -65,8 +70,8 @@ def test_listed_once_then_kept_by_events_resuming_from_the_last_version():
             ([("MODIFIED", obj("b", "8", node="n1")), ("BOOKMARK", obj("", "9"))], None),
         ],
     )
-    assert {o["metadata"]["uid"] for o in informer.items()} == {"b", "c"}
-    assert informer.objects["b"]["spec"]["nodeName"] == "n1"
+    assert {o.meta.uid for o in informer.items()} == {"b", "c"}
+    assert informer.objects["b"].node == "n1"
     assert script.asked == [("list", ""), ("watch", "5"), ("watch", "7"), ("watch", "9")]
     assert informer.lists == 1
 
@@ -76,7 +81,7 @@ def test_gone_lists_again_and_drops_what_vanished_meanwhile():
         [([obj("a", "1")], "5"), ([obj("z", "20")], "21")],
         [([("ADDED", obj("b", "6"))], ApiError(410, "too old")), ([], None)],
     )
-    assert {o["metadata"]["uid"] for o in informer.items()} == {"z"}
+    assert {o.meta.uid for o in informer.items()} == {"z"}
     assert informer.lists == 2
     assert script.asked[-1] == ("watch", "21")
 
@@ -99,21 +104,21 @@ def test_an_owner_waits_until_the_cache_shows_its_pods_bound_and_their_hosts_sta
     expect = Expectations(lambda: now[0], patience=30)
     expect.bound("u", GANG, PLACED, ["g-0", "g-1"])
     h0, h1 = FABRIC.spec.hosts[0].name, FABRIC.spec.hosts[1].name
-    seen = [obj("p0", "1", "g-0", node=h0)]
+    seen = [pod("p0", "1", "g-0", node=h0)]
     expect.settle(seen)
     assert expect.waiting("u")
     snapshot = Snapshot(FABRIC)
     expect.reserve(snapshot, seen)  # g-1 is not shown: its host is charged, g-0's is not
     free = dict(zip([h.name for h in FABRIC.spec.hosts], snapshot.free_gpus.tolist(), strict=True))
     assert free == {h0: 8, h1: 0}
-    expect.settle([*seen, obj("p1", "2", "g-1", node=h1)])
+    expect.settle([*seen, pod("p1", "2", "g-1", node=h1)])
     assert not expect.waiting("u")
 
 
 def test_deleted_pods_must_vanish_and_an_unmet_expectation_expires():
     now = [0.0]
     expect = Expectations(lambda: now[0], patience=30)
-    stale = [obj("p0", "1", "g-0")]
+    stale = [pod("p0", "1", "g-0")]
     expect.gone("u", stale)
     expect.settle(stale)
     assert expect.waiting("u")
@@ -131,15 +136,14 @@ def test_what_the_operator_never_reads_is_not_kept():
     }
     informer, _ = run([([fat], "5")], [([("MODIFIED", fat)], None)])
     [kept] = informer.items()
-    assert "managedFields" not in kept["metadata"]
-    assert kept["metadata"]["annotations"] == {"rackwise.io/node": "h1"}
+    assert kept.meta.annotations == {"rackwise.io/node": "h1"}
 
 
 def test_a_pod_seen_bound_and_deleted_since_is_not_charged_and_gone_owners_expect_nothing():
     expect = Expectations(lambda: 0.0, patience=30)
     expect.bound("u", GANG, PLACED, ["g-0", "g-1"])
     h0 = FABRIC.spec.hosts[0].name
-    expect.settle([obj("p0", "1", "g-0", node=h0)])  # g-0 shown, g-1 not yet
+    expect.settle([pod("p0", "1", "g-0", node=h0)])  # g-0 shown, g-1 not yet
     snapshot = Snapshot(FABRIC)
     expect.reserve(snapshot, [])  # g-0 deleted since (its job was): only g-1 is charged
     assert sorted(snapshot.free_gpus.tolist()) == [0, 8]

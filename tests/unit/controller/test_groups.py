@@ -10,6 +10,7 @@ import pytest
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import GROUP_LABEL, INDEX, ROLE_LABEL, Members, gang
 from scheduler.controller.pods.podspec import InvalidSpecError
+from scheduler.controller.runtime.objects import Pod
 
 Obj = dict[str, Any]
 
@@ -34,7 +35,8 @@ RACK = {"rackwise.io/required-level": "rack"}
 PAIRS = {"rackwise.io/slice-level": "host", "rackwise.io/slice-size": "2"}
 
 
-def read(pods: list[Obj]) -> Any:
+def read(raw: list[Obj]) -> Any:
+    pods = [Pod.of(p) for p in raw]
     request, _ = gang(Members("default", "g", pods, None), pods, OperatorConfig())
     return request
 
@@ -118,10 +120,10 @@ def test_ranks_follow_the_numbers_in_pod_names_when_there_is_no_completion_index
     from scheduler.controller.podgroup.members import _rank_key
 
     names = ["w-worker-10", "w-worker-2", "w-worker-1", "lws-0-10", "lws-0-2", "lws-1-0"]
-    pods = [{"metadata": {"name": n}} for n in names]
-    ordered = [p["metadata"]["name"] for p in sorted(pods, key=_rank_key)]
+    pods = [Pod.of({"metadata": {"name": n}}) for n in names]
+    ordered = [p.meta.name for p in sorted(pods, key=_rank_key)]
     assert ordered == ["lws-0-2", "lws-0-10", "lws-1-0", "w-worker-1", "w-worker-2", "w-worker-10"]
-    indexed = {"metadata": {"name": "w-worker-9", "annotations": {INDEX: "0"}}}
+    indexed = Pod.of({"metadata": {"name": "w-worker-9", "annotations": {INDEX: "0"}}})
     assert sorted([*pods, indexed], key=_rank_key)[0] is indexed
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from scheduler.controller.config import LeaderElection, OperatorConfig
 from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.leader import Elector
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.trainingjob.launch import Launch, Launcher
 from scheduler.controller.trainingjob.translate import translate
 
@@ -24,7 +25,7 @@ def view(name: str, pods: int):
             "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}},
         },
     }
-    return translate(job, OperatorConfig())
+    return translate(TrainingJob.of(job), OperatorConfig())
 
 
 def launch(name: str, pods: int) -> Launch:

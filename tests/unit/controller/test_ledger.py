@@ -4,12 +4,12 @@ moving and changing, the snapshot equals one charged from scratch with the same 
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import numpy as np
 
 from scheduler.controller.cluster.ledger import Ledger
-from scheduler.controller.cluster.resources import charge
+from scheduler.controller.cluster.resources import pod_charge
+from scheduler.controller.runtime.objects import Pod
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric, generate
 
@@ -18,20 +18,29 @@ HOSTS = [h.name for h in FABRIC.hosts]
 GPU = "nvidia.com/gpu"
 
 
-def pod(uid: str, version: int, gpus: int, cpu: str, extra: int = 0) -> dict[str, Any]:
+def pod(uid: str, version: int, gpus: int, cpu: str, extra: int = 0) -> Pod:
     limits = {GPU: str(gpus), **({"example.com/nic": str(extra)} if extra else {})}
-    return {
-        "metadata": {"uid": uid, "name": uid, "namespace": "n", "resourceVersion": str(version)},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"limits": limits, "requests": {"cpu": cpu}}}]
-        },
-    }
+    return Pod.of(
+        {
+            "metadata": {
+                "uid": uid,
+                "name": uid,
+                "namespace": "n",
+                "resourceVersion": str(version),
+            },
+            "spec": {
+                "containers": [
+                    {"name": "c", "resources": {"limits": limits, "requests": {"cpu": cpu}}}
+                ]
+            },
+        }
+    )
 
 
-def scratch(pods: dict[str, tuple[str, dict[str, Any]]]) -> Snapshot:
+def scratch(pods: dict[str, tuple[str, Pod]]) -> Snapshot:
     snapshot = Snapshot(FABRIC)
     for node, p in pods.values():
-        used = charge(p["spec"], GPU)
+        used = pod_charge(p, GPU)
         snapshot.use(node, used.gpus, used.cpu_milli, used.memory_mib, 1, used.extended)
     return snapshot
 
@@ -47,7 +56,7 @@ def same(a: Snapshot, b: Snapshot) -> bool:
 def test_any_sequence_of_changes_gives_the_snapshot_from_scratch():
     rng = random.Random(7)
     ledger = Ledger(GPU)
-    live: dict[str, tuple[str, dict[str, Any]]] = {}
+    live: dict[str, tuple[str, Pod]] = {}
     for step in range(400):
         version = step + 1
         roll = rng.random()
@@ -79,8 +88,7 @@ def test_a_new_fabric_starts_again():
 
 def test_an_unreadable_pod_fills_its_node_while_it_is_there():
     ledger = Ledger(GPU)
-    bad = pod("bad", 1, 1, "1")
-    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    bad = pod("bad", 1, 1, "lots")
     got = ledger.update(FABRIC, [(HOSTS[1], bad)])
     assert got.free_gpus[1] == 0
     assert got.free_pods[1] == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import GROUP_LABEL, Members, gang
+from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.trainingjob.pods import pod
 from scheduler.controller.trainingjob.translate import translate
 from scheduler.model.constraints import MatchOperator
@@ -34,7 +35,7 @@ def job(pool: str) -> dict:
 
 
 def test_a_borrowing_pools_pods_may_run_on_the_lenders_nodes():
-    view = translate(job("batch-inference"), LENDS)
+    view = translate(TrainingJob.of(job("batch-inference")), LENDS)
     made = pod(view, 0, LENDS)["spec"]
     assert "rackwise.io/pool" not in (made.get("nodeSelector") or {})
     [term] = made["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -55,7 +56,7 @@ def test_a_borrowing_pools_pods_may_run_on_the_lenders_nodes():
 def test_pools_that_do_not_borrow_and_lending_off_keep_their_pool_selector():
     off = LENDS.model_copy(update={"scheduling": SchedulingPolicy(lending=LendingMode.OFF)})
     for config, pool in ((LENDS, "training"), (off, "batch-inference")):
-        made = pod(translate(job(pool), config), 0, config)["spec"]
+        made = pod(translate(TrainingJob.of(job(pool)), config), 0, config)["spec"]
         assert made["nodeSelector"] == {"rackwise.io/pool": pool}
         assert {t["value"] for t in made["tolerations"]} == {pool}
 
@@ -84,6 +85,7 @@ def group_pod(tolerates: bool) -> dict:
 def test_a_pod_group_is_lent_to_only_where_its_pods_tolerate_the_lender():
     for tolerates in (False, True):
         pods = [group_pod(tolerates)]
-        request, _ = gang(Members("default", "g", pods, None), pods, LENDS)
+        views = [Pod.of(p) for p in pods]
+        request, _ = gang(Members("default", "g", views, None), views, LENDS)
         values = {t.value for t in request.constraints.tolerations}
         assert ("online-inference" in values) is tolerates

@@ -8,6 +8,7 @@ import pytest
 
 from scheduler.controller.cluster.resources import charge, effective
 from scheduler.controller.config import OperatorConfig, PodSecurity, SecurityLevel
+from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse
 from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
@@ -73,9 +74,11 @@ def job(**spec: object) -> dict:
 def test_a_good_job_translates_with_its_true_charge():
     sidecar = {"name": "side", "image": "b", "resources": {"requests": {"cpu": "3"}}}
     view = translate(
-        job(
-            cpuPerReplica="1",
-            template={"spec": {"containers": [{"name": "main", "image": "x"}, sidecar]}},
+        TrainingJob.of(
+            job(
+                cpuPerReplica="1",
+                template={"spec": {"containers": [{"name": "main", "image": "x"}, sidecar]}},
+            )
         ),
         OperatorConfig(),
     )
@@ -90,10 +93,12 @@ def test_extended_resources_and_slices_reach_the_gang():
         "resources": {"limits": {"rdma/ib": "1", "ephemeral-storage": "1Gi"}},
     }
     view = translate(
-        job(
-            replicas=4,
-            topology={"slices": [{"level": "rack", "size": 2}]},
-            template={"spec": {"containers": [main]}},
+        TrainingJob.of(
+            job(
+                replicas=4,
+                topology={"slices": [{"level": "rack", "size": 2}]},
+                template={"spec": {"containers": [main]}},
+            )
         ),
         OperatorConfig(),
     )
@@ -119,22 +124,22 @@ def test_extended_resources_and_slices_reach_the_gang():
 )
 def test_bad_specs_name_the_field(change, field):
     with pytest.raises(InvalidSpecError) as info:
-        translate(job(**change), OperatorConfig())
+        translate(TrainingJob.of(job(**change)), OperatorConfig())
     assert field in str(info.value)
 
 
 def test_pod_security_levels_and_exempt_namespaces():
     root = {"name": "main", "image": "x", "securityContext": {"runAsUser": 0}}
     as_root = job(template={"spec": {"containers": [root]}})
-    translate(as_root, OperatorConfig())  # baseline allows root
+    translate(TrainingJob.of(as_root), OperatorConfig())  # baseline allows root
     restricted = OperatorConfig(pod_security=PodSecurity(level=SecurityLevel.RESTRICTED))
     with pytest.raises(InvalidSpecError, match="restricted"):
-        translate(as_root, restricted)
+        translate(TrainingJob.of(as_root), restricted)
     host = job(template={"spec": {"containers": [root], "hostNetwork": True}})
     with pytest.raises(InvalidSpecError, match="hostNetwork"):
-        translate(host, OperatorConfig())
+        translate(TrainingJob.of(host), OperatorConfig())
     exempt = OperatorConfig(pod_security=PodSecurity(exempt_namespaces=("team",)))
-    translate(host, exempt)
+    translate(TrainingJob.of(host), exempt)
 
 
 def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
@@ -145,7 +150,7 @@ def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
         "cpuPerReplica": "2",
         "template": {"spec": {"containers": [{"name": "l", "image": "x"}]}},
     }
-    view = translate(job(roles=[role]), OperatorConfig())
+    view = translate(TrainingJob.of(job(roles=[role])), OperatorConfig())
     [launcher] = view.gang.roles
     assert (launcher.name, launcher.pods, launcher.cpu_milli_per_pod) == ("launcher", 1, 2000)
     assert view.total_pods == view.gang.pods + 1
@@ -154,7 +159,7 @@ def test_a_role_is_checked_as_the_workers_are_and_named_in_errors():
         "template": {"spec": {"nodeName": "n1", "containers": [{"name": "l", "image": "x"}]}},
     }
     with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0\.template\.spec\.nodeName"):
-        translate(job(roles=[bad]), OperatorConfig())
+        translate(TrainingJob.of(job(roles=[bad])), OperatorConfig())
 
 
 def test_a_role_carries_its_own_topology_and_its_errors_name_it():
@@ -168,17 +173,17 @@ def test_a_role_carries_its_own_topology_and_its_errors_name_it():
         },
         "template": {"spec": {"containers": [{"name": "p", "image": "x"}]}},
     }
-    [ps] = translate(job(roles=[role]), OperatorConfig()).gang.roles
+    [ps] = translate(TrainingJob.of(job(roles=[role])), OperatorConfig()).gang.roles
     assert (ps.required_level, ps.preferred_level) == ("rack", "host")
     assert [(s.level, s.size) for s in ps.slices] == [("host", 2)]
     unknown = {**role, "topology": {"requiredLevel": "pod"}}
     with pytest.raises(
         InvalidSpecError, match=r"^spec\.roles\.0\.topology\.requiredLevel: unknown"
     ):
-        translate(job(roles=[unknown]), OperatorConfig())
+        translate(TrainingJob.of(job(roles=[unknown])), OperatorConfig())
     odd = {**role, "topology": {"slices": [{"level": "host", "size": 3}]}}
     with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0.*slice of 3 pods per host"):
-        translate(job(roles=[odd]), OperatorConfig())
+        translate(TrainingJob.of(job(roles=[odd])), OperatorConfig())
 
 
 def test_a_role_in_the_gradient_ring_is_read_and_refused_beside_pipeline_stages():
@@ -189,21 +194,23 @@ def test_a_role_in_the_gradient_ring_is_read_and_refused_beside_pipeline_stages(
         "gradients": True,
         "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}},
     }
-    [wide] = translate(job(roles=[role]), OperatorConfig()).gang.roles
+    [wide] = translate(TrainingJob.of(job(roles=[role])), OperatorConfig()).gang.roles
     assert wide.gradients
     staged = job(roles=[role], replicas=4, parallelism={"dp": 1, "tp": 8, "pp": 4})
     with pytest.raises(InvalidSpecError, match="pipeline stages"):
-        translate(staged, OperatorConfig())
+        translate(TrainingJob.of(staged), OperatorConfig())
     not_bool = {**role, "gradients": "yes"}
     with pytest.raises(InvalidSpecError, match=r"^spec\.roles\.0\.gradients"):
-        translate(job(roles=[not_bool]), OperatorConfig())
+        translate(TrainingJob.of(job(roles=[not_bool])), OperatorConfig())
 
 
 def test_priority_maps_to_the_configured_priority_class_unless_the_template_names_one():
     config = OperatorConfig(priorityClasses={100: "high"})
-    assert translate(job(priority=100), config).pod_spec["priorityClassName"] == "high"
-    assert "priorityClassName" not in translate(job(priority=5), config).pod_spec
+    assert (
+        translate(TrainingJob.of(job(priority=100)), config).pod_spec["priorityClassName"] == "high"
+    )
+    assert "priorityClassName" not in translate(TrainingJob.of(job(priority=5)), config).pod_spec
     own = {"spec": {"priorityClassName": "mine", "containers": [{"name": "m", "image": "x"}]}}
-    pod_spec = translate(job(priority=100, template=own), config).pod_spec
+    pod_spec = translate(TrainingJob.of(job(priority=100, template=own)), config).pod_spec
     assert pod_spec["priorityClassName"] == "mine"
     assert pod_spec["restartPolicy"] == "Never"

@@ -13,6 +13,7 @@ import pytest
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import CycleReport, Reconciler
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
@@ -36,17 +37,18 @@ class MemoryApi:
         self.attempts: list[str] = []  # every pod creation asked for
         self.ids = itertools.count()
 
-    def nodes(self) -> list[Obj]:
-        return list(self.node_objs.values())
+    # reads: typed views of what is stored, as the operator's reader makes them from a list
+    def nodes(self) -> list[Node]:
+        return [Node.of(n) for n in self.node_objs.values()]
 
-    def pods(self) -> list[Obj]:
-        return list(self.pod_objs.values())
+    def pods(self) -> list[Pod]:
+        return [Pod.of(p) for p in self.pod_objs.values()]
 
-    def jobs(self) -> list[Obj]:
-        return list(self.job_objs.values())
+    def jobs(self) -> list[TrainingJob]:
+        return [TrainingJob.of(j) for j in self.job_objs.values()]
 
-    def podgroups(self) -> list[Obj]:
-        return self.podgroup_objs
+    def podgroups(self) -> list[PodGroup]:
+        return [PodGroup.of(g) for g in self.podgroup_objs]
 
     def create_pod(self, namespace: str, body: Obj) -> None:
         name = body["metadata"]["name"]
@@ -500,8 +502,9 @@ def test_a_pods_message_for_the_same_reason_is_refreshed_at_most_once_a_minute()
 
     api, clock = Counting(OperatorConfig()), Clock()
     reconciler = Driven(api, clock)
-    pods = [{"metadata": {"uid": "p", "name": "p", "namespace": "default"}, "spec": {}}]
-    api.pod_objs[("default", "p")] = {**pods[0], "status": {}}
+    raw = {"metadata": {"uid": "p", "name": "p", "namespace": "default"}, "spec": {}}
+    api.pod_objs[("default", "p")] = {**raw, "status": {}}
+    pods = [Pod.of(raw)]
     why = reconciler.inner.why
     why.tell(pods, "Unplaceable", "8 GPUs free")
     writes = api.pod_patches

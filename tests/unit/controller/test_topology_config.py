@@ -6,6 +6,7 @@ import pytest
 
 from scheduler.controller.cluster.state import StateBuilder
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.runtime.objects import Node, Pod, TrainingJob
 from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
 KUEUE = {
@@ -39,7 +40,7 @@ def test_levels_from_the_config_and_nodes_without_them_left_out():
         node("b", labels),
         node("c", {"cloud.google.com/gce-topology-block": "b1"}),
     ]
-    state = StateBuilder(config).build(nodes, [])
+    state = StateBuilder(config).build([Node.of(n) for n in nodes], [])
     assert state is not None
     assert state.fabric.levels == ("host", "nvlink", "subblock", "block")
     assert sorted(state.fabric.host_index) == ["a", "b"]
@@ -60,13 +61,13 @@ def test_jobs_name_the_configured_levels():
         },
     }
     base["spec"]["topology"] = {"requiredLevel": "subblock"}
-    assert translate(base, config).gang.required_level == "subblock"
+    assert translate(TrainingJob.of(base), config).gang.required_level == "subblock"
     base["spec"]["topology"] = {"requiredLevel": "rack"}
     with pytest.raises(InvalidSpecError, match="unknown level 'rack'; levels are host, nvlink"):
-        translate(base, config)
+        translate(TrainingJob.of(base), config)
     # the config's name for the hostname level is the fabric's `host`
     base["spec"]["topology"] = {"requiredLevel": "hostname"}
-    assert translate(base, config).gang.required_level == "host"
+    assert translate(TrainingJob.of(base), config).gang.required_level == "host"
 
 
 def test_kueue_annotations_naming_the_hostname_label_use_the_configured_level():
@@ -88,7 +89,8 @@ def test_kueue_annotations_naming_the_hostname_label_use_the_configured_level():
         }
         for i in range(2)
     ]
-    request, _ = gang(Members("default", "g", pods, None), pods, config)
+    views = [Pod.of(p) for p in pods]
+    request, _ = gang(Members("default", "g", views, None), views, config)
     assert request.required_level == "host"
 
 
@@ -111,19 +113,19 @@ def test_pools_are_the_configs_with_their_objectives():
             "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}},
         },
     }
-    gang = translate(base, config).gang
+    gang = translate(TrainingJob.of(base), config).gang
     assert (gang.pool, gang.objective) == ("research", "fill")
     assert gang.constraints.selector == (("rackwise.io/pool", "research"),)
     base["spec"]["pool"] = "online-inference"  # a default pool this config does not have
     with pytest.raises(
         InvalidSpecError, match="unknown pool 'online-inference'; pools are training, research"
     ):
-        translate(base, config)
+        translate(TrainingJob.of(base), config)
     base["spec"]["pool"] = "training"
     toleration = {"key": "rackwise.io/pool", "operator": "Exists"}
     base["spec"]["template"]["spec"]["tolerations"] = [toleration]
     with pytest.raises(InvalidSpecError, match="tolerates pool 'research'"):
-        translate(base, config)
+        translate(TrainingJob.of(base), config)
 
 
 def test_a_node_of_a_pool_the_operator_does_not_have_is_left_out():
@@ -131,7 +133,7 @@ def test_a_node_of_a_pool_the_operator_does_not_have_is_left_out():
     rack = {"rackwise.io/rack": "r1"}
     other = node("b", rack)
     other["metadata"]["labels"]["rackwise.io/pool"] = "research"
-    state = StateBuilder(config).build([node("a", rack), other], [])
+    state = StateBuilder(config).build([Node.of(n) for n in [node("a", rack), other]], [])
     assert state is not None
     assert list(state.fabric.host_index) == ["a"]
     assert state.excluded["b"] == "pool 'research' is not one of the operator's pools (training)"
@@ -148,7 +150,7 @@ def test_node_capacity_is_rounded_down_never_up():
         "memory": "1536Ki",
         "pods": "10",
     }
-    state = StateBuilder(config).build([small], [])
+    state = StateBuilder(config).build([Node.of(n) for n in [small]], [])
     assert state is not None
     [host] = state.fabric.hosts
     assert (host.gpus, host.cpu_milli, host.memory_mib, host.max_pods) == (7, 1, 1, 10)
@@ -163,15 +165,15 @@ def test_health_taints_make_a_host_down_and_leave_the_fabric_as_it_is():
     flapping = node("a", {"rackwise.io/rack": "r1"})
     flapping["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
     builder = StateBuilder(config)
-    before = builder.build([healthy], [])
-    during = builder.build([flapping], [])
+    before = builder.build([Node.of(n) for n in [healthy]], [])
+    during = builder.build([Node.of(n) for n in [flapping]], [])
     assert before is not None
     assert during is not None
     assert during.fabric is before.fabric
     assert during.snapshot.down == {0}
     dedicated = node("a", {"rackwise.io/rack": "r1"})
     dedicated["spec"]["taints"] = [{"key": "team", "value": "x", "effect": "NoSchedule"}]
-    state = builder.build([dedicated], [])
+    state = builder.build([Node.of(n) for n in [dedicated]], [])
     assert state is not None
     assert [t.key for t in state.fabric.hosts[0].taints] == ["team"]
     assert state.snapshot.down == set()
