@@ -40,10 +40,8 @@ def _unscheduled(c: Condition) -> bool:
 
 def says(pod: Pod) -> tuple[str, str] | None:
     """(reason, message) of the pod's PodScheduled=False condition, None when it has none."""
-    for c in pod.conditions:
-        if _unscheduled(c):
-            return c.reason, c.message
-    return None
+    said = pod.scheduled
+    return (said.reason, said.message) if said and _unscheduled(said) else None
 
 
 @dataclass
@@ -77,9 +75,8 @@ class PendingPods:
     def _write(
         self, pod: Pod, want: tuple[str, str], old: tuple[str, str] | None, event: str
     ) -> None:
-        meta = pod.meta
-        others = [c.body() for c in pod.conditions if c.type != SCHEDULED]
-        since = next((c.since for c in pod.conditions if _unscheduled(c)), None)
+        meta, said = pod.meta, pod.scheduled
+        since = said.since if said and _unscheduled(said) else None
         mine = {
             "type": SCHEDULED,
             "status": "False",
@@ -88,7 +85,7 @@ class PendingPods:
             "lastProbeTime": None,
             "lastTransitionTime": since or now(),
         }
-        status = {"conditions": [*others, mine]}
+        status = {"conditions": [mine]}  # merged by type: the pod's other conditions stay
         # an API error leaves nothing remembered: the pod is written again next cycle
         if not self.calls.attempt(self.patch, meta.namespace, meta.name, status):
             return

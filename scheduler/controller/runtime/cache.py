@@ -109,8 +109,6 @@ class Informer(Generic[View]):
             self.wake()
 
 
-POD_META: tuple[str, ...] = ("name", "namespace", "uid", "labels", "annotations")
-POD_META += ("ownerReferences", "creationTimestamp", "deletionTimestamp", "resourceVersion")
 POD_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "priority", "nodeSelector")
 POD_SPEC += ("affinity", "tolerations", "overhead", "restartPolicy")
 CONTAINER = ("name", "image", "resources", "restartPolicy")
@@ -119,22 +117,13 @@ CONTAINER = ("name", "image", "resources", "restartPolicy")
 def pod_view(pod: Obj) -> Pod:
     """A pod as the operator reads it: identity, ownership, what it requests and tolerates,
     where it runs, its phase and PodScheduled condition. 100,000 pods are kept, not their
-    images' env and mounts."""
-    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    status = pod.get("status") or {}
-    kept_spec = {k: spec[k] for k in POD_SPEC if k in spec}
+    images' env and mounts (the spec kept for the pod-spec parser is trimmed first)."""
+    spec = pod.get("spec") or {}
+    kept = {k: spec[k] for k in POD_SPEC if k in spec}
     for part in ("containers", "initContainers"):
         if part in spec:
-            kept_spec[part] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[part]]
-    out = {
-        "metadata": {k: meta[k] for k in POD_META if k in meta},
-        "spec": kept_spec,
-        "status": {"phase": status.get("phase")},
-    }
-    said = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-    if said:  # what the pod says of why it waits (pods/podwhy.py)
-        out["status"]["conditions"] = said
-    return Pod.of(out)
+            kept[part] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[part]]
+    return Pod.of({**pod, "spec": kept})
 
 
 def object_key(obj: Obj) -> str:

@@ -172,7 +172,7 @@ class Pod:
     scheduler: str  # spec.schedulerName
     priority: int | None  # spec.priority, as the API server resolved it
     phase: str | None
-    conditions: tuple[Condition, ...]
+    scheduled: Condition | None  # its PodScheduled condition: what it says of why it waits
     requests: Mapping[str, Decimal] | None  # None: unreadable (`unreadable` says why)
     unreadable: str = ""
     spec: Obj = field(default_factory=dict, compare=False)  # as sent, for pods/podspec.py
@@ -194,7 +194,7 @@ class Pod:
             scheduler=str(spec.get("schedulerName") or ""),
             priority=priority if isinstance(priority, int) else None,
             phase=str(status["phase"]) if status.get("phase") else None,
-            conditions=conditions_of(status),
+            scheduled=find(conditions_of(status), "PodScheduled"),
             requests=wanted,
             unreadable=why,
             spec=spec,

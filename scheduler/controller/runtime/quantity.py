@@ -5,6 +5,7 @@ once crashed every cycle; here an out-of-range quantity is an error naming its v
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
@@ -27,8 +28,21 @@ class QuantityError(ValueError):
 
 def parse(value: Any) -> Decimal:
     """A quantity in its base unit; QuantityError if malformed, negative or out of range."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(value: str) -> Decimal:
+    """A quantity written as text, remembered: a cluster writes a few dozen distinct ones, and
+    every pod event reads its requests again (a Decimal is immutable, so it is shared)."""
+    return _parse(value)
+
+
+def _parse(value: int | float | str) -> Decimal:
     match = _PATTERN.match(str(value).strip())
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity")

@@ -41,7 +41,13 @@ def test_a_pod_as_the_operator_reads_it():
                 "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "2"}}}],
                 "overhead": {"cpu": "100m"},
             },
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "PodScheduled", "status": "True", "reason": "Bound"},
+                ],
+            },
         }
     )
     assert (pod.node, pod.scheduler, pod.priority, pod.phase) == ("h1", "rackwise", 5, "Running")
@@ -50,7 +56,7 @@ def test_a_pod_as_the_operator_reads_it():
     assert pod.meta.key == "u"
     assert pod.owner_job == "j1"
     assert pod.requests == {"cpu": Decimal("2.1")}  # the init container's 2 + the overhead
-    assert pod.conditions == (Condition("Ready", "True"),)
+    assert pod.scheduled == Condition("PodScheduled", "True", "Bound")
 
 
 def test_absent_fields_take_their_defaults_and_a_bad_quantity_is_kept_as_its_reason():
