@@ -69,16 +69,29 @@ class StateBuilder:
         ]
         self._key: tuple[Any, ...] | None = None
         self._fabric: Fabric | None = None
+        self._read: dict[str, tuple[str, Obj]] = {}  # node -> (its resourceVersion, entry)
         self.ledger = Ledger(config.gpu_resource)
 
     def entries(self, nodes: list[Node]) -> tuple[list[Obj], dict[str, str]]:
         entries, excluded = [], {}
         for node in sorted(nodes, key=lambda n: n.name):
             try:
-                entries.append(self._entry(node))
+                entries.append(self._entry_of(node))
             except NodeError as exc:
                 excluded[node.name] = str(exc)
+        names = {n.name for n in nodes}
+        self._read = {n: kept for n, kept in self._read.items() if n in names}
         return entries, excluded
+
+    def _entry_of(self, node: Node) -> Obj:
+        """A node's entry, read again only when the node changed (its resourceVersion)."""
+        version = node.meta.version
+        kept = self._read.get(node.name)
+        if version and kept is not None and kept[0] == version:
+            return kept[1]
+        entry = self._entry(node)
+        self._read[node.name] = (version, entry)
+        return entry
 
     def fabric(self, entries: list[Obj]) -> Fabric:
         key = tuple(

@@ -183,6 +183,7 @@ class Reconciler:
             handle = functools.partial(self.jobs.handle, job, owned, state, pending, running)
             self.driver.isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
+        self.jobs.make()
         self.driver.place(pending, running, state, report, waiting)
         self._launch(report)
         refs = {g.ref().uid for g in groups}
@@ -197,6 +198,7 @@ class Reconciler:
             for uid in set(kept) - live:
                 del kept[uid]
         self.status.forget(live)
+        self.jobs.forget(live)
         self.expect.forget(live)
         self.queue.forget(live)
 

@@ -14,8 +14,10 @@ show yet is not judged (runtime/expect.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+import structlog
 
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState
@@ -38,6 +40,7 @@ from scheduler.placement.repair import piecemeal, repair
 from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
 Pending = dict[str, tuple[JobView, Waiting]]  # job uid -> the job and its unbound gang
 Bound = dict[str, tuple[JobView, list[Pod]]]  # job uid -> the job and its bound pods
 
@@ -54,6 +57,10 @@ def seconds(value: int | None) -> float | None:
 def _stale(view: JobView, pod: Pod) -> bool:
     """An unbound pod made from an earlier generation of its job's spec (a bound one runs on)."""
     return not pod.node and made_from(pod) != generation(view.obj)
+
+
+def _same_spec(old: TrainingJob, new: TrainingJob) -> bool:
+    return old.meta.generation == new.meta.generation and old.spec == new.spec
 
 
 def rank_of(pod: Pod) -> int:
@@ -76,6 +83,23 @@ class TrainingJobs:
     started: dict[str, float]  # shared with the queue driver: when each run began
     place_config: PlaceConfig
     wall: Callable[[], float]  # the API's clock (completion times, for TTLs)
+    # gangs whose pods are to be made this cycle, with their Service and the ranks missing
+    making: list[tuple[JobView, Obj, tuple[int, ...]]] = field(default_factory=list)
+    views: dict[str, JobView] = field(default_factory=dict)  # job uid -> its last translation
+
+    def forget(self, live: set[str]) -> None:
+        self.views = {uid: v for uid, v in self.views.items() if uid in live}
+
+    def _translated(self, job: TrainingJob) -> JobView:
+        """The job's translation, made again only when its spec changed (a new generation, or
+        a spec that differs): parsing and checking a spec was most of a waiting job's share of
+        every cycle. A translation depends on the
+        spec, the job's name and namespace (fixed for its uid) and the config (fixed)."""
+        kept = self.views.get(job.meta.uid)
+        if kept is not None and _same_spec(kept.obj, job):
+            return replace(kept, obj=job)
+        view = self.views[job.meta.uid] = translate(job, self.config)
+        return view
 
     def handle(
         self,
@@ -91,7 +115,7 @@ class TrainingJobs:
             return
         if uid in self.launches or self.expect.waiting(uid):
             return  # its pods being made, or the cache does not show what was just done to it
-        view = translate(job, self.config)
+        view = self._translated(job)
         pods = owned.get(uid, [])
         stale = [p for p in pods if _stale(view, p)]
         if view.spec.suspend:
@@ -113,16 +137,32 @@ class TrainingJobs:
             return
         if self.queue.backing_off(view.uid, self.clock()):
             return  # a failed creation or a restart: not before its backoff has passed
-        if not self.calls.attempt(self.api.ensure_service, view.namespace, service(view)):
-            # without it MASTER_ADDR does not resolve: no pod is made, try again later
-            self.queue.backoff(view.uid, self.clock())
-            self.status.pending(
-                view, "BindFailed", "could not create the rendezvous Service; retrying"
-            )
-            return
         have = {rank_of(p) for p in pods}
         missing = tuple(r for r in range(view.total_pods) if r not in have)
-        self.launches[view.uid] = Launch(view, missing)
+        self.making.append((view, service(view), missing))
+
+    def make(self) -> None:
+        """The Services of this cycle's new gangs, created together on the API threads (one
+        after another, 200 new jobs waited 3 s on them); each gang whose Service exists has its
+        pods made (trainingjob/launch.py). Without it MASTER_ADDR does not resolve: no pod is
+        made, and the job tries again after its backoff."""
+        making, self.making = self.making, []
+        made = self.calls.each(self._service, [(view, body) for view, body, _ in making])
+        for (view, _, missing), ok in zip(making, made, strict=True):
+            if ok:
+                self.launches[view.uid] = Launch(view, missing)
+                continue
+            self.queue.backoff(view.uid, self.clock())
+            message = "could not create the rendezvous Service; retrying"
+            self.status.pending(view, "BindFailed", message)
+
+    def _service(self, item: tuple[JobView, Obj]) -> bool:
+        view, body = item
+        try:
+            return self.calls.attempt(self.api.ensure_service, view.namespace, body)
+        except Exception:  # one Service's surprise must not stop the others'
+            log.exception("service creation failed", job=view.gang.name)
+            return False
 
     def _existing(
         self,

@@ -35,6 +35,7 @@ class MemoryApi:
         self.reject: set[str] = set()  # pod names the API server refuses
         self.unserved: set[str] = set()  # namespaces the operator may not write to
         self.attempts: list[str] = []  # every pod creation asked for
+        self.service_failures: dict[str, Exception] = {}  # job -> what its Service raises
         self.ids = itertools.count()
 
     # reads: typed views of what is stored, as the operator's reader makes them from a list
@@ -75,7 +76,9 @@ class MemoryApi:
         self.job_objs.pop(name, None)
 
     def ensure_service(self, namespace: str, body: Obj) -> None:
-        pass
+        failure = self.service_failures.get(body["metadata"]["name"])
+        if failure is not None:
+            raise failure
 
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:
         self.job_objs[name]["status"] = status
@@ -249,6 +252,24 @@ def test_a_failed_creation_deletes_the_pods_it_made_and_waits_its_backoff(api, r
     reconciler.cycle()
     reconciler.cycle()
     assert all(api.nodes_of("shy").values())
+
+
+def test_a_gang_whose_service_fails_makes_no_pod_and_the_others_are_made(api, reconciler, clock):
+    """Services are created together: one refused, or one that raises the unexpected, keeps
+    its own job's pods from being made (and backs it off), never another job's."""
+    api.service_failures = {"refused": ApiError(403, "forbidden"), "odd": RuntimeError("odd")}
+    for name in ("refused", "odd", "fine"):
+        api.submit(name, 2)
+    reconciler.cycle()
+    reconciler.cycle()
+    assert api.of("refused") == {}
+    assert api.of("odd") == {}
+    assert api.reason("refused") == api.reason("odd") == "BindFailed"
+    assert all(api.nodes_of("fine").values())
+    api.service_failures = {}
+    clock.now += 600  # after its backoff: its pods are made
+    reconciler.cycle()
+    assert len(api.of("refused")) == 2
 
 
 def test_lost_pods_are_made_again_and_bound_near_the_survivors(api, reconciler):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from scheduler.controller.cluster.state import StateBuilder
@@ -154,6 +156,22 @@ def test_node_capacity_is_rounded_down_never_up():
     assert state is not None
     [host] = state.fabric.hosts
     assert (host.gpus, host.cpu_milli, host.memory_mib, host.max_pods) == (7, 1, 1, 10)
+
+
+def test_a_node_is_read_again_when_it_changes_and_only_then():
+    """Entries are kept by resourceVersion: a resized node (a new version) is read again."""
+    builder = StateBuilder(OperatorConfig())
+    before = node("a", {"rackwise.io/rack": "r1"})
+    before["metadata"]["resourceVersion"] = "1"
+    after = copy.deepcopy(before)
+    after["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    gpus = []
+    for version, raw in (("1", before), ("2", after)):
+        raw["metadata"]["resourceVersion"] = version
+        state = builder.build([Node.of(raw)], [])
+        assert state is not None
+        gpus.append(state.fabric.hosts[0].gpus)
+    assert gpus == [8, 4]
 
 
 def test_health_taints_make_a_host_down_and_leave_the_fabric_as_it_is():
