@@ -87,7 +87,7 @@ class Meta:
             created=str(meta.get("creationTimestamp") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
             version=str(meta.get("resourceVersion") or ""),
-            generation=int(meta.get("generation") or 0),
+            generation=_count(meta.get("generation")),
         )
 
     @property
@@ -266,11 +266,11 @@ class JobState:
         placement = status.get("placement")
         return cls(
             phase=str(status["phase"]) if status.get("phase") else None,
-            gpus=int(status.get("gpus") or 0),
-            observed=int(status.get("observedGeneration") or 0),
+            gpus=_count(status.get("gpus")),
+            observed=_count(status.get("observedGeneration")),
             conditions=conditions_of(status),
             placement=placement if isinstance(placement, dict) else None,
-            restarts=int(status["restarts"]) if status.get("restarts") is not None else None,
+            restarts=_count(status["restarts"]) if status.get("restarts") is not None else None,
             finished=str(status["completionTime"]) if status.get("completionTime") else None,
         )
 
@@ -347,6 +347,8 @@ def _whole(value: object) -> TypeGuard[int]:
 
 
 def _count(value: object) -> int:
+    """A whole number as written, else 0: a view is made whatever a writer put there (the
+    schema types these fields; a view must not fail where it does not)."""
     return value if _whole(value) else 0
 
 
@@ -371,5 +373,5 @@ class Lease:
             renewed=str(spec.get("renewTime") or ""),
             duration_s=float(duration) if duration else None,
             acquired=str(spec["acquireTime"]) if spec.get("acquireTime") else None,
-            transitions=int(spec.get("leaseTransitions") or 0),
+            transitions=_count(spec.get("leaseTransitions")),
         )

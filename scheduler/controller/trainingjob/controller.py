@@ -93,8 +93,8 @@ class TrainingJobs:
     def _translated(self, job: TrainingJob) -> JobView:
         """The job's translation, made again only when its spec changed (a new generation, or
         a spec that differs): parsing and checking a spec was most of a waiting job's share of
-        every cycle. A translation depends on the
-        spec, the job's name and namespace (fixed for its uid) and the config (fixed)."""
+        every cycle. A translation depends on nothing else that can change: the spec, the
+        job's name and namespace (fixed for its uid) and the config (fixed)."""
         kept = self.views.get(job.meta.uid)
         if kept is not None and _same_spec(kept.obj, job):
             return replace(kept, obj=job)
@@ -143,7 +143,7 @@ class TrainingJobs:
 
     def make(self) -> None:
         """The Services of this cycle's new gangs, created together on the API threads (one
-        after another, 200 new jobs waited 3 s on them); each gang whose Service exists has its
+        after another, 200 new jobs waited 2.8 s on them); each gang whose Service exists has its
         pods made (trainingjob/launch.py). Without it MASTER_ADDR does not resolve: no pod is
         made, and the job tries again after its backoff."""
         making, self.making = self.making, []

@@ -120,6 +120,8 @@ def test_a_training_job_its_templates_and_its_status():
     assert job.pods_asked == 5
     assert (job.status.phase, job.status.restarts) == ("Running", 2)
     assert TrainingJob.of({"spec": "nonsense"}).spec is None  # the parser reports it
+    odd = TrainingJob.of({"status": {"gpus": "x", "restarts": "two", "conditions": ["?"]}})
+    assert (odd.status.gpus, odd.status.restarts, odd.status.conditions) == (0, 0, ())
 
 
 def test_a_status_written_and_read_back_is_the_same_and_transition_times_do_not_count():
