@@ -24,7 +24,10 @@ CRUX = "Crux (Alibaba, SIGCOMM'24): 36% of jobs contended; iteration +11% beside
 
 
 def setups(workloads: list[str]) -> list[tuple[str, ProfileName, tuple[str, ...]]]:
-    out = [(ProfileName.OVERSUBSCRIBED, ()), (ProfileName.NON_BLOCKING, ())]
+    out: list[tuple[ProfileName, tuple[str, ...]]] = [
+        (ProfileName.OVERSUBSCRIBED, ()),
+        (ProfileName.NON_BLOCKING, ()),
+    ]
     out.append((ProfileName.OVERSUBSCRIBED, ("nvlink", "rack", "spine", "core")))
     return [(w, p, e) for w in workloads for p, e in out]
 

@@ -2,7 +2,8 @@
 and its Lease.
 
 Contract. Each view is made once from the API's JSON (`Pod.of`, `Node.of`, ...), by the informer
-cache when an object arrives or by the reader when it lists, and is frozen: no module below the
+cache when an object arrives or by the reader when it lists, and is frozen (its mappings too, by
+contract: they are plain dicts, for speed, and no one writes into them): no module below the
 gateway indexes the API's dicts, and a field the operator reads is read here, once, with its
 default. Making a view never raises on a well-formed object of its kind: a value that cannot be
 read (a malformed quantity in a pod's requests) is kept as the reason it cannot be, for the part
