@@ -16,14 +16,14 @@ import structlog
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import Reconciler
-from scheduler.controller.runtime.cache import Cache, Informer
+from scheduler.controller.runtime.cache import Cache, Informer, Viewed
 from scheduler.controller.runtime.gateway import ApiError, Gateway
 from scheduler.controller.runtime.leader import AlwaysLeader, Elector
 from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Health, Metrics, configure_logging, serve
 
 Obj = dict[str, Any]
-V = TypeVar("V")
+V = TypeVar("V", bound=Viewed)
 log = structlog.get_logger("rackwise")
 
 

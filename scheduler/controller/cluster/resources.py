@@ -49,11 +49,6 @@ class Charge:
         }
 
 
-def effective(spec: Obj) -> dict[str, Decimal]:
-    """Resource name -> the pod's effective request (base units)."""
-    return requests(spec)
-
-
 def charge(spec: Obj, gpu_resource: str) -> Charge:
     """The charge of a pod spec (one rackwise renders; QuantityError when unreadable)."""
     return charge_of(requests(spec), gpu_resource)

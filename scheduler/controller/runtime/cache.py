@@ -20,10 +20,18 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import Meta, Node, Pod, PodGroup, TrainingJob
 
 Obj = dict[str, Any]
-View = TypeVar("View")
+
+
+class Viewed(Protocol):
+    @property
+    def meta(self) -> Meta: ...
+
+
+View = TypeVar("View", bound=Viewed)
+Kept = TypeVar("Kept")
 log = structlog.get_logger("rackwise")
 
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
@@ -33,7 +41,7 @@ WATCH_SECONDS = 300
 
 
 class Source(Protocol):
-    def list_raw(self, path: str, keep: Callable[[Obj], View]) -> tuple[list[View], str]: ...
+    def list_raw(self, path: str, keep: Callable[[Obj], Kept]) -> tuple[list[Kept], str]: ...
     def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Obj]]: ...
 
 
@@ -84,7 +92,8 @@ class Informer(Generic[View]):
         self.wake()
 
     def _keyed(self, obj: Obj) -> tuple[str, View]:
-        return object_key(obj), self.keep(obj)
+        view = self.keep(obj)
+        return view.meta.key, view
 
     def _absent(self) -> None:
         with self.lock:
@@ -97,14 +106,15 @@ class Informer(Generic[View]):
             self._apply(kind, obj)
 
     def _apply(self, kind: str, obj: Obj) -> None:
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        view = self.keep(obj) if kind in ("ADDED", "MODIFIED") else None
+        meta = view.meta if view is not None else Meta.of(obj)
         with self.lock:
             if kind == "DELETED":
-                self.objects.pop(object_key(obj), None)
-            elif kind in ("ADDED", "MODIFIED"):
-                self.objects[object_key(obj)] = self.keep(obj)
-            if version:
-                self.version = version
+                self.objects.pop(meta.key, None)
+            elif view is not None:
+                self.objects[meta.key] = view
+            if meta.version:
+                self.version = meta.version
         if kind != "BOOKMARK":
             self.wake()
 
@@ -124,12 +134,6 @@ def pod_view(pod: Obj) -> Pod:
         if part in spec:
             kept[part] = [{k: c[k] for k in CONTAINER if k in c} for c in spec[part]]
     return Pod.of({**pod, "spec": kept})
-
-
-def object_key(obj: Obj) -> str:
-    """An object's identity: its uid, else namespace/name."""
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 
 
 class Cache:

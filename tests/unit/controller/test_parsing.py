@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from scheduler.controller.cluster.resources import charge, effective
+from scheduler.controller.cluster.resources import charge
 from scheduler.controller.config import OperatorConfig, PodSecurity, SecurityLevel
-from scheduler.controller.runtime.objects import TrainingJob
+from scheduler.controller.runtime.objects import TrainingJob, requests
 from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse
 from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
@@ -53,7 +53,7 @@ def test_effective_request_is_max_of_init_and_sum_of_containers_plus_overhead():
         ],
         "overhead": {"cpu": "250m"},
     }
-    wanted = effective(spec)
+    wanted = requests(spec)
     assert wanted["cpu"] == Decimal("10.25")  # init 10 > 2 + 1, plus overhead
     assert wanted["nvidia.com/gpu"] == Decimal(6)  # 4 + 2 > 1
     assert charge(spec, "nvidia.com/gpu").cpu_milli == 10_250
