@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test test-labels lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -26,6 +26,10 @@ apiserver:
 
 test: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/pytest -q
+
+# the engines' labels against brute force on 10,000 seeded tiny fabrics (300 in `make test`)
+test-labels: $(STAMP)
+	RACKWISE_LABEL_CASES=10000 $(BIN)/pytest -q tests/unit/placement/test_exact_labels.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check scheduler tests benchmarks

@@ -69,19 +69,20 @@ class Capacity:
 
     @cached_property
     def per_domain(self) -> tuple[dict[int, int], ...]:
-        """level -> {domain index: pods it can hold}."""
+        """level -> {domain index: pods it can hold}: in whole groups of every sliced level,
+        each domain counting only what its sub-domains hold in whole groups of theirs (a raw
+        sum rounded once overstates a domain whose parts each leave a remainder)."""
         fabric = self.snapshot.fabric
-        hosts, pods = self.hosts, self.pods
-        out: list[dict[int, int]] = []
-        for column in fabric.columns:
-            domains = column[hosts]
-            sums = np.bincount(domains, weights=pods, minlength=0).astype(np.int64)
-            used = np.unique(domains)
-            out.append(dict(zip(used.tolist(), sums[used].tolist(), strict=True)))
         size = slices.sizes(fabric, self.gang)
+        domains, pods = self.hosts, self.pods
+        out = [dict(zip(domains.tolist(), pods.tolist(), strict=True))]
         for level in range(1, fabric.depth):
-            if size[level] > 1:
-                out[level] = {d: c - c % size[level] for d, c in out[level].items()}
+            domains, inverse = np.unique(
+                fabric.parent_columns[level - 1][domains], return_inverse=True
+            )
+            pods = np.bincount(inverse, weights=pods).astype(np.int64)
+            pods -= pods % size[level]
+            out.append(dict(zip(domains.tolist(), pods.tolist(), strict=True)))
         rack_cap = self.gang.max_pods_per_rack
         if rack_cap is not None:
             out[Tier.RACK] = {d: min(c, rack_cap) for d, c in out[Tier.RACK].items()}

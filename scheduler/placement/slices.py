@@ -88,7 +88,10 @@ def fill(
 ) -> dict[int, int] | None:
     """Counts for `need` pods taken from hosts in `order`, a whole number of groups in every
     domain of every sliced level (each domain taken whole in turn); None if they fall short."""
-    budget = budgets(fabric, size, slots)
+    hosts = [h for h in dict.fromkeys(order) if h in slots]
+    # budgets count only the hosts offered: a domain's budget over hosts not in `order` would
+    # have it give a count it cannot make whole
+    budget = budgets(fabric, size, {h: slots[h] for h in hosts})
     sliced = [lv for lv in range(fabric.top, 0, -1) if size[lv] > 1]
     counts: dict[int, int] = {}
 
@@ -111,5 +114,5 @@ def fill(
             target -= give - go(i + 1, members, give)
         return target
 
-    left = go(0, [h for h in order if h in slots], need)
+    left = go(0, hosts, need)
     return counts if left == 0 else None

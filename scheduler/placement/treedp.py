@@ -97,7 +97,7 @@ class TreeDP:
         key, hosts, slots, starts = self._leaves()
         sizes = np.diff(np.append(starts, len(key)))
         nvlink = key[starts] >= 0
-        group = np.where(nvlink, self.size[NVLINK], self.size[RACK])
+        group = np.where(self._whole_rack(key[starts]), self.size[RACK], self.size[NVLINK])
         total = np.cumsum(slots)
         total -= np.repeat(total[starts] - slots[starts], sizes)  # per leaf
         total -= total % np.repeat(group, sizes)
@@ -224,6 +224,14 @@ class TreeDP:
         order = np.lexsort((hosts, -slots, key))
         key, hosts, slots = key[order], hosts[order], slots[order]
         return key, hosts, slots, np.flatnonzero(np.diff(key, prepend=key[0] - 1))
+
+    def _whole_rack(self, keys: Ints) -> npt.NDArray[np.bool_]:
+        """Which leaves are all their rack offers: the hosts outside NVLink of a rack with no
+        NVLink domain in the capacity. Only such a leaf may count whole rack slices; where a rack
+        has both, its outside hosts are a part of it, and the rack's merge rounds their sum with
+        its NVLink domains' (rounding each part alone loses the slice they make together)."""
+        mixed = np.unique(self.fabric.parent_columns[NVLINK][keys[keys >= 0]])
+        return (keys < 0) & ~np.isin(-1 - keys, mixed)
 
     def _fresh_racks(self) -> set[int]:
         return set(range(len(self.fabric.names[RACK]))) - self.capacity.snapshot.busy_racks()

@@ -10,13 +10,21 @@ from scheduler.placement import slices
 from scheduler.placement.capacity import Capacity
 
 
-def take(capacity: Capacity, hosts: Iterable[int], n: int | None = None) -> dict[int, int] | None:
-    """Take pods from hosts in order until n (default: the gang) are placed; None if short."""
+def take(
+    capacity: Capacity, hosts: Iterable[int], n: int | None = None, within: int | None = None
+) -> dict[int, int] | None:
+    """Take pods from hosts in order until n (default: the gang) are placed; None if short.
+
+    `within`: the hosts lie in one domain of that level and n is that domain's share, the
+    slices above it kept by the caller (a descent that gives each domain a whole number)."""
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
     need = gang.pods if n is None else n
     if gang.slices:  # a sliced domain is taken whole, in the order its hosts come
-        return slices.fill(fabric, slices.sizes(fabric, gang), capacity.slots, hosts, need)
+        size = slices.sizes(fabric, gang)
+        if within is not None:
+            size = tuple(s if lv <= within else size[within] for lv, s in enumerate(size))
+        return slices.fill(fabric, size, capacity.slots, hosts, need)
     group = gang.tp_pods
     nvlink, rack = fabric.domain[Tier.NVLINK], fabric.domain[Tier.RACK]
     rack_room: dict[int, int] = {}

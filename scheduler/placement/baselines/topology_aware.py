@@ -96,7 +96,7 @@ def _kueue(capacity: Capacity, pick: Pick) -> dict[int, int] | None:
     counts: dict[int, int] = {}
     for domain, share in shares:
         by_fit = sorted(hosts[domain], key=lambda hc: (-hc[1], hc[0]))
-        got = take(capacity, [h for h, _ in by_fit], share)
+        got = take(capacity, [h for h, _ in by_fit], share, within=Tier.NVLINK)
         if got is None:
             return None
         counts.update(got)
@@ -145,8 +145,8 @@ def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
         order.append(d)
         n -= c
     rack = capacity.snapshot.fabric.domain[Tier.RACK]
+    # the leaves chosen first, then the switch's others in order: where the chosen leaves'
+    # free slots cannot be cut into the gang's slices, the job goes on to the next leaf
     position = {d: i for i, d in enumerate(order)}
-    hosts = sorted(
-        (h for h in scope.slots if rack[h] in position), key=lambda h: (position[rack[h]], h)
-    )
+    hosts = sorted(scope.slots, key=lambda h: (position.get(rack[h], len(order)), rack[h], h))
     return take(scope, hosts)

@@ -14,6 +14,7 @@ from scheduler.placement.cost import traffic
 from scheduler.placement.cpsat.solve import model_solve
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.scoring import level_weights
+from scheduler.placement.slices import fill, sizes
 from scheduler.topology import Fabric, generate
 from tests.conftest import fragmented
 from tests.unit.placement.bruteforce import spreads
@@ -231,3 +232,32 @@ def test_the_model_keeps_slices_under_the_inference_objectives(pool):
             model = model_solve(capacity, lower_bound(capacity, weights), weights, config, None)
             if model is not None:
                 assert keeps_slices(fabric, gang, model.counts), (layer, seed)
+
+
+# one host a rack, two racks a spine, two spines: small enough to say by hand what each holds
+SPINES = Fabric(generate(blocks=2, racks=2, hosts=1, gpus=8))
+NESTED = (Slice(level="rack", size=2), Slice(level="spine", size=4))
+
+
+def test_a_domain_holds_only_whole_slices_of_its_parts():
+    """Racks with room for 5 and 3 pods hold 4 and 2 in whole rack slices, so their spine holds
+    6, and 4 in whole spine slices: not the 8 its raw sum rounds to."""
+    snapshot = fragmented(SPINES, busy=0.0, seed=0)
+    snapshot.use("h0-0", 3)
+    snapshot.use("h1-0", 5)
+    gang = GangRequest(name="g", pods=8, gpus_per_pod=1, slices=NESTED)
+    per_domain = Capacity.of(snapshot, gang).per_domain
+    assert per_domain[SPINES.index("rack")][0] == 4
+    assert per_domain[SPINES.index("spine")][0] == 4
+
+
+def test_a_fill_from_some_hosts_makes_every_domain_whole_or_gives_up():
+    """A baseline that offers only some hosts of a domain (Slurm's chosen leaves) must not be
+    given a count for the domain that its other hosts would have made whole."""
+    gang = GangRequest(name="g", pods=2, gpus_per_pod=1, slices=(Slice(level="spine", size=2),))
+    slots = dict.fromkeys(range(4), 1)  # one pod on each host; hosts 0, 1 in spine 0
+    size = sizes(SPINES, gang)
+    # of spine 0 only host 0 is offered: one pod, not a slice; spine 1 takes the gang
+    assert fill(SPINES, size, slots, [0, 2, 3], 2) == {2: 1, 3: 1}
+    assert fill(SPINES, size, slots, [0, 2], 2) is None
+    assert fill(SPINES, size, slots, [0, 2, 1], 2) == {0: 1, 1: 1}
