@@ -38,12 +38,22 @@ def objective_of(gang: GangRequest) -> Objective:
 
 
 class ParallelShape(BaseModel):
-    """dp x tp x pp in GPUs; tp GPUs form a tensor-parallel group that must stay on NVLink."""
+    """dp x tp x pp in GPUs; tp GPUs form a tensor-parallel group that must stay on NVLink.
+
+    `ep` (expert parallel, MoE) divides dp: the experts of a layer are spread over ep
+    consecutive data-parallel ranks, which exchange tokens all-to-all (topology/traffic.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     dp: int = Field(default=1, ge=1)
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _experts(self) -> ParallelShape:
+        if self.dp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide dp={self.dp}")
+        return self
 
     @property
     def gpus(self) -> int:

@@ -64,6 +64,7 @@ class Shape(Closed):
     dp: StrictInt = Field(default=1, ge=1)
     tp: StrictInt = Field(default=1, ge=1)
     pp: StrictInt = Field(default=1, ge=1)
+    ep: StrictInt = Field(default=1, ge=1)
 
 
 class RepairPolicy(StrEnum):

@@ -1,0 +1,157 @@
+"""What a placed training job sends, and between which GPUs, in one step, by traffic class.
+
+Contract. Takes a gang's parallel shape (tp, ep, pp, dp), the bytes each GPU moves per step in
+each class (`StepBytes`) and the GPU that holds each rank, ranks ordered [TP, EP, PP, DP]: TP
+varies fastest, then the expert-parallel part of data parallelism, then pipeline stages, then
+the rest of data parallelism (the order of Megatron-LM and Llama 3, so TP groups are
+consecutive GPUs of a host or NVLink domain). Decides the step's flows:
+- tensor parallel: a ring over each TP group (reduce-scatter + all-gather: each member sends
+  2 (k - 1) / k of its message to its successor);
+- data parallel: a ring over each data-parallel group (the ranks of one TP position and one
+  stage), the same ring sums;
+- pipeline: each stage's ranks send activations to the next stage's and receive gradients back
+  (one flow each way per data-parallel rank and TP position);
+- expert parallel: all-to-all inside each EP group, each member sending 1/k of its tokens to
+  each member (itself included: that share stays on the GPU).
+Promises: the flows of a class carry, summed over a GPU, exactly what the class's collective
+sends from it (a ring 2 (k - 1) / k of the message; an all-to-all (k - 1) / k); nothing else.
+Where a flow goes on the fabric, and how fast, is sharing.py's.
+
+Bytes per step come from the model (`step_bytes`, after Narayanan et al., "Efficient
+Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, and the
+DeepSeek-V3 technical report for the all-to-all), or are given per class.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scheduler.model.gang import ParallelShape
+
+
+class Traffic(StrEnum):
+    TENSOR = "tp"
+    EXPERT = "ep"
+    PIPELINE = "pp"
+    DATA = "dp"
+
+
+@dataclass(frozen=True)
+class StepBytes:
+    """GB each GPU moves per step in each class: the message of its ring (TP, DP), of each
+    stage boundary (PP), the tokens it dispatches and combines (EP)."""
+
+    tensor: float = 0.0
+    expert: float = 0.0
+    pipeline: float = 0.0
+    data: float = 0.0
+
+    def of(self, traffic: Traffic) -> float:
+        return {
+            Traffic.TENSOR: self.tensor,
+            Traffic.EXPERT: self.expert,
+            Traffic.PIPELINE: self.pipeline,
+            Traffic.DATA: self.data,
+        }[traffic]
+
+
+@dataclass(frozen=True, order=True)
+class Gpu:
+    """One GPU: its host and its position on the host (the lane of its NIC, rails)."""
+
+    host: int
+    lane: int
+
+
+@dataclass(frozen=True)
+class Flow:
+    traffic: Traffic
+    src: Gpu
+    dst: Gpu
+    gb: float  # per step
+
+
+def rank(shape: ParallelShape, t: int, e: int, p: int, d: int) -> int:
+    """The rank of TP position t, expert position e, stage p, outer data-parallel position d."""
+    return t + shape.tp * (e + shape.ep * (p + shape.pp * d))
+
+
+def groups(shape: ParallelShape, traffic: Traffic) -> list[list[int]]:
+    """The ranks that take part in each collective of a class (for PP, each chain of stages)."""
+    outer = range(shape.dp // shape.ep)
+    tp, ep, pp = range(shape.tp), range(shape.ep), range(shape.pp)
+    r = rank
+    if traffic is Traffic.TENSOR:
+        return [[r(shape, t, e, p, d) for t in tp] for d in outer for p in pp for e in ep]
+    if traffic is Traffic.EXPERT:
+        return [[r(shape, t, e, p, d) for e in ep] for d in outer for p in pp for t in tp]
+    if traffic is Traffic.PIPELINE:
+        return [[r(shape, t, e, p, d) for p in pp] for d in outer for e in ep for t in tp]
+    return [[r(shape, t, e, p, d) for d in outer for e in ep] for p in pp for t in tp]
+
+
+def flows(shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu]) -> list[Flow]:
+    """Every flow of one step; `gpus[rank]` holds that rank. Flows inside one GPU are left out."""
+    if len(gpus) != shape.gpus:
+        raise ValueError(f"{len(gpus)} GPUs for a shape of {shape.gpus}")
+    out: list[Flow] = []
+    for traffic in Traffic:
+        gb = step.of(traffic)
+        if gb > 0:
+            for group in groups(shape, traffic):
+                members = [gpus[i] for i in group]
+                out += [f for f in _collective(traffic, members, gb) if f.src != f.dst]
+    return out
+
+
+def _collective(traffic: Traffic, members: list[Gpu], gb: float) -> Iterator[Flow]:
+    k = len(members)
+    if k < 2:
+        return
+    if traffic is Traffic.EXPERT:
+        yield from (Flow(traffic, a, b, gb / k) for a in members for b in members)
+    elif traffic is Traffic.PIPELINE:
+        for a, b in itertools.pairwise(members):
+            yield Flow(traffic, a, b, gb)
+            yield Flow(traffic, b, a, gb)
+    else:
+        sent = 2 * (k - 1) / k * gb
+        yield from (Flow(traffic, a, members[(i + 1) % k], sent) for i, a in enumerate(members))
+
+
+@dataclass(frozen=True)
+class Model:
+    """What sets a step's bytes: a transformer's size and a step's tokens (bf16 throughout).
+    MoE layers are `moe_share` of the layers; each token goes to `topk` experts."""
+
+    params_b: float  # parameters, billions (dense part for MoE)
+    hidden: int
+    layers: int
+    seq: int
+    micro_batch: int
+    micro_batches: int  # per step per data-parallel rank (gradient accumulation)
+    moe_share: float = 0.0
+    topk: int = 0
+
+
+BF16 = 2  # bytes per element
+
+
+def step_bytes(model: Model, shape: ParallelShape) -> StepBytes:
+    """Per-GPU GB per step (Megatron-LM, SC'21, section 3): TP all-reduces 2 x per layer forward
+    and 2 x backward of the micro-batch's activations; PP sends one activation tensor per
+    micro-batch each way; DP reduces this GPU's gradient shard once per step; EP dispatches and
+    combines each token to its top-k experts, forward and backward (4 all-to-alls per MoE
+    layer, DeepSeek-V3 report). The stage holds layers / pp of them."""
+    act = model.seq * model.micro_batch * model.hidden * BF16 / 1e9  # GB per micro-batch
+    layers = model.layers / shape.pp
+    per_step = model.micro_batches
+    tensor = 4 * layers * act * per_step if shape.tp > 1 else 0.0
+    pipeline = act * per_step if shape.pp > 1 else 0.0
+    data = model.params_b * 1e9 * BF16 / (shape.tp * shape.pp) / 1e9
+    moe = layers * model.moe_share
+    expert = 4 * moe * model.topk * act / shape.tp * per_step if shape.ep > 1 else 0.0
+    return StepBytes(tensor=tensor, expert=expert, pipeline=pipeline, data=data)

@@ -1,0 +1,249 @@
+"""Sharing by demand (topology/sharing.py) on cases computed by hand (issue 34's list), and the
+flows of each parallel shape (topology/traffic.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler.model import ParallelShape
+from scheduler.model.topology import HostSpec, Tier, TopologySpec
+from scheduler.topology import Fabric
+from scheduler.topology.sharing import Links, Resource, Sharing, stretch
+from scheduler.topology.traffic import Gpu, Model, StepBytes, Traffic, flows, groups, step_bytes
+
+RACK, SPINE, CORE = Tier.RACK, Tier.BLOCK, Tier.BLOCK + 1
+FLAT = {RACK: 1.0, SPINE: 1.0, CORE: 1.0}
+
+
+def fabric(spines: int, racks: int, hosts: int, gpus: int, nvlink: bool = False) -> Fabric:
+    """hosts h<s><r><i>; with `nvlink`, each rack is one NVLink domain (an NVL72 rack)."""
+    out = []
+    for s in range(spines):
+        for r in range(racks):
+            for i in range(hosts):
+                domains = {"core": "c0", "spine": f"s{s}", "rack": f"r{r}"}
+                domains |= {"nvlink": "nvl"} if nvlink else {}
+                out.append(HostSpec(name=f"h{s}{r}{i:02d}", gpus=gpus, domains=domains))
+    return Fabric(TopologySpec(hosts=tuple(out)))
+
+
+def one_gpu_each(hosts: list[int]) -> list[Gpu]:
+    return [Gpu(h, 0) for h in hosts]
+
+
+def ring(hosts: list[int]) -> list:
+    return flows(ParallelShape(dp=len(hosts)), StepBytes(data=1.0), one_gpu_each(hosts))
+
+
+def all_to_all(gpus: list[Gpu]) -> list:
+    n = len(gpus)
+    return flows(ParallelShape(dp=n, ep=n), StepBytes(expert=1.0), gpus)
+
+
+def speeds(f: Fabric, links: Links, jobs: dict[int, list]) -> dict[int, float]:
+    sharing = Sharing(f, links)
+    for j, fl in jobs.items():
+        sharing.add(j, fl)
+    return sharing.speeds()
+
+
+# two spines of 8 one-GPU hosts; the spines' uplinks 3:1
+TWO_SPINES = fabric(spines=2, racks=1, hosts=8, gpus=1)
+THREE_TO_ONE = Links(oversubscription={RACK: 1.0, SPINE: 3.0, CORE: 1.0})
+A = [0, 1, 2, 3, 8, 9, 10, 11]  # 4 | 4 across the spines
+B = [4, 5, 6, 7, 12, 13, 14, 15]
+
+
+def test_two_rings_split_across_3_to_1_spines_are_not_slowed():
+    """Each ring leaves each spine once each way: 50 + 50 GB/s on 8 x 50 / 3 = 133."""
+    got = speeds(TWO_SPINES, THREE_TO_ONE, {1: ring(A), 2: ring(B)})
+    assert got == {1: pytest.approx(1.0), 2: pytest.approx(1.0)}
+
+
+def test_two_all_to_alls_split_across_3_to_1_spines_share_the_uplink():
+    """Each GPU sends 1/8 to each member: 7/8 through its NIC (0.0175 s per GB at 50 GB/s),
+    4 x 4 / 8 = 2 GB across the spine, 114.3 GB/s each alone; two on 133.3: 7/12 each. (The
+    issue's 2/3 counts half of a NIC's traffic as crossing; the member's own 1/8 stays.)"""
+    got = speeds(
+        TWO_SPINES, THREE_TO_ONE, {1: all_to_all(one_gpu_each(A)), 2: all_to_all(one_gpu_each(B))}
+    )
+    assert got == {1: pytest.approx(7 / 12), 2: pytest.approx(7 / 12)}
+
+
+# one spine, two racks of two one-GPU hosts: each rack's uplink is 2 x 50 GB/s = two paths
+TWO_RACKS = fabric(spines=1, racks=2, hosts=2, gpus=1)
+
+
+def placed(paths: dict[tuple[int, int], int]):
+    """A hash that puts flow k of job j on paths[j, k]."""
+    return lambda _seed, job, _resource, k, _paths: paths[job, k]
+
+
+@pytest.mark.parametrize(
+    ("flows_per_job", "paths", "expected"),
+    [
+        (1, {(1, 0): 0, (2, 0): 0}, 0.5),  # one path for both: half speed
+        (1, {(1, 0): 0, (2, 0): 1}, 1.0),  # one path each: full
+        (2, {(1, 0): 0, (1, 1): 1, (2, 0): 0, (2, 1): 1}, 1.0),  # F = 2 spread: full
+    ],
+)
+def test_one_flow_rings_on_an_uplink_of_two_paths(flows_per_job, paths, expected):
+    links = Links(
+        oversubscription=FLAT,
+        ecmp=frozenset({RACK}),
+        flows=flows_per_job,
+        hash=placed(paths),
+    )
+    got = speeds(TWO_RACKS, links, {1: ring([0, 2]), 2: ring([1, 3])})
+    assert got == {1: pytest.approx(expected), 2: pytest.approx(expected)}
+
+
+def test_hashed_flows_never_overfill_a_path():
+    links = Links(oversubscription=FLAT, ecmp=frozenset({RACK}), flows=1)
+    for seed in range(20):
+        sharing = Sharing(TWO_RACKS, Links(**{**links.__dict__, "seed": seed}))
+        sharing.add(1, ring([0, 2]))
+        sharing.add(2, ring([1, 3]))
+        speed = sharing.speeds()
+        assert all(min(abs(s - 0.5), abs(s - 1.0)) < 1e-9 for s in speed.values()), speed
+        assert_within_capacity(sharing, speed)
+
+
+# two GB200 NVL72 racks: 18 trays of 4 GPUs, each rack one NVLink domain
+NVL72 = fabric(spines=1, racks=2, hosts=18, gpus=4, nvlink=True)
+
+
+def trays(first: int, count: int) -> list[Gpu]:
+    return [Gpu(h, lane) for h in range(first, first + count) for lane in range(4)]
+
+
+def test_an_expert_group_split_across_two_nvl72_domains_is_stretched():
+    """32 GPUs 16 | 16: each sends 15/32 over NVLink and 16/32 through its NIC, 0.01 s per GB
+    against 31/32 / 900 compact: 9.29x the communication; at a share of 0.2, 2.66x the step."""
+    sharing = Sharing(NVL72, Links(oversubscription=FLAT))
+    fl = all_to_all(trays(0, 4) + trays(18, 4))
+    sharing.add(1, fl)
+    actual = sharing.comm_seconds()[1]
+    compact = sharing.compact_seconds(fl, fits=True)
+    assert actual == pytest.approx(16 / 32 / 50)
+    assert compact == pytest.approx(31 / 32 / 900)
+    assert stretch(0.2, compact, actual) == pytest.approx(0.8 + 0.2 * 16 * 900 / (31 * 50))
+    assert stretch(0.2, compact, actual) == pytest.approx(2.66, abs=0.005)
+
+
+def test_a_data_parallel_job_across_the_trays_of_one_nvl72_is_not_stretched():
+    sharing = Sharing(NVL72, Links(oversubscription=FLAT))
+    fl = flows(ParallelShape(dp=64), StepBytes(data=1.0), trays(0, 16))
+    sharing.add(1, fl)
+    actual = sharing.comm_seconds()[1]
+    assert stretch(0.2, sharing.compact_seconds(fl, fits=True), actual) == pytest.approx(1.0)
+
+
+# three 8-GPU hosts in one rack, each its own NVLink domain
+HGX = fabric(spines=1, racks=1, hosts=3, gpus=8)
+
+
+def tp4_dp2(first: Gpu, second: Gpu) -> list:
+    """TP 4 inside each pod, DP 2 between the pods: four rings, one per TP position."""
+    gpus = [Gpu(first.host, first.lane + t) for t in range(4)]
+    gpus += [Gpu(second.host, second.lane + t) for t in range(4)]
+    return flows(ParallelShape(dp=2, tp=4), StepBytes(tensor=1.0, data=1.0), gpus)
+
+
+@pytest.mark.parametrize(("per_gpu_nic", "expected"), [(True, 1.0), (False, 0.5)])
+def test_two_4_gpu_pods_of_two_jobs_on_one_host(per_gpu_nic, expected):
+    """With a NIC per GPU the two pods' rings leave by different NICs; with one 400 GB/s NIC
+    per host they share it and each gets half."""
+    nic = 50.0 if per_gpu_nic else 400.0
+    links = Links(oversubscription=FLAT, per_gpu_nic=per_gpu_nic, nic_gbps=nic)
+    jobs = {1: tp4_dp2(Gpu(0, 0), Gpu(1, 0)), 2: tp4_dp2(Gpu(0, 4), Gpu(2, 0))}
+    assert speeds(HGX, links, jobs) == {1: pytest.approx(expected), 2: pytest.approx(expected)}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ([0, 2], [1, 3], 0.5),  # ranks A1, B1 | A2, B2: both rings cross the racks' uplinks
+        ([0, 1], [2, 3], 1.0),  # A1, A2 | B1, B2: neither does
+    ],
+)
+def test_rank_order_over_a_2_to_1_rack_uplink(a, b, expected):
+    links = Links(oversubscription={RACK: 2.0, SPINE: 1.0, CORE: 1.0})
+    got = speeds(TWO_RACKS, links, {1: ring(a), 2: ring(b)})
+    assert got == {1: pytest.approx(expected), 2: pytest.approx(expected)}
+
+
+def assert_within_capacity(sharing: Sharing, speed: dict[int, float]) -> None:
+    used: dict[Resource, float] = {}
+    for j, job in sharing.jobs.items():
+        for r, gb in job.load.items():
+            used[r] = used.get(r, 0.0) + speed[j] * gb / job.alone
+    for r, rate in used.items():
+        assert rate <= sharing.capacity(r) * (1 + 1e-9), r
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_jobs_never_overfill_a_resource_and_a_lone_job_runs_at_full_speed(seed):
+    rng = random.Random(seed)
+    f = fabric(spines=2, racks=2, hosts=3, gpus=2)
+    links = Links(
+        oversubscription={RACK: rng.choice([1.0, 2.0]), SPINE: rng.choice([1.0, 3.0]), CORE: 1.0},
+        ecmp=frozenset({RACK}) if rng.random() < 0.5 else frozenset(),
+        flows=rng.choice([1, 2, 4]),
+        seed=seed,
+    )
+    sharing = Sharing(f, links)
+    free = [Gpu(h, lane) for h in range(len(f.hosts)) for lane in range(2)]
+    rng.shuffle(free)
+    for j in range(rng.randint(1, 4)):
+        n = rng.choice([2, 4])
+        gpus, free = free[:n], free[n:]
+        shape = rng.choice([ParallelShape(dp=n), ParallelShape(dp=n, ep=n)])
+        sharing.add(j, flows(shape, StepBytes(expert=1.0, data=1.0), gpus))
+    speed = sharing.speeds()
+    assert all(0 < s <= 1 + 1e-12 for s in speed.values())
+    assert_within_capacity(sharing, speed)
+    lone = Sharing(f, links)
+    lone.add(0, sharing.jobs[0].flows)
+    assert lone.speeds() == {0: pytest.approx(1.0)}
+
+
+def test_each_class_sends_what_its_collective_sends():
+    shape = ParallelShape(dp=4, tp=2, pp=2, ep=2)
+    gpus = [Gpu(r, 0) for r in range(shape.gpus)]
+    step = StepBytes(tensor=1.0, expert=1.0, pipeline=1.0, data=1.0)
+    sent: dict[Traffic, float] = {}
+    for f in flows(shape, step, gpus):
+        sent[f.traffic] = sent.get(f.traffic, 0.0) + f.gb
+    # per GPU: ring 2 (k - 1) / k, all-to-all (k - 1) / k, pipeline 1 each way per boundary
+    assert sent[Traffic.TENSOR] == pytest.approx(16 * 2 * 1 / 2)
+    assert sent[Traffic.DATA] == pytest.approx(16 * 2 * 3 / 4)
+    assert sent[Traffic.EXPERT] == pytest.approx(16 * 1 / 2)
+    assert sent[Traffic.PIPELINE] == pytest.approx(8 * 2)
+
+
+def test_ranks_are_ordered_tp_then_ep_then_pp_then_dp():
+    shape = ParallelShape(dp=4, tp=2, pp=2, ep=2)
+    assert groups(shape, Traffic.TENSOR)[0] == [0, 1]
+    assert groups(shape, Traffic.EXPERT)[0] == [0, 2]
+    assert groups(shape, Traffic.PIPELINE)[0] == [0, 4]
+    assert groups(shape, Traffic.DATA)[0] == [0, 2, 8, 10]
+
+
+def test_an_expert_width_that_does_not_divide_data_parallelism_is_refused():
+    with pytest.raises(ValueError, match="ep=3 must divide dp=4"):
+        ParallelShape(dp=4, ep=3)
+
+
+def test_step_bytes_follow_the_model_and_the_shape():
+    model = Model(params_b=8.0, hidden=4096, layers=32, seq=8192, micro_batch=1, micro_batches=8)
+    dense = step_bytes(model, ParallelShape(dp=8, tp=8, pp=4))
+    act = 8192 * 4096 * 2 / 1e9
+    assert dense.tensor == pytest.approx(4 * 8 * act * 8)
+    assert dense.pipeline == pytest.approx(act * 8)
+    assert dense.data == pytest.approx(8e9 * 2 / 32 / 1e9)
+    assert dense.expert == 0.0
+    moe = Model(**{**model.__dict__, "moe_share": 1.0, "topk": 8})
+    assert step_bytes(moe, ParallelShape(dp=8, ep=8)).expert == pytest.approx(4 * 32 * 8 * act * 8)
