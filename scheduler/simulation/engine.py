@@ -28,9 +28,8 @@ from scheduler.queue import (
 from scheduler.queue.effects import apply
 from scheduler.queue.reclaim import pods_by_pool
 from scheduler.simulation.config import SimConfig, queue_config
-from scheduler.simulation.network import Network
+from scheduler.simulation.fabricload import fabric_load
 from scheduler.simulation.records import JobState, SimResult
-from scheduler.simulation.slowdown import Reference, stretch, uncontended_gbps
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology.fabric import Fabric
 
@@ -97,8 +96,7 @@ class Simulation:
         self.policy = policy
         self.config = config
         self.snapshot = Snapshot(fabric)
-        self.reference = Reference(fabric)
-        self.network = Network(fabric, config.fabric)
+        self.load = fabric_load(fabric, config.fabric, config.seed)
         self.queue = SchedulingQueue(queue_config(config, policy))
         self.running: dict[str, Running] = {}
         self.woken: set[float] = set()
@@ -224,7 +222,6 @@ class Simulation:
         state.overhead = self.config.restart.seconds(len(hosts)) if again else 0.0
         state.run_work = state.work_left
         state.progress_at = now + state.overhead
-        state.reference_gbps = self.reference.gbps(state.gang)
         state.stretch = 1.0
         if state.first_start is None:
             state.first_start = now
@@ -239,14 +236,7 @@ class Simulation:
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
         self._busy(state.gang.pool, state.gang.all_gpus, now)
-        self._ring(state, hosts, now)
-
-    def _ring(self, state: JobState, hosts: list[int], now: float) -> None:
-        """Join the network: the oracle's rings share nothing and run at their compact rate."""
-        shared = self.config.fabric.shared
-        state.cap_gbps = uncontended_gbps(self.fabric, hosts) if shared else state.reference_gbps
-        links = self.network.crossed(hosts) if state.share and shared else ()
-        for order in self.network.start(state.order, state.cap_gbps, links) | {state.order}:
+        for order in self.load.start(state):  # its own rate, and those of the jobs it meets
             self._rerate(self.states[order], now)
 
     def _advance(self, state: JobState, now: float) -> None:
@@ -260,7 +250,7 @@ class Simulation:
         inside = min(now, end) - max(state.progress_at, start)
         if inside > 0:
             self.result.useful_gpu_s += state.gang.all_gpus * inside / state.stretch
-        if state.stretch > stretch(state.share, state.reference_gbps, state.cap_gbps) + 1e-9:
+        if state.stretch > self.load.lone(state) + 1e-9:
             state.contended_s += elapsed  # the stretch of the interval is still the old one
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0
         state.comm_gpu_s += state.gang.gpus * elapsed * max(comm, 0.0) / state.stretch
@@ -270,8 +260,7 @@ class Simulation:
     def _rerate(self, state: JobState, now: float) -> None:
         """The ring's rate changed (or the run began): finish at the new pace."""
         self._advance(state, now)
-        rate = self.network.rates.get(state.order, state.cap_gbps)
-        state.stretch = stretch(state.share, state.reference_gbps, rate)
+        state.stretch = self.load.stretch(state)
         state.due = state.progress_at + state.work_left * state.stretch
         self.push(state.due, FINISH, state.order)
 
@@ -292,7 +281,7 @@ class Simulation:
         state.placement = None
         self.running.pop(state.job.id, None)
         self._busy(state.gang.pool, -state.gang.all_gpus, now)
-        for order in self.network.stop(state.order):
+        for order in self.load.stop(state.order):
             if self.states[order].placement is not None:
                 self._rerate(self.states[order], now)
         return worked

@@ -69,7 +69,7 @@ class Network:
             level, domain = link
             spec = self.fabric.spec.levels[level]
             hosts = sum(1 for h in self.fabric.domain[level] if h == domain)
-            ratio = self.profile.oversubscription(level, spec.oversubscription)
+            ratio = self.profile.oversubscription(level, spec.oversubscription, spec.name)
             self._capacity[link] = hosts * spec.bandwidth_gbps / ratio
         return self._capacity[link]
 

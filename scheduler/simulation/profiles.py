@@ -39,20 +39,39 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class SharingModel(StrEnum):
+    """How running jobs slow each other (docs/design.md, "The fabric model")."""
+
+    RINGS = "rings"  # one ring per job at its NIC rate, shared max-min (simulation/network.py)
+    DEMAND = "demand"  # each job's traffic by class on every link it crosses (topology/sharing.py)
+
+
 class FabricProfile(Frozen):
     name: ProfileName = ProfileName.OVERSUBSCRIBED
     # levels (by name) whose rings hash onto paths: see the module's note on ECMP
     ecmp: tuple[str, ...] = ()
+    sharing: SharingModel = SharingModel.RINGS
+    # the demand model's links (topology/links.py): a NIC per GPU (HGX, NVL72 trays) or one per
+    # host; F flows per job per link at an ECMP level (1: plain ECMP; 16: Llama 3's queue pairs)
+    per_gpu_nic: bool = True
+    flows: int = Field(default=1, ge=1)
+    # level name -> oversubscription, over the profile's rule (never for the oracle): e.g. a
+    # fabric non-blocking inside its pods and 1:7 between them, as Llama 3's, `{core: 7}`
+    ratios: dict[str, float] = Field(default_factory=dict)
 
     @property
     def shared(self) -> bool:
         """False for the oracle: no ring ever meets another and every run is compact."""
         return self.name != ProfileName.ORACLE
 
-    def oversubscription(self, level: int, topology: float) -> float:
+    def oversubscription(self, level: int, topology: float, name: str = "") -> float:
         """The oversubscription of the links that leave a domain of this level (position in
         the tree: the NIC level is never oversubscribed)."""
-        if level <= Tier.NVLINK or self.name in (ProfileName.NON_BLOCKING, ProfileName.ORACLE):
+        if level <= Tier.NVLINK or self.name is ProfileName.ORACLE:
+            return 1.0
+        if name in self.ratios:
+            return self.ratios[name]
+        if self.name is ProfileName.NON_BLOCKING:
             return 1.0
         if self.name == ProfileName.OVERSUBSCRIBED:
             return 1.0 if level == Tier.RACK else 3.0

@@ -14,7 +14,7 @@ from scheduler.io import load_yaml
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import POLICIES
 from scheduler.simulation.config import SimConfig
-from scheduler.simulation.synthetic import diurnal_serving, llm_mix
+from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.topology import from_lingjun_csv, generate, load_topology
 
@@ -65,7 +65,8 @@ class TraceSource(Strict):
     # before `load` rescales the arrivals
     # diurnal-serving: online-inference replicas whose demand follows a day, its peak `peak`
     # times its pool's GPUs (simulation/synthetic.py), drawn per seed, no file
-    format: Literal["philly", "openb", "rackwise", "llm-mix", "diurnal-serving"]
+    # modern-mix: jobs with parallel shapes and models (simulation/synthetic.py), drawn per seed
+    format: Literal["philly", "openb", "rackwise", "llm-mix", "modern-mix", "diurnal-serving"]
     path: str | None = None
     pool: str | None = None
     start_days: float = Field(default=0.0, ge=0)
@@ -81,7 +82,7 @@ class TraceSource(Strict):
 
     @property
     def synthetic(self) -> bool:
-        return self.format in ("llm-mix", "diurnal-serving")
+        return self.format in ("llm-mix", "modern-mix", "diurnal-serving")
 
     @model_validator(mode="after")
     def _path(self) -> TraceSource:
@@ -214,6 +215,9 @@ def _synthetic(source: TraceSource, seed: int, spec: TopologySpec | None) -> lis
     days = source.days or 1.0
     if source.format == "llm-mix":
         return llm_mix(seed, days)
+    if source.format == "modern-mix":
+        total = sum(h.gpus for h in spec.hosts) if spec is not None else 1024
+        return modern_mix(seed, days, largest=total // 2)
     pool = source.pool or "online-inference"
     gpus = sum(h.gpus for h in spec.hosts if h.pool == pool) if spec is not None else 0
     return diurnal_serving(seed, days, source.peak * gpus)

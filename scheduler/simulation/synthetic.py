@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import random
 
+from scheduler.model.gang import ParallelShape
 from scheduler.simulation.trace import TraceJob
+from scheduler.topology.traffic import Model
 
 # GPUs per job: share of jobs
 SIZES: dict[int, float] = {
@@ -92,3 +94,70 @@ def diurnal_serving(seed: int, days: float, peak_gpus: float) -> list[TraceJob]:
             )
         )
     return out
+
+
+# Today's mix (`format: modern-mix`): jobs that state their parallel shape and model, so their
+# communication follows from them (topology/traffic.py). The classes and the shapes are shaped
+# after published practice; every share, size range and run time is our assumption:
+# - debugging and evaluation, 1-8 GPUs on one host, no fabric traffic (Acme, NSDI'24: most
+#   jobs are small and short);
+# - dense fine-tunes, 16-128 GPUs, data parallel (FSDP) over an 8B or 70B model (Llama 3);
+# - MoE training with expert parallelism 8-64 over 1-8 hosts of 8 GPUs (DeepSeek-V3 limits a
+#   token to 4 nodes; Mixtral-8x7B-like sizes: 32 layers, hidden 4096, top-2 of 8 experts);
+# - dense pre-training, 256-1,024 GPUs, TP 8 inside a host, PP 4-8 (Llama 3 70B: 80 layers,
+#   hidden 8,192, sequences of 8,192).
+# Each class: (share of jobs, GPU sizes, median run time in seconds).
+MODERN = {
+    "debug": (0.45, (1, 2, 4, 8), 1800.0),
+    "finetune": (0.30, (16, 32, 64, 128), 7200.0),
+    "moe": (0.15, (64, 128, 256), 14400.0),
+    "pretrain": (0.10, (256, 512, 1024), 21600.0),
+}
+LLAMA_8B = Model(params_b=8, hidden=4096, layers=32, seq=8192, micro_batches=4)
+LLAMA_70B = Model(params_b=70, hidden=8192, layers=80, seq=8192, micro_batches=16)
+# what each GPU of an EP group reduces (attention and its share of the experts), and the
+# parameters a token uses: Mixtral-8x7B-like, 47B in all, 13B active
+MIXTRAL = Model(
+    params_b=8, active_params_b=13, hidden=4096, layers=32, seq=4096, micro_batches=8,
+    moe_share=1.0, topk=2,
+)  # fmt: skip
+
+
+def modern_mix(seed: int, days: float, largest: int, jobs_per_hour: float = 20.0) -> list[TraceJob]:
+    """Poisson arrivals of the classes above (sizes up to `largest` GPUs), a draw per seed."""
+    rng = random.Random(f"modern-mix/{seed}")
+    names = list(MODERN)
+    weights = [MODERN[n][0] for n in names]
+    out: list[TraceJob] = []
+    now, rate = 0.0, jobs_per_hour / 3600.0
+    while True:
+        now += rng.expovariate(rate)
+        if now >= days * 86400:
+            return out
+        kind = rng.choices(names, weights)[0]
+        sizes = [g for g in MODERN[kind][1] if g <= largest] or [min(MODERN[kind][1])]
+        gpus = rng.choice(sizes)
+        duration = min(rng.lognormvariate(math.log(MODERN[kind][2]), SIGMA), CLIP_S)
+        shape, model = _shaped(rng, kind, gpus)
+        out.append(
+            TraceJob(
+                id=f"{kind}{len(out)}",
+                submit_s=now,
+                duration_s=duration,
+                gpus=gpus,
+                shape=shape,
+                model=model,
+            )
+        )
+
+
+def _shaped(rng: random.Random, kind: str, gpus: int) -> tuple[ParallelShape | None, Model | None]:
+    if kind == "debug":
+        return None, None
+    if kind == "finetune":
+        return ParallelShape(dp=gpus), rng.choice([LLAMA_8B, LLAMA_8B, LLAMA_70B])
+    if kind == "moe":
+        ep = rng.choice([e for e in (8, 16, 32, 64) if gpus % e == 0])
+        return ParallelShape(dp=gpus, ep=ep), MIXTRAL
+    pp = rng.choice([4, 8]) if gpus >= 512 else 4
+    return ParallelShape(dp=gpus // (8 * pp), tp=8, pp=pp), LLAMA_70B

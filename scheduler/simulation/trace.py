@@ -24,8 +24,9 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scheduler.model.gang import GangRequest
+from scheduler.model.gang import GangRequest, ParallelShape
 from scheduler.pools import check_pool
+from scheduler.topology.traffic import Model
 
 
 class TraceError(ValueError):
@@ -41,6 +42,10 @@ class TraceJob(BaseModel):
     pods: int | None = Field(default=None, gt=0)
     pool: str = "training"
     priority: int = 0
+    # how it computes and communicates, where the workload says (synthetic.modern_mix): its
+    # parallel shape, and the model whose size sets its bytes and compute per step
+    shape: ParallelShape | None = None
+    model: Model | None = None
 
     def gang(self, gpus_per_host: int) -> GangRequest:
         pods = self.pods or pods_for(self.gpus, gpus_per_host)
@@ -50,6 +55,7 @@ class TraceJob(BaseModel):
             gpus_per_pod=self.gpus // pods,
             pool=self.pool,
             priority=self.priority,
+            shape=self.shape,
         )
 
 

@@ -8,13 +8,14 @@ consecutive GPUs of a host or NVLink domain). Decides the step's flows:
 - tensor parallel: a ring over each TP group (reduce-scatter + all-gather: each member sends
   2 (k - 1) / k of its message to its successor);
 - data parallel: a ring over each data-parallel group (the ranks of one TP position and one
-  stage), the same ring sums;
+  stage), the same ring sums; where each host holds several members, hierarchically as NCCL
+  does (a ring inside the host, then a ring per GPU position across hosts: `ring_edges`);
 - pipeline: each stage's ranks send activations to the next stage's and receive gradients back
   (one flow each way per data-parallel rank and TP position);
 - expert parallel: all-to-all inside each EP group, each member sending 1/k of its tokens to
   each member (itself included: that share stays on the GPU).
-Promises: the flows of a class carry, summed over a GPU, exactly what the class's collective
-sends from it (a ring 2 (k - 1) / k of the message; an all-to-all (k - 1) / k); nothing else.
+Promises: the flows of a class carry what the class's collective sends (a flat ring 2 (k - 1)
+/ k of the message from each member; an all-to-all (k - 1) / k); nothing else.
 Where a flow goes on the fabric, and how fast, is sharing.py's.
 
 Bytes per step come from the model (`step_bytes`, after Narayanan et al., "Efficient
@@ -28,6 +29,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.model.gang import ParallelShape
 
@@ -118,26 +121,59 @@ def _collective(traffic: Traffic, members: list[Gpu], gb: float) -> Iterator[Flo
             yield Flow(traffic, a, b, gb)
             yield Flow(traffic, b, a, gb)
     else:
-        sent = 2 * (k - 1) / k * gb
-        yield from (Flow(traffic, a, members[(i + 1) % k], sent) for i, a in enumerate(members))
+        yield from (Flow(traffic, a, b, sent) for a, b, sent in ring_edges(members, gb))
 
 
-@dataclass(frozen=True)
-class Model:
-    """What sets a step's bytes: a transformer's size and a step's tokens (bf16 throughout).
-    MoE layers are `moe_share` of the layers; each token goes to `topk` experts."""
+def ring_edges(members: list[Gpu], gb: float) -> list[tuple[Gpu, Gpu, float]]:
+    """An all-reduce of `gb` per member as ring edges (reduce-scatter + all-gather). Where every
+    host holds the same number m > 1 of the members, hierarchically as NCCL runs it: a ring
+    inside each host, then one ring per GPU position across the hosts with 1/m of the
+    message (the hosts' m NICs each carry one); otherwise one ring in rank order."""
+    by_host: dict[int, list[Gpu]] = {}
+    for g in members:
+        by_host.setdefault(g.host, []).append(g)
+    m = len(members) // len(by_host)
+    if m == 1 or len(by_host) == 1 or any(len(v) != m for v in by_host.values()):
+        return _ring(members, gb)
+    rows = list(by_host.values())
+    out = [e for row in rows for e in _ring(row, gb)]
+    for i in range(m):
+        out += _ring([row[i] for row in rows], gb / m)
+    return out
 
-    params_b: float  # parameters, billions (dense part for MoE)
-    hidden: int
-    layers: int
-    seq: int
-    micro_batch: int
-    micro_batches: int  # per step per data-parallel rank (gradient accumulation)
-    moe_share: float = 0.0
-    topk: int = 0
+
+def _ring(members: list[Gpu], gb: float) -> list[tuple[Gpu, Gpu, float]]:
+    k = len(members)
+    if k < 2:
+        return []
+    sent = 2 * (k - 1) / k * gb
+    return [(a, members[(i + 1) % k], sent) for i, a in enumerate(members)]
+
+
+class Model(BaseModel):
+    """What sets a step's bytes and compute: a transformer's size and a step's tokens (bf16
+    throughout). MoE layers are `moe_share` of the layers; each token goes to `topk` experts;
+    `active_params_b` are the parameters a token uses (all of them for a dense model)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    params_b: float = Field(gt=0)  # parameters each data-parallel replica holds, billions
+    active_params_b: float | None = Field(default=None, gt=0)
+    hidden: int = Field(gt=0)
+    layers: int = Field(gt=0)
+    seq: int = Field(gt=0)
+    micro_batch: int = Field(default=1, gt=0)
+    micro_batches: int = Field(default=1, gt=0)  # per step per data-parallel rank
+    moe_share: float = Field(default=0.0, ge=0, le=1)
+    topk: int = Field(default=0, ge=0)
+
+    @property
+    def active(self) -> float:
+        return self.active_params_b or self.params_b
 
 
 BF16 = 2  # bytes per element
+# achieved bf16 FLOP/s per GPU: H100's 989 TFLOP/s dense peak at the 38-43% MFU Llama 3 reports
+ACHIEVED_FLOPS = 400e12
 
 
 def step_bytes(model: Model, shape: ParallelShape) -> StepBytes:
@@ -155,3 +191,11 @@ def step_bytes(model: Model, shape: ParallelShape) -> StepBytes:
     moe = layers * model.moe_share
     expert = 4 * moe * model.topk * act / shape.tp * per_step if shape.ep > 1 else 0.0
     return StepBytes(tensor=tensor, expert=expert, pipeline=pipeline, data=data)
+
+
+def compute_seconds(model: Model, shape: ParallelShape, flops: float = ACHIEVED_FLOPS) -> float:
+    """A step's compute on one GPU: 6 x active parameters x tokens (forward and backward,
+    Narayanan et al. SC'21, attention left out), the data-parallel rank's tokens shared by its
+    tp x pp GPUs."""
+    tokens = model.seq * model.micro_batch * model.micro_batches
+    return 6 * model.active * 1e9 * tokens / (shape.tp * shape.pp) / flops

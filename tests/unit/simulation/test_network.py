@@ -144,3 +144,32 @@ def test_comm_share_is_drawn_per_job_and_seed_in_its_range():
     assert share.draw("j0", 16, 0) == draws[0]  # every policy of a seed sees the same
     assert share.draw("j0", 16, 1) != draws[0]
     assert share.draw("j0", 1, 0) == 0.0  # one GPU does not communicate
+
+
+@pytest.mark.parametrize(
+    ("per_gpu_nic", "finish"),
+    [(True, {"a": 200, "b": 100}), (False, {"a": 440, "b": 280})],
+)
+def test_the_demand_model_stretches_by_what_each_job_sends(per_gpu_nic, finish):
+    """The same two 2-pod jobs under the demand model (topology/sharing.py). Each is data
+    parallel over 4 GPUs, 2 per host: a ring of 2 inside each host (1 GB per GPU over NVLink)
+    and a ring per GPU position across the hosts with half the message (0.5 GB per GPU through
+    its NIC). Compact: 4 GPUs in one host, a ring of 4 over NVLink, 1.5 GB / 900 GB/s.
+    A NIC per GPU: 0.5 / 50 = 0.01 s, 6x compact, stretch 0.8 + 0.2 x 6 = 2.0; the two jobs'
+    GPUs are on different lanes, so neither slows the other. One 50 GB/s NIC per host: alone
+    1 / 50 = 0.02 s (12x, stretch 3.2), together half each (24x, stretch 5.6): b ends at
+    50 x 5.6 = 280, a has done 50 by then and runs the rest alone: 280 + 50 x 3.2 = 440."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+    jobs = [
+        TraceJob(id="a", submit_s=0, duration_s=100, gpus=4, pods=2),
+        TraceJob(id="b", submit_s=0, duration_s=50, gpus=4, pods=2),
+    ]
+    share = CommShare(low=0.2, high=0.2)
+    profile = FabricProfile(
+        name=ProfileName.NON_BLOCKING, sharing="demand", per_gpu_nic=per_gpu_nic
+    )
+    done = Simulation(fabric, jobs, "least-allocated", SimConfig(comm_share=share, fabric=profile))
+    assert {s.job.id: s.finish for s in done.run().jobs} == pytest.approx(finish)
+    oracle = profile.model_copy(update={"name": ProfileName.ORACLE})
+    alone = Simulation(fabric, jobs, "least-allocated", SimConfig(comm_share=share, fabric=oracle))
+    assert {s.job.id: s.finish for s in alone.run().jobs} == pytest.approx({"a": 100, "b": 50})

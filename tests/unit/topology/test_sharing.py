@@ -1,5 +1,5 @@
-"""Sharing by demand (topology/sharing.py) on cases computed by hand (issue 34's list), and the
-flows of each parallel shape (topology/traffic.py)."""
+"""Sharing by demand (topology/sharing.py) on cases computed by hand (issue 34's list); the
+loads of each parallel shape (topology/loads.py) against routing every flow (traffic.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import pytest
 from scheduler.model import ParallelShape
 from scheduler.model.topology import HostSpec, Tier, TopologySpec
 from scheduler.topology import Fabric
-from scheduler.topology.sharing import Links, Resource, Sharing, stretch
+from scheduler.topology.links import Links, Resource, Wires
+from scheduler.topology.loads import compact_seconds, job_load
+from scheduler.topology.sharing import Sharing, stretch
 from scheduler.topology.traffic import Gpu, Model, StepBytes, Traffic, flows, groups, step_bytes
+
+Job = tuple[ParallelShape, StepBytes, list[Gpu]]
 
 RACK, SPINE, CORE = Tier.RACK, Tier.BLOCK, Tier.BLOCK + 1
 FLAT = {RACK: 1.0, SPINE: 1.0, CORE: 1.0}
@@ -33,20 +37,25 @@ def one_gpu_each(hosts: list[int]) -> list[Gpu]:
     return [Gpu(h, 0) for h in hosts]
 
 
-def ring(hosts: list[int]) -> list:
-    return flows(ParallelShape(dp=len(hosts)), StepBytes(data=1.0), one_gpu_each(hosts))
+def ring(hosts: list[int]) -> Job:
+    return ParallelShape(dp=len(hosts)), StepBytes(data=1.0), one_gpu_each(hosts)
 
 
-def all_to_all(gpus: list[Gpu]) -> list:
+def all_to_all(gpus: list[Gpu]) -> Job:
     n = len(gpus)
-    return flows(ParallelShape(dp=n, ep=n), StepBytes(expert=1.0), gpus)
+    return ParallelShape(dp=n, ep=n), StepBytes(expert=1.0), gpus
 
 
-def speeds(f: Fabric, links: Links, jobs: dict[int, list]) -> dict[int, float]:
-    sharing = Sharing(f, links)
-    for j, fl in jobs.items():
-        sharing.add(j, fl)
-    return sharing.speeds()
+def sharing_of(f: Fabric, links: Links, jobs: dict[int, Job]) -> Sharing:
+    wires = Wires(f, links)
+    sharing = Sharing(wires)
+    for j, (shape, step, gpus) in jobs.items():
+        sharing.add(j, job_load(wires, j, shape, step, gpus))
+    return sharing
+
+
+def speeds(f: Fabric, links: Links, jobs: dict[int, Job]) -> dict[int, float]:
+    return sharing_of(f, links, jobs).speed
 
 
 # two spines of 8 one-GPU hosts; the spines' uplinks 3:1
@@ -101,12 +110,10 @@ def test_one_flow_rings_on_an_uplink_of_two_paths(flows_per_job, paths, expected
 
 
 def test_hashed_flows_never_overfill_a_path():
-    links = Links(oversubscription=FLAT, ecmp=frozenset({RACK}), flows=1)
     for seed in range(20):
-        sharing = Sharing(TWO_RACKS, Links(**{**links.__dict__, "seed": seed}))
-        sharing.add(1, ring([0, 2]))
-        sharing.add(2, ring([1, 3]))
-        speed = sharing.speeds()
+        links = Links(oversubscription=FLAT, ecmp=frozenset({RACK}), flows=1, seed=seed)
+        sharing = sharing_of(TWO_RACKS, links, {1: ring([0, 2]), 2: ring([1, 3])})
+        speed = sharing.speed
         assert all(min(abs(s - 0.5), abs(s - 1.0)) < 1e-9 for s in speed.values()), speed
         assert_within_capacity(sharing, speed)
 
@@ -122,11 +129,10 @@ def trays(first: int, count: int) -> list[Gpu]:
 def test_an_expert_group_split_across_two_nvl72_domains_is_stretched():
     """32 GPUs 16 | 16: each sends 15/32 over NVLink and 16/32 through its NIC, 0.01 s per GB
     against 31/32 / 900 compact: 9.29x the communication; at a share of 0.2, 2.66x the step."""
-    sharing = Sharing(NVL72, Links(oversubscription=FLAT))
-    fl = all_to_all(trays(0, 4) + trays(18, 4))
-    sharing.add(1, fl)
-    actual = sharing.comm_seconds()[1]
-    compact = sharing.compact_seconds(fl, fits=True)
+    job = all_to_all(trays(0, 4) + trays(18, 4))
+    sharing = sharing_of(NVL72, Links(oversubscription=FLAT), {1: job})
+    actual = sharing.comm_seconds(1)
+    compact = compact_seconds(sharing.wires.links, *job[:2], host_gpus=4, domain_gpus=72)
     assert actual == pytest.approx(16 / 32 / 50)
     assert compact == pytest.approx(31 / 32 / 900)
     assert stretch(0.2, compact, actual) == pytest.approx(0.8 + 0.2 * 16 * 900 / (31 * 50))
@@ -134,22 +140,22 @@ def test_an_expert_group_split_across_two_nvl72_domains_is_stretched():
 
 
 def test_a_data_parallel_job_across_the_trays_of_one_nvl72_is_not_stretched():
-    sharing = Sharing(NVL72, Links(oversubscription=FLAT))
-    fl = flows(ParallelShape(dp=64), StepBytes(data=1.0), trays(0, 16))
-    sharing.add(1, fl)
-    actual = sharing.comm_seconds()[1]
-    assert stretch(0.2, sharing.compact_seconds(fl, fits=True), actual) == pytest.approx(1.0)
+    job = (ParallelShape(dp=64), StepBytes(data=1.0), trays(0, 16))
+    sharing = sharing_of(NVL72, Links(oversubscription=FLAT), {1: job})
+    actual = sharing.comm_seconds(1)
+    compact = compact_seconds(sharing.wires.links, *job[:2], host_gpus=4, domain_gpus=72)
+    assert stretch(0.2, compact, actual) == 1.0
 
 
 # three 8-GPU hosts in one rack, each its own NVLink domain
 HGX = fabric(spines=1, racks=1, hosts=3, gpus=8)
 
 
-def tp4_dp2(first: Gpu, second: Gpu) -> list:
+def tp4_dp2(first: Gpu, second: Gpu) -> Job:
     """TP 4 inside each pod, DP 2 between the pods: four rings, one per TP position."""
     gpus = [Gpu(first.host, first.lane + t) for t in range(4)]
     gpus += [Gpu(second.host, second.lane + t) for t in range(4)]
-    return flows(ParallelShape(dp=2, tp=4), StepBytes(tensor=1.0, data=1.0), gpus)
+    return ParallelShape(dp=2, tp=4), StepBytes(tensor=1.0, data=1.0), gpus
 
 
 @pytest.mark.parametrize(("per_gpu_nic", "expected"), [(True, 1.0), (False, 0.5)])
@@ -178,36 +184,64 @@ def test_rank_order_over_a_2_to_1_rack_uplink(a, b, expected):
 def assert_within_capacity(sharing: Sharing, speed: dict[int, float]) -> None:
     used: dict[Resource, float] = {}
     for j, job in sharing.jobs.items():
-        for r, gb in job.load.items():
-            used[r] = used.get(r, 0.0) + speed[j] * gb / job.alone
+        for r in job.load:
+            used[r] = used.get(r, 0.0) + speed[j] * job.rate(r)
     for r, rate in used.items():
-        assert rate <= sharing.capacity(r) * (1 + 1e-9), r
+        assert rate <= sharing.wires.capacity(r) * (1 + 1e-9), r
+
+
+def random_jobs(rng: random.Random, f: Fabric, lanes: int) -> dict[int, Job]:
+    free = [Gpu(h, lane) for h in range(len(f.hosts)) for lane in range(lanes)]
+    rng.shuffle(free)
+    jobs: dict[int, Job] = {}
+    for j in range(rng.randint(1, 4)):
+        shape = rng.choice(
+            [
+                ParallelShape(dp=4),
+                ParallelShape(dp=4, ep=4),
+                ParallelShape(dp=2, tp=2, ep=2),
+                ParallelShape(dp=2, pp=2, ep=2),
+            ]
+        )
+        gpus, free = free[: shape.gpus], free[shape.gpus :]
+        step = StepBytes(tensor=0.5, expert=1.0, pipeline=0.3, data=2.0)
+        jobs[j] = (shape, step, sorted(gpus) if rng.random() < 0.5 else gpus)
+    return jobs
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_random_jobs_never_overfill_a_resource_and_a_lone_job_runs_at_full_speed(seed):
     rng = random.Random(seed)
-    f = fabric(spines=2, racks=2, hosts=3, gpus=2)
+    f = fabric(spines=2, racks=2, hosts=3, gpus=4)
     links = Links(
         oversubscription={RACK: rng.choice([1.0, 2.0]), SPINE: rng.choice([1.0, 3.0]), CORE: 1.0},
         ecmp=frozenset({RACK}) if rng.random() < 0.5 else frozenset(),
         flows=rng.choice([1, 2, 4]),
+        per_gpu_nic=rng.random() < 0.5,
         seed=seed,
     )
-    sharing = Sharing(f, links)
-    free = [Gpu(h, lane) for h in range(len(f.hosts)) for lane in range(2)]
-    rng.shuffle(free)
-    for j in range(rng.randint(1, 4)):
-        n = rng.choice([2, 4])
-        gpus, free = free[:n], free[n:]
-        shape = rng.choice([ParallelShape(dp=n), ParallelShape(dp=n, ep=n)])
-        sharing.add(j, flows(shape, StepBytes(expert=1.0, data=1.0), gpus))
-    speed = sharing.speeds()
-    assert all(0 < s <= 1 + 1e-12 for s in speed.values())
-    assert_within_capacity(sharing, speed)
-    lone = Sharing(f, links)
-    lone.add(0, sharing.jobs[0].flows)
-    assert lone.speeds() == {0: pytest.approx(1.0)}
+    jobs = random_jobs(rng, f, lanes=4)
+    sharing = sharing_of(f, links, jobs)
+    assert all(0 < s <= 1 + 1e-12 for s in sharing.speed.values())
+    assert_within_capacity(sharing, sharing.speed)
+    assert sharing_of(f, links, {0: jobs[0]}).speed == {0: pytest.approx(1.0)}
+    # stopping a job moves only its neighbours, to where a fresh start would put them
+    sharing.remove(0)
+    fresh = sharing_of(f, links, {j: job for j, job in jobs.items() if j})
+    assert sharing.speed == pytest.approx(fresh.speed)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_loads_are_those_of_routing_every_flow(seed):
+    rng = random.Random(seed)
+    f = fabric(spines=2, racks=2, hosts=3, gpus=4, nvlink=rng.random() < 0.3)
+    wires = Wires(f, Links(per_gpu_nic=rng.random() < 0.5))
+    for j, (shape, step, gpus) in random_jobs(rng, f, lanes=4).items():
+        routed: dict[Resource, float] = {}
+        for flow in flows(shape, step, gpus):
+            for r in wires.route(flow.src, flow.dst):
+                routed[r] = routed.get(r, 0.0) + flow.gb
+        assert job_load(wires, j, shape, step, gpus) == pytest.approx(routed)
 
 
 def test_each_class_sends_what_its_collective_sends():
@@ -245,5 +279,15 @@ def test_step_bytes_follow_the_model_and_the_shape():
     assert dense.pipeline == pytest.approx(act * 8)
     assert dense.data == pytest.approx(8e9 * 2 / 32 / 1e9)
     assert dense.expert == 0.0
-    moe = Model(**{**model.__dict__, "moe_share": 1.0, "topk": 8})
+    moe = model.model_copy(update={"moe_share": 1.0, "topk": 8})
     assert step_bytes(moe, ParallelShape(dp=8, ep=8)).expert == pytest.approx(4 * 32 * 8 * act * 8)
+
+
+def test_the_compact_reference_keeps_expert_groups_whole_in_nvlink_domains():
+    """256 GPUs in EP groups of 32 on NVL72 domains: compact holds two whole groups per domain
+    (64 of its 72 GPUs), so every group is at NVLink rate; a placement that splits groups is
+    measured against that."""
+    links = Links(oversubscription=FLAT)
+    shape = ParallelShape(dp=256, ep=32)
+    compact = compact_seconds(links, shape, StepBytes(expert=1.0), host_gpus=4, domain_gpus=72)
+    assert compact == pytest.approx(31 / 32 / 900)

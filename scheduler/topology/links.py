@@ -1,0 +1,171 @@
+"""The fabric's links as resources that jobs share: what they are, how fast, and which a flow
+crosses.
+
+Contract. Takes the fabric and a `Links` model (NVLink and NIC rates, a NIC per GPU or one per
+host, oversubscription per level, which levels hash flows onto paths). Decides each resource's
+capacity and the resources a flow between two GPUs crosses: inside one NVLink domain (one host,
+or the trays of a multi-host NVLink domain) the two GPUs' NVLink ports; otherwise out of the
+source GPU's NIC, up the uplinks of every domain below the two hosts' lowest common level, down
+the other side and into the destination GPU's NIC. Links are full duplex: each direction is a
+resource of its own. Promises: an uplink carries its hosts' NIC bandwidth over the level's
+oversubscription, split into paths of `path_gbps` at an ECMP level; a NIC per GPU carries the
+lane's traffic only.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+import numpy as np
+
+from scheduler.model.topology import Tier
+from scheduler.topology.fabric import Fabric
+from scheduler.topology.traffic import Gpu
+
+
+class Port(StrEnum):
+    NVLINK = "nvlink"  # a GPU's NVLink port
+    NIC = "nic"  # a GPU's NIC (lane 0: the host's one NIC where NICs are per host)
+    UPLINK = "uplink"  # the links out of a domain to its parent switch
+
+
+@dataclass(frozen=True, order=True)
+class Resource:
+    port: Port
+    level: int  # the domain's level for an uplink; the host's (0) for ports
+    domain: int  # host index for ports
+    lane: int  # GPU lane for ports; 0 for uplinks
+    up: bool  # leaving (True) or entering the domain or GPU
+    path: int = 0  # which path, at an ECMP level
+
+
+# (seed, job, resource, flow index, paths) -> path
+Hash = Callable[[int, int, Resource, int, int], int]
+
+
+def crc_hash(seed: int, job: int, resource: Resource, flow: int, paths: int) -> int:
+    """A flow's path: the same for the same job, link and seed, independent across flows."""
+    key = f"{seed}/{job}/{resource.level}/{resource.domain}/{resource.up}/{flow}"
+    return zlib.crc32(key.encode()) % paths
+
+
+@dataclass(frozen=True)
+class Links:
+    nvlink_gbps: float = 900.0  # per GPU, each way (H100 and GB200 NVLink: ~900 GB/s)
+    nic_gbps: float = 50.0  # per NIC, each way (400 Gb/s)
+    per_gpu_nic: bool = True  # HGX hosts and NVL72 trays: one NIC per GPU
+    oversubscription: Mapping[int, float] = field(default_factory=dict)  # level -> ratio
+    ecmp: frozenset[int] = frozenset()  # levels whose uplinks hash flows onto paths
+    path_gbps: float = 50.0  # one path (port) of an uplink at an ECMP level
+    flows: int = 1  # F: flows per job per link at an ECMP level (queue pairs)
+    seed: int = 0
+    hash: Hash = crc_hash
+
+
+class Wires:
+    """Capacities and routes of one fabric under one links model."""
+
+    def __init__(self, fabric: Fabric, links: Links) -> None:
+        self.fabric = fabric
+        self.links = links
+
+    def route(self, a: Gpu, b: Gpu) -> list[Resource]:
+        """The resources a flow from GPU a to GPU b crosses (paths not chosen)."""
+        top = self.fabric.lowest_common_level(a.host, b.host)
+        if top <= Tier.NVLINK:
+            return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
+        out = [self.port(Port.NIC, a, True), self.port(Port.NIC, b, False)]
+        for level in range(Tier.RACK, top):
+            out.append(self.uplink(level, a.host, True))
+            out.append(self.uplink(level, b.host, False))
+        return out
+
+    def nvlink_domain(self, host: int) -> int:
+        return self.fabric.domain[Tier.NVLINK][host]
+
+    def domain(self, level: int, host: int) -> int:
+        return self.fabric.domain[level][host]
+
+    @property
+    def uplink_levels(self) -> range:
+        """The levels whose domains have uplinks a flow can cross (racks and up)."""
+        return range(Tier.RACK, self.fabric.depth)
+
+    def port(self, port: Port, gpu: Gpu, up: bool) -> Resource:
+        lane = gpu.lane if port is Port.NVLINK or self.links.per_gpu_nic else 0
+        return Resource(port, Tier.HOST, gpu.host, lane, up)
+
+    def uplink(self, level: int, host: int, up: bool) -> Resource:
+        return Resource(Port.UPLINK, level, self.fabric.domain[level][host], 0, up)
+
+    def capacity(self, resource: Resource) -> float:
+        """GB/s of a resource; at an ECMP level, of one path."""
+        if resource.port is Port.NVLINK:
+            return self.links.nvlink_gbps
+        if resource.port is Port.NIC:
+            return (
+                self.links.nic_gbps if self.links.per_gpu_nic else self.host_gbps[resource.domain]
+            )
+        return self.uplink_gbps(resource.level, resource.domain) / self.paths(resource)
+
+    def paths(self, resource: Resource) -> int:
+        if resource.port is not Port.UPLINK or resource.level not in self.links.ecmp:
+            return 1
+        return max(
+            1, round(self.uplink_gbps(resource.level, resource.domain) / self.links.path_gbps)
+        )
+
+    def uplink_gbps(self, level: int, domain: int) -> float:
+        """The hosts' NIC bandwidth below the domain over the level's oversubscription."""
+        key = (level, domain)
+        if key not in self._uplinks:
+            below = float(self._below[level][domain])
+            spec = self.fabric.spec.levels[level].oversubscription
+            self._uplinks[key] = below / self.links.oversubscription.get(level, spec)
+        return self._uplinks[key]
+
+    @cached_property
+    def host_gbps(self) -> list[float]:
+        """Each host's NIC bandwidth: its GPUs' NICs, or its one NIC."""
+        per_gpu = self.links.per_gpu_nic
+        return [self.links.nic_gbps * (h.gpus if per_gpu else 1) for h in self.fabric.hosts]
+
+    @cached_property
+    def _below(self) -> list[np.ndarray]:
+        gbps = np.asarray(self.host_gbps)
+        return [np.bincount(column, weights=gbps) for column in self.fabric.columns]
+
+    @cached_property
+    def _uplinks(self) -> dict[tuple[int, int], float]:
+        return {}
+
+
+class CompactWires(Wires):
+    """The reference a stretch is measured from: ranks filled in order into hosts and NVLink
+    domains as large as the pool's largest, every flow between two of them at its GPUs' NIC
+    rate, nothing above the NICs shared or oversubscribed. Hosts are virtual: host h is in
+    NVLink domain h // hosts_per_domain."""
+
+    def __init__(self, links: Links, hosts_per_domain: int) -> None:
+        self.links = links
+        self.hosts_per_domain = max(1, hosts_per_domain)
+
+    def route(self, a: Gpu, b: Gpu) -> list[Resource]:
+        if self.nvlink_domain(a.host) == self.nvlink_domain(b.host):
+            return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
+        return [self.port(Port.NIC, a, True), self.port(Port.NIC, b, False)]
+
+    def nvlink_domain(self, host: int) -> int:
+        return host // self.hosts_per_domain
+
+    @property
+    def uplink_levels(self) -> range:
+        return range(0)
+
+    def capacity(self, resource: Resource) -> float:
+        """NVLink per GPU; a NIC, per GPU or the virtual host's one."""
+        return self.links.nvlink_gbps if resource.port is Port.NVLINK else self.links.nic_gbps

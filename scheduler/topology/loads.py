@@ -1,0 +1,141 @@
+"""What a placed job puts on each of the fabric's resources in one step, and how long its
+communication takes alone and in a compact placement.
+
+Contract. Takes the wires (links.py), a job's parallel shape, its bytes per step by class and
+the GPU of each rank (traffic.py). Decides the GB per step on every resource it touches:
+rings and pipeline chains edge by edge along their routes; an all-to-all from counts alone
+(a member in domain D sends (k - n_D) / k of its tokens out of D, so D's uplink carries
+n_D (k - n_D) / k of a member's tokens each way), without listing its k^2 flows; at an ECMP
+level, each connection (GPU pair) crossing a link as F equal flows, each hashed onto a path.
+Promises: the loads are those of routing every flow of `traffic.flows` (a test compares them,
+ECMP off); the lone time is
+the most any resource needs (load over capacity), so a job alone on an idle fabric is as fast
+as its own bottleneck and no faster; the compact time is the same job's with its ranks filled
+in order into hosts and NVLink domains, nothing above the NICs in its way.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scheduler.model.gang import ParallelShape
+from scheduler.topology.links import CompactWires, Links, Port, Resource, Wires
+from scheduler.topology.traffic import Gpu, StepBytes, Traffic, groups, ring_edges
+
+Load = dict[Resource, float]
+
+
+@dataclass
+class Tally:
+    """GB per step on each resource, and how many connections (GPU pairs) cross it: at an
+    ECMP level each connection is F flows, hashed on their own."""
+
+    gb: Load = field(default_factory=lambda: defaultdict(float))
+    conns: dict[Resource, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, resource: Resource, gb: float, conns: int = 1) -> None:
+        self.gb[resource] += gb
+        self.conns[resource] += conns
+
+
+def job_load(
+    wires: Wires, job: int, shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu]
+) -> Load:
+    """GB per step on every resource the job touches, paths chosen at ECMP levels."""
+    if len(gpus) != shape.gpus:
+        raise ValueError(f"{len(gpus)} GPUs for a shape of {shape.gpus}")
+    return _hashed(wires, job, _tally(wires, shape, step, gpus))
+
+
+def _tally(wires: Wires, shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu]) -> Tally:
+    tally = Tally()
+    for traffic in Traffic:
+        gb = step.of(traffic)
+        if gb > 0:
+            for group in groups(shape, traffic):
+                _collective(wires, tally, traffic, [gpus[i] for i in group], gb)
+    return tally
+
+
+def alone_seconds(wires: Wires, load: Load) -> float:
+    return max((gb / wires.capacity(r) for r, gb in load.items()), default=0.0)
+
+
+def compact_seconds(
+    links: Links, shape: ParallelShape, step: StepBytes, host_gpus: int, domain_gpus: int
+) -> float:
+    """A step's communication in a compact placement on an idle fabric, the reference a stretch
+    is measured from: ranks filled in order into hosts of `host_gpus` GPUs and NVLink domains of
+    `domain_gpus` (the pool's largest; whole TP x EP blocks in each where a block fits one),
+    nothing above the NICs shared (links.CompactWires)."""
+    block = shape.tp * shape.ep  # a TP x EP block is consecutive ranks: domains hold whole ones
+    if block <= domain_gpus:
+        domain_gpus -= domain_gpus % block
+    wires = CompactWires(links, domain_gpus // max(host_gpus, 1))
+    gpus = [Gpu(r // host_gpus, r % host_gpus) for r in range(shape.gpus)]
+    return alone_seconds(wires, _tally(wires, shape, step, gpus).gb)
+
+
+def _collective(
+    wires: Wires, tally: Tally, traffic: Traffic, members: list[Gpu], gb: float
+) -> None:
+    k = len(members)
+    if k < 2:
+        return
+    if traffic is Traffic.EXPERT:
+        _all_to_all(wires, tally, members, gb)
+    elif traffic is Traffic.PIPELINE:
+        for a, b in itertools.pairwise(members):
+            _edge(wires, tally, a, b, gb)
+            _edge(wires, tally, b, a, gb)
+    else:
+        for a, b, sent in ring_edges(members, gb):
+            _edge(wires, tally, a, b, sent)
+
+
+def _edge(wires: Wires, tally: Tally, a: Gpu, b: Gpu, gb: float) -> None:
+    if a != b:
+        for resource in wires.route(a, b):
+            tally.add(resource, gb)
+
+
+def _all_to_all(wires: Wires, tally: Tally, members: list[Gpu], gb: float) -> None:
+    """Each member sends gb / k to each member (itself included: that share stays)."""
+    k = len(members)
+    share = gb / k
+    nvlink = Counter(wires.nvlink_domain(g.host) for g in members)
+    for g in members:
+        inside = nvlink[wires.nvlink_domain(g.host)]
+        for port, n in ((Port.NVLINK, inside - 1), (Port.NIC, k - inside)):
+            if n:
+                tally.add(wires.port(port, g, True), n * share, n)
+                tally.add(wires.port(port, g, False), n * share, n)
+    for level in wires.uplink_levels:
+        count = Counter(wires.domain(level, g.host) for g in members)
+        if len(count) < 2:
+            break  # a domain holds them all: no pair leaves it, nor any above
+        first = {wires.domain(level, g.host): g.host for g in members}
+        for domain, n in count.items():
+            for up in (True, False):
+                tally.add(wires.uplink(level, first[domain], up), n * (k - n) * share, n * (k - n))
+
+
+def _hashed(wires: Wires, job: int, tally: Tally) -> Load:
+    """At ECMP levels, each connection over a link as F flows of equal share, each on its own
+    hashed path; elsewhere the link's load as it is."""
+    links = wires.links
+    out: Load = defaultdict(float)
+    for resource, gb in tally.gb.items():
+        paths = wires.paths(resource)
+        if paths == 1:
+            out[resource] += gb
+            continue
+        flows = tally.conns[resource] * links.flows
+        r = resource
+        for i in range(flows):
+            path = links.hash(links.seed, job, resource, i, paths)
+            out[Resource(r.port, r.level, r.domain, r.lane, r.up, path)] += gb / flows
+    return dict(out)
