@@ -59,6 +59,9 @@ def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimCo
     result = SimResult(policy, states, [], [], [], [], pool_gpus(fabric), 0.0)
     result.gpus_per_host = max(h.gpus for h in fabric.hosts)
     result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
+    real = list(fabric.real_nvlink)
+    nvlink = np.bincount(fabric.columns[Tier.NVLINK], fabric.gpus)
+    result.nvlink_gpus = int(nvlink[real].max()) if real else 0
     result.warmup_s = config.warmup_s
     last = max((s.job.submit_s for s in states), default=0.0)
     result.window = (min(config.warmup_s, last), last)

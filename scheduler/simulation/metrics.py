@@ -169,6 +169,10 @@ def field_metrics(result: SimResult) -> dict[str, Any]:
     kind = {id(j): size_class(j.gang.gpus, result.gpus_per_host, result.rack_gpus) for j in jobs}
     jct = {c: [_jct(j) for j in done if kind[id(j)] == c] for c in CLASSES}
     large = [_wait(j) for j in jobs if kind[id(j)] == "larger" and j.first_start is not None]
+    domain = result.nvlink_gpus
+    whole = [
+        _wait(j) for j in jobs if domain and j.gang.gpus >= domain and j.first_start is not None
+    ]
     multi = [j for j in done if j.last_domains.get("host", 1) > 1]  # rings that left a host
     slowed = [j for j in multi if j.contended_s > 0]
     return {
@@ -182,6 +186,7 @@ def field_metrics(result: SimResult) -> dict[str, Any]:
         "large_gangs": len(large),
         "large_gang_wait_mean_s": _mean(large) if large else None,
         "large_gang_wait_p95_s": percentile(large, 95) if large else None,
+        "nvlink_gang_wait_mean_s": _mean(whole) if whole else None,
         "utilisation_steady": effective_utilisation(result),
         "bounded_slowdown_mean": _mean([_bsld(j) for j in done]),
         "bounded_slowdown_p95": percentile([_bsld(j) for j in done], 95),

@@ -73,6 +73,14 @@ HEADLINE: tuple[Measure, ...] = (
         "95th percentile of the same",
     ),
     Measure(
+        "nvlink_gang_wait_mean_s",
+        "wait NVL h",
+        True,
+        H,
+        "mean of submission to first start, gangs of a whole multi-host NVLink domain or more"
+        " (none where NVLink domains are single hosts)",
+    ),
+    Measure(
         "utilisation_steady",
         "util steady",
         False,

@@ -66,6 +66,8 @@ class SimResult:
     background: dict[str, int] = field(default_factory=dict)  # GPUs held outside the trace
     gpus_per_host: int = 8
     rack_gpus: int = 64  # GPUs of the largest rack: gangs above it are "larger than a rack"
+    # GPUs of the largest NVLink domain of several hosts (0: none); gangs that need one whole
+    nvlink_gpus: int = 0
     warmup_s: float = 0.0  # jobs submitted before this are not measured
     # the steady window (end of the warm-up to the last arrival) and the GPU-seconds of work
     # at compact speed done inside it: effective utilisation, which slowed jobs do not inflate
