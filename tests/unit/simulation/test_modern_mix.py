@@ -25,9 +25,11 @@ def test_every_shape_fits_its_job_and_the_hosts(host_gpus):
     for job in modern_mix(0, 4.0, largest=1024):
         gang = job.gang(host_gpus)  # the gang's own checks: dp x tp x pp = GPUs, TP groups
         if job.shape is None:
-            assert job.gpus <= 8 and job.model is None
+            assert job.gpus <= 8
+            assert job.model is None
             continue
-        assert job.shape.gpus == job.gpus and gang.shape == job.shape
+        assert job.shape.gpus == job.gpus
+        assert gang.shape == job.shape
         assert job.shape.dp % job.shape.ep == 0
         assert job.model is not None
         assert compute_seconds(job.model, job.shape) > 0
