@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test test-labels lint bench bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test test-labels lint bench bench-pays bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -14,8 +14,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# two scenarios, each labelled: the control (dense data-parallel rings on a fabric 1:1 out of a
+# rack, where placement changes little) and one where placement pays (the modern mix on a
+# Llama-3-like fabric, 1:7 between pods, plain ECMP, every link priced by its traffic)
 demo: $(STAMP)
+	@echo "== control: the LLM-era mix, data-parallel rings; placement should change little =="
 	$(BIN)/rackwise compare simulations/scenarios/default.yaml --json rackwise-results/demo.json
+	@echo "== where placement pays: the modern mix (MoE, TP+PP) on pods 1:1 inside, 1:7 between =="
+	$(BIN)/rackwise compare simulations/scenarios/demo-pods.yaml --no-oracle \
+		--json rackwise-results/demo-pods.json
 
 # The integration suite needs kube-apiserver 1.20 built from Debian's source (cached after the
 # first build) and etcd; scripts/build-apiserver.sh does both.
@@ -37,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator
+bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-pays bench-operator
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
@@ -82,6 +89,15 @@ bench-compare: $(STAMP)
 	$(COMPARE) simulations/scenarios/llm-mix-ecmp.yaml --seeds $(COMPARE_SEEDS) \
 		--json rackwise-results/compare/llm-mix-0.85-oversubscribed-ecmp.json
 	$(BIN)/python -m benchmarks.lending --seeds $(COMPARE_SEEDS)
+
+# where placement pays, under the demand model (docs/design.md): the modern mix on a
+# Llama-3-like fabric (1:7 between pods, F = 1) and on GB200 NVL72 racks, and the control (the
+# LLM mix on today's 2,560-GPU fabric, adaptive routing); 10 seeds each, ~17 min a line on 2 cores
+bench-pays: $(STAMP)
+	for s in modern-pods modern-nvl72 llm-mix-demand; do \
+		$(COMPARE) simulations/scenarios/$$s.yaml --seeds $(COMPARE_SEEDS) \
+			--json rackwise-results/compare/$$s.json || exit 1; \
+	done
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)
 bench-calibration: $(STAMP)

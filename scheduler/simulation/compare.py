@@ -59,6 +59,7 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "large_gangs",
     "large_gang_wait_mean_s",
     "large_gang_wait_p95_s",
+    "nvlink_gang_wait_mean_s",
     "utilisation_steady",
     "bounded_slowdown_mean",
     "bounded_slowdown_p95",

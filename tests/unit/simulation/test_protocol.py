@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from scheduler.simulation.compare import PROTOCOL_KEYS
 from scheduler.simulation.protocol import (
     HEADLINE,
     Ratio,
@@ -125,3 +126,9 @@ def test_a_measure_a_run_lacks_is_left_out():
     larger = next(m for m in HEADLINE if m.key == "jct_mean_s_by_class.larger")
     assert larger.value({"jct_mean_s_by_class": {"larger": None}}) is None
     assert larger.value({"jct_mean_s_by_class": {"larger": 3.0}}) == 3.0
+
+
+def test_every_headline_measure_is_kept_from_a_run():
+    """A measure the table heads must be among the keys a run's measures keep, or its column
+    reads '-' for every row."""
+    assert {m.key.split(".")[0] for m in HEADLINE} <= set(PROTOCOL_KEYS)
