@@ -14,7 +14,9 @@ ECMP (`ecmp: [levels]`, off by default): at those levels each ring is one flow h
 of the link's paths (capacity / NIC rate of them), so two rings can meet on one path while
 others stay idle (Meta SIGCOMM'24 on low-entropy ECMP; Alibaba HPN, SIGCOMM'24). The expected
 number of paths n flows occupy, P(1 - (1 - 1/P)^n), times the NIC rate is the link's usable
-capacity: a lone flow always gets its full rate.
+capacity: a lone flow always gets its full rate. Under the demand model (`sharing: demand`,
+topology/sharing.py) ECMP is hashing itself: each connection crossing such a link is `flows`
+flows, each on its own hashed path, and a job goes as fast as its most loaded path allows.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ class TraceSource(Strict):
     # before `load` rescales the arrivals
     # diurnal-serving: online-inference replicas whose demand follows a day, its peak `peak`
     # times its pool's GPUs (simulation/synthetic.py), drawn per seed, no file
-    # modern-mix: jobs with parallel shapes and models (simulation/synthetic.py), drawn per seed
+    # modern-mix: jobs with parallel shapes and models (simulation/synthetic.py), drawn per seed,
+    # none larger than half the fabric
     format: Literal["philly", "openb", "rackwise", "llm-mix", "modern-mix", "diurnal-serving"]
     path: str | None = None
     pool: str | None = None

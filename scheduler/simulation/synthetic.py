@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 
 from scheduler.model.gang import ParallelShape
 from scheduler.simulation.trace import TraceJob
@@ -38,14 +39,22 @@ def llm_mix(seed: int, days: float, jobs_per_hour: float = 20.0) -> list[TraceJo
     rng = random.Random(f"llm-mix/{seed}")
     sizes, weights = list(SIZES), list(SIZES.values())
     out: list[TraceJob] = []
+    for now in arrivals(rng, days, jobs_per_hour):
+        gpus = rng.choices(sizes, weights)[0]
+        duration = min(rng.lognormvariate(math.log(median_s(gpus)), SIGMA), CLIP_S)
+        out.append(TraceJob(id=f"llm{len(out)}", submit_s=now, duration_s=duration, gpus=gpus))
+    return out
+
+
+def arrivals(rng: random.Random, days: float, jobs_per_hour: float) -> Iterator[float]:
+    """Poisson arrival times over `days`, drawn from `rng` one at a time (the caller's draws
+    for each job come between, so a mix's sequence is the same however it is written)."""
     now, rate = 0.0, jobs_per_hour / 3600.0
     while True:
         now += rng.expovariate(rate)
         if now >= days * 86400:
-            return out
-        gpus = rng.choices(sizes, weights)[0]
-        duration = min(rng.lognormvariate(math.log(median_s(gpus)), SIGMA), CLIP_S)
-        out.append(TraceJob(id=f"llm{len(out)}", submit_s=now, duration_s=duration, gpus=gpus))
+            return
+        yield now
 
 
 # Online inference that follows a day (`format: diurnal-serving`): a service adds replicas as its
@@ -124,19 +133,15 @@ MIXTRAL = Model(
 
 
 def modern_mix(seed: int, days: float, largest: int, jobs_per_hour: float = 20.0) -> list[TraceJob]:
-    """Poisson arrivals of the classes above (sizes up to `largest` GPUs), a draw per seed."""
+    """Poisson arrivals of the classes above, sizes up to `largest` GPUs (a class with no size
+    that small is left out), a draw per seed."""
     rng = random.Random(f"modern-mix/{seed}")
-    names = list(MODERN)
+    names = [n for n, (_, sizes, _) in MODERN.items() if min(sizes) <= largest]
     weights = [MODERN[n][0] for n in names]
     out: list[TraceJob] = []
-    now, rate = 0.0, jobs_per_hour / 3600.0
-    while True:
-        now += rng.expovariate(rate)
-        if now >= days * 86400:
-            return out
+    for now in arrivals(rng, days, jobs_per_hour):
         kind = rng.choices(names, weights)[0]
-        sizes = [g for g in MODERN[kind][1] if g <= largest] or [min(MODERN[kind][1])]
-        gpus = rng.choice(sizes)
+        gpus = rng.choice([g for g in MODERN[kind][1] if g <= largest])
         duration = min(rng.lognormvariate(math.log(MODERN[kind][2]), SIGMA), CLIP_S)
         shape, model = _shaped(rng, kind, gpus)
         out.append(
@@ -149,6 +154,7 @@ def modern_mix(seed: int, days: float, largest: int, jobs_per_hour: float = 20.0
                 model=model,
             )
         )
+    return out
 
 
 def _shaped(rng: random.Random, kind: str, gpus: int) -> tuple[ParallelShape | None, Model | None]:

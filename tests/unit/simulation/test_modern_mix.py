@@ -42,3 +42,9 @@ def test_sizes_stay_within_the_largest_and_classes_keep_their_shares():
     counts = Counter(kind(j.id) for j in jobs)
     for name, (share, _, _) in MODERN.items():
         assert counts[name] / len(jobs) == pytest.approx(share, abs=0.04), name
+
+
+def test_a_small_fabric_gets_no_class_too_large_for_it():
+    jobs = modern_mix(0, 4.0, largest=64)
+    assert max(j.gpus for j in jobs) <= 64
+    assert not [j for j in jobs if kind(j.id) == "pretrain"]
