@@ -63,6 +63,20 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
 
 
 def _place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
+    """rackwise keeps expert-parallel blocks whole in multi-host NVLink domains where it can
+    (slices.expert_blocks), and places the gang as asked where it cannot: its objective for
+    such a gang is (blocks split, J), in that order, and its labels are for J among the
+    placements that split none when one exists."""
+    if config.policy == RACKWISE:
+        blocks = slices.expert_blocks(snapshot.fabric, gang)
+        if blocks is not None:
+            kept = _place(snapshot, blocks, config)
+            if kept.placed:
+                return kept
+    return _place(snapshot, gang, config)
+
+
+def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
     start = time.perf_counter()
     capacity = Capacity.of(snapshot, gang)
     fabric = snapshot.fabric

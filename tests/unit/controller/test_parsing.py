@@ -120,6 +120,7 @@ def test_extended_resources_and_slices_reach_the_gang():
         ({"topology": {"requiredLevel": "pod"}}, "spec.topology.requiredLevel"),
         ({"topology": {"slices": [{"level": "row", "size": 2}]}}, "spec.topology.slices.0.level"),
         ({"parallelism": {"dp": 3, "tp": 8}}, "spec"),
+        ({"parallelism": {"dp": 4, "tp": 8, "ep": 3}}, "ep=3 must divide dp=4"),
     ],
 )
 def test_bad_specs_name_the_field(change, field):
@@ -214,3 +215,10 @@ def test_priority_maps_to_the_configured_priority_class_unless_the_template_name
     pod_spec = translate(TrainingJob.of(job(priority=100, template=own)), config).pod_spec
     assert pod_spec["priorityClassName"] == "mine"
     assert pod_spec["restartPolicy"] == "Never"
+
+
+def test_expert_parallelism_reaches_the_gang():
+    shaped = job(replicas=4, parallelism={"dp": 4, "tp": 8, "ep": 2})
+    view = translate(TrainingJob.of(shaped), OperatorConfig())
+    assert view.gang.shape is not None
+    assert view.gang.shape.ep == 2
