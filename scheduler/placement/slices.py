@@ -133,11 +133,12 @@ def expert_blocks(fabric: Fabric, gang: GangRequest) -> GangRequest | None:
     pods = block // gang.gpus_per_pod
     if block % gang.gpus_per_pod or pods <= 1 or gang.pods % pods:
         return None
-    pool = np.asarray([h.pool == gang.pool for h in fabric.hosts])
-    column = fabric.columns[Tier.NVLINK][pool]
-    domains = np.bincount(column, weights=fabric.gpus[pool]) if pool.any() else np.zeros(1)
-    real = np.isin(np.arange(len(domains)), list(fabric.real_nvlink))
-    if not (domains[real] >= block).any():
+    pool = fabric.pool_mask.get(gang.pool)
+    if pool is None or not fabric.real_nvlink:
+        return None
+    gpus = np.bincount(fabric.columns[Tier.NVLINK][pool], weights=fabric.gpus[pool])
+    real = [d for d in fabric.real_nvlink if d < len(gpus)]
+    if not (gpus[real] >= block).any():
         return None
     level = fabric.levels[Tier.NVLINK]
     wider = gang.model_copy(update={"slices": (*gang.slices, Slice(level=level, size=pods))})
