@@ -1,6 +1,7 @@
 """What a pod really holds on its node, in the snapshot's units, from its effective requests as
-Kubernetes computes them (runtime/objects.requests: the larger of the largest init container and
-the sum of the app containers, plus the pod's overhead)."""
+the kube-scheduler computes them (runtime/objects.requests: the app containers and the sidecars
+for the pod's life, or the init phase's peak if larger, pod-level requests where set, plus the
+pod's overhead)."""
 
 from __future__ import annotations
 

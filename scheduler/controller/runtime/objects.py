@@ -144,20 +144,47 @@ def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
 
 
 def requests(spec: Obj) -> dict[str, Decimal]:
-    """Resource name -> a pod's effective request (base units), as Kubernetes computes it: the
-    larger of the largest init container and the sum of the app containers, plus the overhead;
-    a container's limit stands in for a request it does not state (the API server's
-    defaulting). QuantityError when a quantity cannot be read."""
+    """Resource name -> a pod's effective request (base units), as the kube-scheduler computes
+    it (resource helpers' PodRequests, Kubernetes 1.29-1.36): the app containers' sum, to which
+    each sidecar (an init container with `restartPolicy: Always`) adds for the pod's life; the
+    larger of that and the init phase's peak, where each init container runs beside the
+    sidecars started before it; pod-level `spec.resources.requests` (CPU, memory, hugepages)
+    in place of the containers' for what it names; plus the overhead. A container's limit
+    stands in for a request it does not state (the API server's defaulting). QuantityError when
+    a quantity cannot be read."""
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        for name, value in _container(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
+        _add(total, _container(container))
+    sidecars: dict[str, Decimal] = {}
+    peak: dict[str, Decimal] = {}
     for container in spec.get("initContainers") or []:
-        for name, value in _container(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Decimal(0)) + parse(value)
+        wanted = _container(container)
+        if container.get("restartPolicy") == "Always":
+            _add(total, wanted)
+            _add(sidecars, wanted)
+            running = dict(sidecars)
+        else:
+            running = _add(dict(sidecars), wanted)
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, Decimal(0)), value)
+    for name, value in peak.items():
+        total[name] = max(total.get(name, Decimal(0)), value)
+    total.update(_pod_level(spec))
+    _add(total, {name: parse(value) for name, value in (spec.get("overhead") or {}).items()})
     return total
+
+
+def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    for name, value in more.items():
+        total[name] = total.get(name, Decimal(0)) + value
+    return total
+
+
+def _pod_level(spec: Obj) -> dict[str, Decimal]:
+    """Pod-level requests (beta in 1.34) for the resources they may name; a limit stands in for
+    a request it does not state, as for a container."""
+    found = _container(spec)
+    return {n: v for n, v in found.items() if n in ("cpu", "memory") or n.startswith("hugepages-")}
 
 
 def _container(container: Obj) -> dict[str, Decimal]:

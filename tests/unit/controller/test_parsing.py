@@ -59,6 +59,55 @@ def test_effective_request_is_max_of_init_and_sum_of_containers_plus_overhead():
     assert charge(spec, "nvidia.com/gpu").cpu_milli == 10_250
 
 
+def box(cpu: str, policy: str | None = None, gpu: str | None = None) -> dict:
+    wanted = {"cpu": cpu} | ({"nvidia.com/gpu": gpu} if gpu else {})
+    return {"resources": {"requests": wanted}} | ({"restartPolicy": policy} if policy else {})
+
+
+@pytest.mark.parametrize(
+    ("spec", "cpu"),
+    [
+        # a sidecar runs for the pod's life: it adds to the app containers
+        ({"containers": [box("2")], "initContainers": [box("1", "Always")]}, "3"),
+        # a plain init container before any sidecar runs alone: max(5, 2 + 1)
+        ({"containers": [box("2")], "initContainers": [box("5"), box("1", "Always")]}, "5"),
+        # one after a sidecar runs beside it: max(1 + 5, 2 + 1)
+        ({"containers": [box("2")], "initContainers": [box("1", "Always"), box("5")]}, "6"),
+        # two sidecars, then an init container beside both: max(1 + 2 + 4, 2 + 1 + 2)
+        (
+            {
+                "containers": [box("2")],
+                "initContainers": [box("1", "Always"), box("2", "Always"), box("4")],
+            },
+            "7",
+        ),
+        # pod-level requests stand for the containers' CPU and memory; the overhead adds
+        (
+            {
+                "containers": [box("2"), box("2")],
+                "initContainers": [box("1", "Always")],
+                "resources": {"requests": {"cpu": "4"}},
+                "overhead": {"cpu": "250m"},
+            },
+            "4.25",
+        ),
+        # a pod-level limit stands in for its request
+        ({"containers": [box("2")], "resources": {"limits": {"cpu": "3"}}}, "3"),
+    ],
+)
+def test_requests_count_sidecars_and_pod_level_resources_as_the_scheduler_does(spec, cpu):
+    assert requests(spec)["cpu"] == Decimal(cpu)
+
+
+def test_pod_level_requests_leave_extended_resources_to_the_containers():
+    spec = {
+        "containers": [box("1", gpu="4")],
+        "initContainers": [box("1", "Always", gpu="1")],
+        "resources": {"requests": {"cpu": "8", "nvidia.com/gpu": "1"}},
+    }
+    assert requests(spec) == {"cpu": Decimal(8), "nvidia.com/gpu": Decimal(5)}
+
+
 def job(**spec: object) -> dict:
     base = {
         "replicas": 2,
