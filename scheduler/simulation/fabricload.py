@@ -20,18 +20,11 @@ from scheduler.model.placement import Placement
 from scheduler.simulation.network import Network
 from scheduler.simulation.profiles import FabricProfile, SharingModel
 from scheduler.simulation.records import JobState
-from scheduler.simulation.slowdown import (
-    Reference,
-    nic_gbps,
-    nvlink_gbps,
-    stretch,
-    uncontended_gbps,
-)
+from scheduler.simulation.slowdown import Reference, nic_gbps, nvlink_gbps, uncontended_gbps
 from scheduler.topology.fabric import Fabric
 from scheduler.topology.links import Links, Wires
 from scheduler.topology.loads import compact_seconds, job_load
-from scheduler.topology.sharing import Sharing
-from scheduler.topology.sharing import stretch as demand_stretch
+from scheduler.topology.sharing import Sharing, stretch
 from scheduler.topology.traffic import Gpu, StepBytes, compute_seconds, step_bytes
 
 
@@ -69,11 +62,16 @@ class RingLoad:
         return self.network.stop(order)
 
     def stretch(self, state: JobState) -> float:
-        rate = self.network.rates.get(state.order, state.cap_gbps)
-        return stretch(state.share, state.reference_gbps, rate)
+        return _at(state, self.network.rates.get(state.order, state.cap_gbps))
 
     def lone(self, state: JobState) -> float:
-        return stretch(state.share, state.reference_gbps, state.cap_gbps)
+        return _at(state, state.cap_gbps)
+
+
+def _at(state: JobState, rate_gbps: float) -> float:
+    """A ring's stretch at a rate: times go as one over rates, so the actual time over the
+    compact one is the compact rate over the actual rate (the same formula, the same digits)."""
+    return stretch(state.share, compact=rate_gbps, actual=state.reference_gbps)
 
 
 class DemandLoad:
@@ -133,13 +131,13 @@ class DemandLoad:
         if state.order not in self.sharing.jobs:
             return 1.0
         actual = self.sharing.comm_seconds(state.order)
-        return demand_stretch(state.share, self.compact[state.order], actual)
+        return stretch(state.share, self.compact[state.order], actual)
 
     def lone(self, state: JobState) -> float:
         demand = self.sharing.jobs.get(state.order)
         if demand is None:
             return 1.0
-        return demand_stretch(state.share, self.compact[state.order], demand.alone)
+        return stretch(state.share, self.compact[state.order], demand.alone)
 
     def _take(self, order: int, placement: Placement, gang: GangRequest) -> list[Gpu]:
         """Lanes for every pod (roles too: they hold GPUs), the workers' in rank order."""

@@ -6,7 +6,8 @@ fabric does not slow a lone ring: MegaScale, Meta's RoCE fabric); it slows only 
 shares links with other rings (simulation/network.py). The reference is the compact rate: the
 NVLink rate when the gang fits in one NVLink domain of its pool, else the NIC rate.
 Slowdown = (1 - s) + s * (reference rate / actual rate), s being the job's communication share
-of a compact step (simulation/profiles.py: CommShare).
+of a compact step (simulation/profiles.py: CommShare); the formula is topology/sharing.stretch,
+shared with the demand model (simulation/fabricload.py).
 """
 
 from __future__ import annotations
@@ -60,11 +61,3 @@ class Reference:
             fits = gang.pods == 1 or self.largest(gang.pool) >= gang.gpus
             self._cache[key] = nvlink_gbps(self.fabric) if fits else nic_gbps(self.fabric)
         return self._cache[key]
-
-
-def stretch(share: float, reference_gbps: float, rate_gbps: float) -> float:
-    """Step time over a compact step's: compute (1 - s) plus communication s at the ring's rate
-    against the compact reference's."""
-    if share == 0.0 or rate_gbps <= 0:
-        return 1.0
-    return max(1.0, (1.0 - share) + share * reference_gbps / rate_gbps)
