@@ -18,7 +18,9 @@ def from_deb822() -> str | None:
                     continue
                 key, value = line.split(":", 1)
                 fields[key.strip()] = value.strip()
-            if "deb" in fields.get("Types", "").split() and "security" not in fields.get("URIs", ""):
+            if "deb" in fields.get("Types", "").split() and "security" not in fields.get(
+                "URIs", ""
+            ):
                 fields["Types"] = "deb-src"
                 return "\n".join(f"{k}: {v}" for k, v in fields.items())
     return None

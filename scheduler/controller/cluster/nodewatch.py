@@ -2,7 +2,8 @@
 
 Contract. Each cycle `watch` takes every Node and the cluster state: a node not ready is noted
 from the first cycle it is seen so (by the operator's clock), a node the state leaves out gets
-one Warning event `NodeIgnored` per reason. `lost(node)` is true for a node that is gone, or
+one Warning event `NodeIgnored` per reason, and a node whose GPUs only DRA offers one
+`GPUsOnlyThroughDRA`. `lost(node)` is true for a node that is gone, or
 NotReady for longer than the grace period. Promises: a cordoned node is not lost; a node left
 out keeps the pods already on it; what is kept is bounded by the nodes that exist."""
 
@@ -38,14 +39,19 @@ class NodeWatch:
                 self.not_ready_since.pop(name, None)
             else:
                 self.not_ready_since.setdefault(name, now)
-            reason = state.excluded.get(name) if state else None
-            if reason and (name, reason) not in self.noted:
-                self.noted.add((name, reason))
-                ref = node_ref(node)
-                self.calls.attempt(self.recorder.record, ref, "Warning", "NodeIgnored", reason)
+            if state is not None:
+                self._note(node, "NodeIgnored", state.excluded.get(name))
+                self._note(node, "GPUsOnlyThroughDRA", state.notes.get(name))
         self.names = names
         self.not_ready_since = {n: t for n, t in self.not_ready_since.items() if n in names}
         self.noted = {(n, r) for n, r in self.noted if n in names}
+
+    def _note(self, node: Node, reason: str, message: str | None) -> None:
+        """One Warning event per node and message."""
+        if message and (node.name, message) not in self.noted:
+            self.noted.add((node.name, message))
+            ref = node_ref(node)
+            self.calls.attempt(self.recorder.record, ref, "Warning", reason, message)
 
     def lost(self, node: str | None) -> bool:
         if node is None or node not in self.names:

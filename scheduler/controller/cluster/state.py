@@ -53,6 +53,26 @@ class ClusterState:
     snapshot: Snapshot
     ready: set[str]  # Ready nodes in the fabric (cordoned ones included)
     excluded: dict[str, str] = field(default_factory=dict)  # node -> why it is left out
+    # node -> why it offers no GPUs although labelled as having some (DRA): see dra_only
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def dra_only(node: Node, gpus: int, resource: str) -> str | None:
+    """Why a node in the fabric offers no GPUs to rackwise although GPU feature discovery
+    labels it as having them (`<resource>.present: "true"` or `<resource>.count` above 0): its
+    GPUs are offered only through DRA (resource slices, or a device class's extended resource,
+    1.34+), not as the allocatable rackwise counts. None when the node is not such a node."""
+    labels = node.meta.labels
+    count = labels.get(f"{resource}.count", "")
+    if gpus or not (
+        labels.get(f"{resource}.present") == "true" or (count.isdigit() and int(count))
+    ):
+        return None
+    return (
+        f"labelled as having GPUs ({resource}.present / {resource}.count) but no allocatable "
+        f"{resource}: its GPUs are offered only through DRA, which rackwise does not allocate; "
+        "it counts 0 GPUs here"
+    )
 
 
 class StateBuilder:
@@ -155,7 +175,13 @@ class StateBuilder:
         ready = {n.name for n in in_fabric if n.ready}
         open_ = {n.name for n in in_fabric if schedulable(n)}
         snapshot.down.update(index[n] for n in index if n not in open_)
-        return ClusterState(fabric, snapshot, ready, excluded)
+        gpus, resource = fabric.gpus, self.config.gpu_resource
+        notes = {
+            n.name: note
+            for n in in_fabric
+            if not gpus[index[n.name]] and (note := dra_only(n, 0, resource)) is not None
+        }
+        return ClusterState(fabric, snapshot, ready, excluded, notes)
 
 
 def _taints(node: Node) -> tuple[Taint, ...]:

@@ -67,8 +67,20 @@ class Members:
 
     @property
     def waiting(self) -> list[Pod]:
-        """Members not bound yet, in rank order (a Job's completion index, else name)."""
-        return sorted((p for p in self.pods if not p.node), key=_rank_key)
+        """Members not bound yet and free to be (no scheduling gate), in rank order (a Job's
+        completion index, else name)."""
+        return sorted((p for p in self.pods if not p.node and not p.gates), key=_rank_key)
+
+    @property
+    def gated(self) -> list[Pod]:
+        """Members not bound yet that carry scheduling gates: the API server refuses to bind
+        them (Kubernetes 1.30+), so they neither count toward `minMember` nor are placed."""
+        return [p for p in self.pods if not p.node and p.gates]
+
+    @property
+    def claims(self) -> list[tuple[str, str]]:
+        """(pod, claim) for each resource claim of a member not bound yet."""
+        return [(p.meta.name, c) for p in self.pods if not p.node for c in p.claims]
 
     @property
     def bound(self) -> list[Pod]:

@@ -38,6 +38,29 @@ Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
 
 
+def gates_message(gated: list[Pod], need: int) -> str:
+    """Which scheduling gates hold how many pods, and how many members the gang needs."""
+    counts: dict[str, int] = {}
+    for pod in gated:
+        for gate in pod.gates:
+            counts[gate] = counts.get(gate, 0) + 1
+    named = ", ".join(f"{g} on {n} pod{'s' if n > 1 else ''}" for g, n in sorted(counts.items()))
+    return (
+        f"waiting for scheduling gates to be removed ({named}); gated pods are neither bound "
+        f"nor counted, and the gang needs {need}"
+    )
+
+
+def claims_message(claims: list[tuple[str, str]]) -> str:
+    pod, claim = claims[0]
+    more = f" and {len(claims) - 1} more" if len(claims) > 1 else ""
+    return (
+        f"pod {pod} has resource claim {claim}{more} (spec.resourceClaims): rackwise does not "
+        "allocate resource claims (DRA), and a pod bound with its claims unallocated would not "
+        "start; the gang is held"
+    )
+
+
 @dataclass(frozen=True)
 class Waiting:
     """A gang the queue decides about: its unbound pods, rank i = pods[i]."""
@@ -92,7 +115,12 @@ class GroupRunner:
 
     def one(self, members: Members, state: ClusterState | None) -> Waiting | None:
         waiting, bound = members.waiting, members.bound
+        if members.claims:
+            self._claims(members)
+            return None
         if not waiting:
+            if members.gated and not bound:
+                self._gated(members, members.min_member or 1)
             return None
         if bound:
             self._top_up(members, waiting, bound, state)
@@ -105,11 +133,20 @@ class GroupRunner:
         # members bound before and finished count: the operator that bound them may have
         # stopped before binding their siblings, which would otherwise wait for ever
         if len(waiting) + members.ran < need:
-            self._incomplete(members, len(waiting) + members.ran, need)
+            if members.gated:
+                self._gated(members, need)
+            else:
+                self._incomplete(members, len(waiting) + members.ran, need)
             return None
         arrival = min(created(p.meta) for p in waiting)
         request, ordered = gang(members, waiting, self.config)
         return Waiting(members.key, members, request, ordered, arrival)
+
+    def _gated(self, members: Members, need: int) -> None:
+        self.tell(members, "Normal", "WaitingForGates", gates_message(members.gated, need))
+
+    def _claims(self, members: Members) -> None:
+        self.tell(members, "Warning", "ResourceClaimsUnsupported", claims_message(members.claims))
 
     def _incomplete(self, members: Members, arrived: int, need: int) -> None:
         first = min(created(p.meta) for p in members.pods)

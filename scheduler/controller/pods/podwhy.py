@@ -56,7 +56,8 @@ class PendingPods:
     def tell(self, pods: Iterable[Pod], reason: str, message: str) -> None:
         want = (pod_reason(reason), message[:MESSAGE_CHARS])
         for pod in pods:
-            if pod.node or pod.meta.deleting:
+            # a gated pod says `SchedulingGated` (the API server's): its gang says what it waits for
+            if pod.node or pod.meta.deleting or pod.gates:
                 continue
             old = says(pod)
             if self._current(pod.meta.uid, old, want):

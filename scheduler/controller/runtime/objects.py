@@ -25,6 +25,7 @@ Obj = dict[str, Any]
 TRAINING_JOB = (API_VERSION, "TrainingJob")  # an owner reference's (apiVersion, kind)
 # kubectl's copy of the whole applied object: never read, and as large as the object itself
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+CLAIM_SOURCES = ("resourceClaimName", "resourceClaimTemplateName")  # a pod's claim names one
 
 
 def _part(obj: Obj, name: str) -> Obj:
@@ -143,29 +144,32 @@ def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
     return next((c for c in conditions if c.type == kind), None)
 
 
-def requests(spec: Obj) -> dict[str, Decimal]:
+def requests(spec: Obj, status: Obj | None = None) -> dict[str, Decimal]:
     """Resource name -> a pod's effective request (base units), as the kube-scheduler computes
     it (resource helpers' PodRequests, Kubernetes 1.29-1.36): the app containers' sum, to which
     each sidecar (an init container with `restartPolicy: Always`) adds for the pod's life; the
     larger of that and the init phase's peak, where each init container runs beside the
     sidecars started before it; pod-level `spec.resources.requests` (CPU, memory, hugepages)
     in place of the containers' for what it names; plus the overhead. A container's limit
-    stands in for a request it does not state (the API server's defaulting). QuantityError when
-    a quantity cannot be read."""
+    stands in for a request it does not state (the API server's defaulting). After an in-place
+    resize (GA in 1.35) an app container or sidecar whose status reports its resources is
+    charged the larger of its spec, what it runs with and what the kubelet allocated (`resized`).
+    QuantityError when a quantity cannot be read."""
+    running = _statuses(status or {})
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        _add(total, _container(container))
+        _add(total, _resized(container, running, status or {}))
     sidecars: dict[str, Decimal] = {}
     peak: dict[str, Decimal] = {}
     for container in spec.get("initContainers") or []:
-        wanted = _container(container)
         if container.get("restartPolicy") == "Always":
+            wanted = _resized(container, running, status or {})
             _add(total, wanted)
             _add(sidecars, wanted)
-            running = dict(sidecars)
+            phase = dict(sidecars)
         else:
-            running = _add(dict(sidecars), wanted)
-        for name, value in running.items():
+            phase = _add(dict(sidecars), _container(container))
+        for name, value in phase.items():
             peak[name] = max(peak.get(name, Decimal(0)), value)
     for name, value in peak.items():
         total[name] = max(total.get(name, Decimal(0)), value)
@@ -174,10 +178,62 @@ def requests(spec: Obj) -> dict[str, Decimal]:
     return total
 
 
+def _statuses(status: Obj) -> dict[str, Obj]:
+    """Container name -> its status, app and init containers (names are unique in a pod)."""
+    found = [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]
+    return {str(c.get("name")): c for c in found if isinstance(c, dict)}
+
+
+def _resized(container: Obj, running: dict[str, Obj], status: Obj) -> dict[str, Decimal]:
+    """A container's request once it may have been resized in place: the larger, per resource,
+    of its spec, its status `resources.requests` and its `allocatedResources`; the spec's CPU
+    and memory (the resources that can be resized) are left out while the kubelet reports the
+    resize infeasible (it will not happen)."""
+    wanted = _container(container)
+    seen = running.get(str(container.get("name")))
+    if seen is None or not isinstance(seen.get("resources"), dict):
+        return wanted
+    parts = [_part(seen["resources"], "requests"), _part(seen, "allocatedResources")]
+    resizable = ("cpu", "memory")
+    out = {n: v for n, v in wanted.items() if n not in resizable or not _resize_infeasible(status)}
+    for part in parts:
+        for name, value in part.items():
+            out[name] = max(out.get(name, Decimal(0)), parse(value))
+    return out
+
+
+def _resize_infeasible(status: Obj) -> bool:
+    """The kubelet says the resize cannot be done: condition PodResizePending, reason
+    Infeasible (1.33+)."""
+    found = find(conditions_of(status), "PodResizePending")
+    return found is not None and found.reason == "Infeasible"
+
+
 def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
     for name, value in more.items():
         total[name] = total.get(name, Decimal(0)) + value
     return total
+
+
+def _names(items: object) -> tuple[str, ...]:
+    """The `name` of each entry of a list of objects (a malformed entry still counts: `?`)."""
+    if not isinstance(items, list):
+        return ()
+    return tuple(str(i.get("name") or "?") if isinstance(i, dict) else "?" for i in items)
+
+
+def claims_of(spec: Obj) -> tuple[str, ...]:
+    """A pod spec's resource claims (DRA, GA in 1.34), each as `name (resourceClaimName: x)`
+    or `name (resourceClaimTemplateName: x)`, as the API reference names the source."""
+    found = spec.get("resourceClaims")
+    if not isinstance(found, list):
+        return ()
+    out = []
+    for claim in found:
+        claim = claim if isinstance(claim, dict) else {}
+        source = [f"{k}: {claim[k]}" for k in CLAIM_SOURCES if claim.get(k)]
+        out.append(f"{claim.get('name') or '?'} ({', '.join(source) or 'no source'})")
+    return tuple(out)
 
 
 def _pod_level(spec: Obj) -> dict[str, Decimal]:
@@ -206,12 +262,14 @@ class Pod:
     spec: Obj = field(default_factory=dict, compare=False)  # as sent, for pods/podspec.py
     # nodeSelector, affinity and tolerations as sent: pods alike in these may run alike
     where: str = ""
+    gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the API server refuses its binding
+    claims: tuple[str, ...] = ()  # spec.resourceClaims, each as `name (source)`: see claims_of
 
     @classmethod
     def of(cls, obj: Obj) -> Pod:
         spec, status = _part(obj, "spec"), _part(obj, "status")
         try:
-            wanted: dict[str, Decimal] | None = requests(spec)
+            wanted: dict[str, Decimal] | None = requests(spec, status)
             why = ""
         except QuantityError as exc:
             wanted, why = None, str(exc)
@@ -227,6 +285,8 @@ class Pod:
             unreadable=why,
             spec=spec,
             where=repr([spec.get(k) for k in ("nodeSelector", "affinity", "tolerations")]),
+            gates=_names(spec.get("schedulingGates")),
+            claims=claims_of(spec),
         )
 
     @property

@@ -23,11 +23,16 @@ from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members
-from scheduler.controller.podgroup.runner import GroupRunner, Waiting
+from scheduler.controller.podgroup.runner import (
+    GroupRunner,
+    Waiting,
+    claims_message,
+    gates_message,
+)
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.expect import Expectations
-from scheduler.controller.runtime.objects import Pod, TrainingJob
+from scheduler.controller.runtime.objects import Pod, TrainingJob, claims_of
 from scheduler.controller.trainingjob.launch import Launch
 from scheduler.controller.trainingjob.pods import RANK_LABEL, generation, made_from, service
 from scheduler.controller.trainingjob.spec import RepairPolicy
@@ -61,6 +66,17 @@ def _stale(view: JobView, pod: Pod) -> bool:
 
 def _same_spec(old: TrainingJob, new: TrainingJob) -> bool:
     return old.meta.generation == new.meta.generation and old.spec == new.spec
+
+
+def _template_claims(job: TrainingJob) -> list[tuple[str, str]]:
+    """(template, claim) for each resource claim its workers' or roles' templates ask for."""
+    roles = (job.spec or {}).get("roles")
+    which = [None, *range(len(roles) if isinstance(roles, list) else 0)]
+    return [
+        ("template" if role is None else f"roles[{role}] template", claim)
+        for role in which
+        for claim in claims_of(job.template(role)[1])
+    ]
 
 
 def rank_of(pod: Pod) -> int:
@@ -118,8 +134,11 @@ class TrainingJobs:
         view = self._translated(job)
         pods = owned.get(uid, [])
         stale = [p for p in pods if _stale(view, p)]
+        claims = _template_claims(job)
         if view.spec.suspend:
             self._suspend(view, pods)
+        elif claims:
+            self.status.pending(view, "ResourceClaimsUnsupported", claims_message(claims))
         elif stale:
             self.calls.delete(stale)  # made from a spec since edited: made again from the new one
         elif len(pods) > view.total_pods:
@@ -188,6 +207,9 @@ class TrainingJobs:
         elif len(bound) == len(pods):
             self.status.running(view, pods)
             running[view.uid] = (view, pods)
+        elif any(p.gates for p in pods if not p.node):
+            gated = [p for p in pods if not p.node and p.gates]
+            self.status.pending(view, "WaitingForGates", gates_message(gated, len(pods)))
         elif bound:
             self._complete(view, pods, state)
         else:

@@ -271,3 +271,43 @@ def test_expert_parallelism_reaches_the_gang():
     view = translate(TrainingJob.of(shaped), OperatorConfig())
     assert view.gang.shape is not None
     assert view.gang.shape.ep == 2
+
+
+def resized(spec_cpu: str, running: str, allocated: str, infeasible: bool = False) -> tuple:
+    """A pod resized in place (GA in 1.35): its spec asks `spec_cpu`; its container status
+    says it runs with `running` and the kubelet allocated `allocated` (API reference 1.35:
+    `status.containerStatuses[].resources`, `.allocatedResources`, condition PodResizePending)."""
+    spec = {"containers": [{"name": "main", **box(spec_cpu, gpu="8")}]}
+    seen = {
+        "name": "main",
+        "resources": {"requests": {"cpu": running}},
+        "allocatedResources": {"cpu": allocated, "nvidia.com/gpu": "8"},
+    }
+    status: dict = {"containerStatuses": [seen]}
+    if infeasible:
+        status["conditions"] = [
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+        ]
+    return spec, status
+
+
+@pytest.mark.parametrize(
+    ("case", "cpu"),
+    [
+        (resized("800m", "700m", "700m"), "0.8"),  # growing: the new spec is held already
+        (resized("500m", "700m", "700m"), "0.7"),  # shrinking: not below what it runs with
+        (resized("700m", "700m", "900m"), "0.9"),  # allocated, not yet running: allocated
+        (resized("64", "700m", "700m", infeasible=True), "0.7"),  # never happens: what runs
+    ],
+)
+def test_a_pod_resized_in_place_is_charged_what_its_node_holds_for_it(case, cpu):
+    spec, status = case
+    wanted = requests(spec, status)
+    assert wanted["cpu"] == Decimal(cpu)
+    assert wanted["nvidia.com/gpu"] == Decimal(8)
+
+
+def test_a_sidecar_resized_in_place_counts_its_status_too():
+    spec = {"containers": [box("1")], "initContainers": [{"name": "log", **box("1", "Always")}]}
+    status = {"initContainerStatuses": [{"name": "log", "resources": {"requests": {"cpu": "3"}}}]}
+    assert requests(spec, status)["cpu"] == Decimal(4)

@@ -1,0 +1,190 @@
+"""Fields of today's pods the 1.20 API server of the integration tests does not know: scheduling
+gates (GA in 1.30) and resource claims (DRA, GA in 1.34). The objects are written as the
+Kubernetes API reference of 1.34-1.36 defines them (`spec.schedulingGates[].name`,
+`spec.resourceClaims[].name` with `resourceClaimName` or `resourceClaimTemplateName`), and the
+in-memory API server refuses to bind a gated pod, as a real one does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.runtime.gateway import ApiError
+from scheduler.controller.runtime.objects import Pod
+from tests.unit.controller.test_reconciler import Clock, Driven, MemoryApi, pod_scheduled, scheduled
+
+Obj = dict[str, Any]
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+CLAIM = {"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}
+
+
+class GatedApi(MemoryApi):
+    """Binding a pod with scheduling gates is refused (the API server's rule since 1.27)."""
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        if self.pod_objs[(namespace, pod)]["spec"].get("schedulingGates"):
+            raise ApiError(422, f"pod {pod} has scheduling gates")
+        super().bind(namespace, pod, node)
+
+    def group(self, name: str, members: int, least: int, at: str = "2026-12-01T00:00:01Z") -> None:
+        for rank in range(members):
+            self.add_member(name, rank, at=at)
+        self.podgroup_objs.append(
+            {"metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": least}}
+        )
+
+    def member(self, group: str, rank: int) -> Obj:
+        return self.pod_objs[("default", f"{group}-{rank}")]
+
+
+def gate(pod: Obj, *names: str) -> None:
+    pod["spec"]["schedulingGates"] = [{"name": n} for n in names]
+
+
+@pytest.fixture
+def api() -> GatedApi:
+    return GatedApi(OperatorConfig())
+
+
+@pytest.fixture
+def reconciler(api: GatedApi) -> Driven:
+    return Driven(api, Clock())
+
+
+def bound(api: GatedApi, group: str) -> list[str | None]:
+    return [p["spec"].get("nodeName") for p in sorted(api.members(group), key=_name)]
+
+
+def _name(pod: Obj) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def test_a_gated_member_is_not_counted_and_its_group_says_which_gate_holds_it(api, reconciler):
+    api.group("g", 2, least=2)
+    gate(api.member("g", 1), KUEUE_GATE)
+    reconciler.cycle()
+    assert bound(api, "g") == [None, None]
+    said = scheduled(api, "g")
+    assert (said["status"], said["reason"]) == ("False", "WaitingForGates")
+    assert f"{KUEUE_GATE} on 1 pod" in said["message"]
+    assert pod_scheduled(api.member("g", 0))[1] == "WaitingForGates"
+    assert pod_scheduled(api.member("g", 1)) is None  # the API server's SchedulingGated stays
+    api.member("g", 1)["spec"]["schedulingGates"] = []  # admitted: the gate removed
+    reconciler.cycle()
+    assert all(bound(api, "g"))
+    assert scheduled(api, "g")["reason"] == "Scheduled"
+
+
+def test_enough_ungated_members_are_placed_and_a_gated_one_joins_them_when_released(
+    api, reconciler
+):
+    """minMember 2 of 3: the two free members are a gang; the gated one is never bound while
+    gated (a bind would be refused), then goes near the others once its gate is gone."""
+    api.group("g", 3, least=2)
+    gate(api.member("g", 2), "example.com/quota")
+    reconciler.cycle()
+    first, second, third = bound(api, "g")
+    assert first
+    assert second
+    assert third is None
+    reconciler.cycle()
+    assert bound(api, "g")[2] is None
+    api.member("g", 2)["spec"]["schedulingGates"] = []
+    reconciler.cycle()
+    assert all(bound(api, "g"))
+
+
+def test_a_group_all_of_whose_members_are_gated_says_so(api, reconciler):
+    api.group("g", 2, least=2)
+    for rank in range(2):
+        gate(api.member("g", rank), KUEUE_GATE, "example.com/quota")
+    reconciler.cycle()
+    said = scheduled(api, "g")
+    assert said["reason"] == "WaitingForGates"
+    assert "example.com/quota on 2 pods" in said["message"]
+    assert f"{KUEUE_GATE} on 2 pods" in said["message"]
+
+
+def test_a_member_with_a_resource_claim_holds_its_group_and_the_others_go_on(api, reconciler):
+    api.group("claims", 2, least=2)
+    api.member("claims", 1)["spec"]["resourceClaims"] = [CLAIM]
+    api.group("plain", 1, least=1, at="2026-12-01T00:00:02Z")
+    reconciler.cycle()
+    assert bound(api, "claims") == [None, None]
+    said = scheduled(api, "claims")
+    assert (said["reason"], said["status"]) == ("ResourceClaimsUnsupported", "False")
+    assert "claims-1" in said["message"]
+    assert "gpus (resourceClaimTemplateName: eight-gpus)" in said["message"]
+    assert all(bound(api, "plain"))
+
+
+def test_a_training_job_whose_template_claims_resources_makes_no_pod(api, reconciler):
+    template = {"spec": {"containers": [{"name": "main", "image": "x"}], "resourceClaims": [CLAIM]}}
+    api.submit("claims", 1, template=template)
+    api.submit("plain", 1, at="2026-12-01T00:00:05Z")
+    for _ in range(2):
+        reconciler.cycle()
+    assert api.of("claims") == {}
+    assert api.reason("claims") == "ResourceClaimsUnsupported"
+    message = api.job_objs["claims"]["status"]["conditions"][0]["message"]
+    assert "template" in message
+    assert "eight-gpus" in message
+    assert all(api.nodes_of("plain").values())
+
+
+def test_a_training_jobs_pod_gated_by_a_webhook_waits_until_the_gate_is_removed(api, reconciler):
+    """An admission webhook may gate the pods rackwise makes: the job waits, binding none."""
+    api.submit("job", 2)
+    reconciler.cycle()  # its pods are made
+    pods = api.of("job")
+    gate(pods["job-1"], KUEUE_GATE)
+    reconciler.cycle()
+    assert not any(api.nodes_of("job").values())
+    assert api.reason("job") == "WaitingForGates"
+    pods["job-1"]["spec"]["schedulingGates"] = []
+    reconciler.cycle()
+    assert all(api.nodes_of("job").values())
+
+
+def test_a_gated_pods_scheduling_gated_condition_is_never_overwritten():
+    """Whatever its gang says, a gated pod keeps what the API server says of it."""
+
+    api = GatedApi(OperatorConfig())
+    api.add_member("g", 0, at="2026-12-01T00:00:01Z")
+    api.add_member("g", 1, at="2026-12-01T00:00:01Z")
+    gate(api.member("g", 1), KUEUE_GATE)
+    inner = Driven(api, Clock()).inner
+    why = PendingPods(api.patch_pod_status, inner.recorder, inner.calls, Clock())
+    why.tell([Pod.of(p) for p in api.members("g")], "Unplaceable", "no room")
+    assert pod_scheduled(api.member("g", 0))[1] == "Unschedulable"
+    assert pod_scheduled(api.member("g", 1)) is None
+
+
+class Events(GatedApi):
+    def __init__(self, config: OperatorConfig) -> None:
+        super().__init__(config)
+        self.events: list[Obj] = []
+
+    def create_event(self, namespace: str, body: Obj) -> str:
+        self.events.append(body)
+        return super().create_event(namespace, body)
+
+
+def test_a_node_whose_gpus_only_dra_offers_is_reported_once_and_the_rest_schedule():
+    """GPU feature discovery labels the node as having 8 GPUs, but with DRA no
+    `nvidia.com/gpu` is allocatable: rackwise counts none there and says why, once."""
+    api = Events(OperatorConfig())
+    node = api.node_objs["h0-0"]
+    del node["status"]["allocatable"]["nvidia.com/gpu"]
+    node["metadata"]["labels"] |= {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8"}
+    reconciler = Driven(api, Clock())
+    api.submit("job", 3)
+    for _ in range(3):
+        reconciler.cycle()
+    said = [e for e in api.events if e["reason"] == "GPUsOnlyThroughDRA"]
+    assert [e["involvedObject"]["name"] for e in said] == ["h0-0"]
+    assert "only through DRA" in said[0]["message"]
+    assert sorted(api.nodes_of("job").values()) == ["h0-1", "h1-0", "h1-1"]
