@@ -143,6 +143,11 @@ class SchedulingQueue:
         self._drop(key)
         self._pins.drop(key)
 
+    def held(self) -> dict[str, Placement]:
+        """Queued gangs holding hosts while they wait (for victims, a move, a reclaim): each
+        with the placement it will start on."""
+        return {k: p for k, p in self._pins.pins.items() if k in self._entries}
+
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:

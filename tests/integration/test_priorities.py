@@ -226,6 +226,9 @@ def test_victims_whose_pods_take_time_to_go_are_not_followed_by_more(env: Env, f
         assert preempted(env, lows) == [victim]
         assert not env.bound("urgent")
         assert not env.bound("theirs", "tenant-a")
+        # the hosts it waits for are spoken for where autoscalers and kube-scheduler look
+        held = {p["spec"]["nodeName"] for p in env.pods(victim)}
+        env.wait("urgent nominated", lambda: set(nominations(env, "urgent")) == held)
     finally:  # the pods go (and the next test's reset can delete them)
         for pod in env.admin.pods():
             if HOLD in (pod["metadata"].get("finalizers") or []):
@@ -235,6 +238,11 @@ def test_victims_whose_pods_take_time_to_go_are_not_followed_by_more(env: Env, f
     env.wait_placed("urgent")
     assert preempted(env, lows) == [victim]
     assert not env.bound("theirs", "tenant-a")
+    env.wait("nomination cleared", lambda: nominations(env, "urgent") == [None])
+
+
+def nominations(env: Env, job: str) -> list[str | None]:
+    return [(p.get("status") or {}).get("nominatedNodeName") for p in env.pods(job)]
 
 
 def preempted(env: Env, names: list[str]) -> list[str]:

@@ -22,6 +22,7 @@ import structlog
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.runner import Binding, GroupRunner, Waiting
+from scheduler.controller.pods.nominate import Nominations, spread
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.objects import Pod, TrainingJob
@@ -64,6 +65,7 @@ class QueueDriver:
     groups: GroupRunner
     started: dict[str, float]  # shared with the TrainingJob controller
     wall: Callable[[], float]  # the API's clock (pods' creation, checkpoint annotations)
+    nominations: Nominations  # where the pods of gangs that hold hosts will go
 
     def isolated(self, job: TrainingJob, report: CycleReport, handle: Callable[[], None]) -> bool:
         """Run one job's handling; False when it raised (reported on the job, or logged)."""
@@ -108,6 +110,25 @@ class QueueDriver:
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
         apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
+        self._nominate(decisions, waiting, state)
+
+    def _nominate(
+        self, decisions: Decisions, waiting: dict[str, Waiting], state: ClusterState
+    ) -> None:
+        """The gangs that hold hosts while they wait, and where their pods will go: pinned
+        ones (preemptors, gangs a move or a reclaim made room for) rank by rank, a pool's
+        first blocked gang over its reservation's hosts."""
+        held = {**decisions.nominated, **self.queue.held()}
+        for key, placement in held.items():
+            if key in waiting:
+                nodes = {a.rank: a.host for a in placement.pods}
+                self.nominations.hold(waiting[key].pods, nodes)
+        hosts = state.fabric.hosts
+        for r in decisions.reservations.values():
+            if r.key in waiting and r.key not in held:
+                names = [hosts[h].name for h in sorted(r.hosts)]
+                pods = waiting[r.key].pods
+                self.nominations.hold(pods, spread(names, len(pods)))
 
     def _running(self, state: ClusterState, view: JobView, pods: list[Pod]) -> Running | None:
         """What the queue may preempt: a gang holding hosts rackwise knows (None otherwise)."""

@@ -33,6 +33,7 @@ from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
+from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder
@@ -130,6 +131,7 @@ class Reconciler:
             self.groups,
             self.started,
             wall,
+            Nominations(api.patch_pod_status, self.calls, config.scheduler_name),
         )
         self.jobs = TrainingJobs(
             config,
@@ -185,6 +187,7 @@ class Reconciler:
         waiting = self._groups(groups, state, report)
         self.jobs.make()
         self.driver.place(pending, running, state, report, waiting)
+        self.driver.nominations.sync(pods)
         self._launch(report)
         refs = {g.ref().uid for g in groups}
         self.recorder.forget(set(live) | refs | {n.meta.uid for n in nodes})

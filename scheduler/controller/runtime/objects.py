@@ -264,6 +264,7 @@ class Pod:
     where: str = ""
     gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the API server refuses its binding
     claims: tuple[str, ...] = ()  # spec.resourceClaims, each as `name (source)`: see claims_of
+    nominated: str | None = None  # status.nominatedNodeName: where a scheduler expects it to go
 
     @classmethod
     def of(cls, obj: Obj) -> Pod:
@@ -287,6 +288,7 @@ class Pod:
             where=repr([spec.get(k) for k in ("nodeSelector", "affinity", "tolerations")]),
             gates=_names(spec.get("schedulingGates")),
             claims=claims_of(spec),
+            nominated=str(status["nominatedNodeName"]) if status.get("nominatedNodeName") else None,
         )
 
     @property

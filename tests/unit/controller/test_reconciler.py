@@ -88,6 +88,8 @@ class MemoryApi:
         group["status"] = status
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
+        if (namespace, name) not in self.pod_objs:  # deleted since the cycle listed it
+            raise ApiError(404, f"pod {name} not found")
         self.pod_objs[(namespace, name)]["status"] |= status
 
     def can_write(self, namespace: str) -> bool:

@@ -188,3 +188,59 @@ def test_a_node_whose_gpus_only_dra_offers_is_reported_once_and_the_rest_schedul
     assert [e["involvedObject"]["name"] for e in said] == ["h0-0"]
     assert "only through DRA" in said[0]["message"]
     assert sorted(api.nodes_of("job").values()) == ["h0-1", "h1-0", "h1-1"]
+
+
+class SlowDeletes(GatedApi):
+    """Deleted pods stay, terminating, until `gone` (a kubelet stopping them)."""
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        obj = self.pod_objs.get((namespace, pod))
+        if obj is not None:
+            obj["metadata"]["deletionTimestamp"] = "2026-12-01T00:01:00Z"
+
+    def gone(self) -> None:
+        for where, obj in list(self.pod_objs.items()):
+            if obj["metadata"].get("deletionTimestamp"):
+                del self.pod_objs[where]
+
+
+def nominated(api: MemoryApi, job: str) -> dict[str, str | None]:
+    return {n: (p.get("status") or {}).get("nominatedNodeName") for n, p in api.of(job).items()}
+
+
+def test_a_preemptors_pods_name_the_nodes_they_wait_for_until_they_are_bound():
+    api = SlowDeletes(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    api.submit("low", 4)
+    for _ in range(2):
+        reconciler.cycle()
+    where = api.nodes_of("low")
+    api.submit("high", 1, at="2026-12-01T00:00:05Z", priority=10)
+    for _ in range(3):
+        reconciler.cycle()
+    victims = [n for n, p in api.of("low").items() if p["metadata"].get("deletionTimestamp")]
+    assert victims
+    assert not any(api.nodes_of("high").values())
+    [node] = nominated(api, "high").values()
+    assert node in {where[v] for v in victims}
+    api.gone()
+    for _ in range(2):
+        reconciler.cycle()
+    assert api.nodes_of("high") == {"high-0": node}
+    assert nominated(api, "high") == {"high-0": None}
+
+
+def test_the_first_blocked_gang_names_the_nodes_its_reservation_keeps():
+    """EASY backfill keeps hosts for the pool's first blocked gang; its pods say so."""
+    api = SlowDeletes(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    api.submit("first", 3)
+    for _ in range(2):
+        reconciler.cycle()
+    api.submit("big", 2, at="2026-12-01T00:00:05Z")
+    for _ in range(2):
+        reconciler.cycle()
+    assert api.reason("big") == "Unplaceable"
+    said = nominated(api, "big")
+    assert all(said.values())
+    assert set(said.values()) <= set(api.node_objs)
