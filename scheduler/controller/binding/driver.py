@@ -119,10 +119,10 @@ class QueueDriver:
         ones (preemptors, gangs a move or a reclaim made room for) rank by rank, a pool's
         first blocked gang over its reservation's hosts."""
         held = {**decisions.nominated, **self.queue.held()}
-        for key, placement in held.items():
-            if key in waiting:
+        for gang, placement in held.items():
+            if gang in waiting:
                 nodes = {a.rank: a.host for a in placement.pods}
-                self.nominations.hold(waiting[key].pods, nodes)
+                self.nominations.hold(waiting[gang].pods, nodes)
         hosts = state.fabric.hosts
         for r in decisions.reservations.values():
             if r.key in waiting and r.key not in held:
