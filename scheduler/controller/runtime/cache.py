@@ -121,6 +121,9 @@ class Informer(Generic[View]):
 
 POD_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "priority", "nodeSelector")
 POD_SPEC += ("affinity", "tolerations", "overhead", "restartPolicy")
+# today's fields (runtime/objects.py reads them): gates, claims, pod-level resources, the
+# Workload API's PodGroup a pod belongs to
+POD_SPEC += ("schedulingGates", "resourceClaims", "resources", "schedulingGroup")
 CONTAINER = ("name", "image", "resources", "restartPolicy")
 
 

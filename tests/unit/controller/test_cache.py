@@ -149,3 +149,35 @@ def test_a_pod_seen_bound_and_deleted_since_is_not_charged_and_gone_owners_expec
     assert sorted(snapshot.free_gpus.tolist()) == [0, 8]
     expect.forget(set())
     assert not expect.waiting("u")
+
+
+def test_the_cached_pod_reads_as_the_listed_one_on_todays_fields():
+    """The informer trims a pod's spec to what the operator reads: nothing it reads may go
+    (gates, claims, pod-level resources, sidecars, the Workload API's group, a resize)."""
+    from scheduler.controller.runtime.cache import pod_view
+
+    sidecar = {"name": "log", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    main = {"name": "main", "image": "x", "env": [{"name": "A", "value": "1"}]}
+    main["resources"] = {"requests": {"cpu": "2", "nvidia.com/gpu": "8"}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "schedulerName": "rackwise",
+            "containers": [main],
+            "initContainers": [sidecar],
+            "resources": {"requests": {"memory": "1Gi"}},
+            "schedulingGates": [{"name": "example.com/gate"}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "c"}],
+            "schedulingGroup": {"podGroupName": "g"},
+            "volumes": [{"name": "v", "emptyDir": {}}],
+        },
+        "status": {
+            "nominatedNodeName": "h1",
+            "containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": "3"}}}],
+        },
+    }
+    listed, cached = Pod.of(pod), pod_view(pod)
+    for name in ("requests", "gates", "claims", "nominated", "where"):
+        assert getattr(cached, name) == getattr(listed, name), name
+    assert cached.spec["schedulingGroup"] == {"podGroupName": "g"}
+    assert "volumes" not in cached.spec
