@@ -17,9 +17,14 @@ import structlog
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import Reconciler
 from scheduler.controller.runtime.cache import Cache, Informer, Viewed
-from scheduler.controller.runtime.gateway import ApiError, Gateway
+from scheduler.controller.runtime.gateway import (
+    PODGROUP_API,
+    WORKLOAD_PODGROUP_API,
+    ApiError,
+    Gateway,
+)
 from scheduler.controller.runtime.leader import AlwaysLeader, Elector
-from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Health, Metrics, configure_logging, serve
 
 Obj = dict[str, Any]
@@ -54,7 +59,14 @@ class Fenced:
         return [TrainingJob.of(o) for o in self.gw.jobs()]
 
     def podgroups(self) -> list[PodGroup]:
+        """Both kinds: scheduler-plugins' and the Workload API's."""
+        return self.plugin_podgroups() + self.workload_podgroups()
+
+    def plugin_podgroups(self) -> list[PodGroup]:
         return [PodGroup.of(o) for o in self.gw.podgroups()]
+
+    def workload_podgroups(self) -> list[PodGroup]:
+        return [PodGroup.of_workload(o) for o in self.gw.podgroups(WORKLOAD_PODGROUP_API)]
 
     def create_pod(self, namespace: str, body: Obj) -> None:
         self._check()
@@ -80,9 +92,12 @@ class Fenced:
         self._check()
         self.gw.patch_status(namespace, name, status)
 
-    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
+    def patch_podgroup_status(
+        self, namespace: str, name: str, status: Obj, api: GroupApi = GroupApi.PLUGINS
+    ) -> None:
         self._check()
-        self.gw.patch_podgroup_status(namespace, name, status)
+        which = WORKLOAD_PODGROUP_API if api is GroupApi.WORKLOAD else PODGROUP_API
+        self.gw.patch_podgroup_status(namespace, name, status, which)
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         self._check()
@@ -118,7 +133,8 @@ class Cached(Fenced):
         return self._read(self.cache.jobs, super().jobs)
 
     def podgroups(self) -> list[PodGroup]:
-        return self._read(self.cache.podgroups, super().podgroups)
+        plugins = self._read(self.cache.podgroups, super().plugin_podgroups)
+        return plugins + self._read(self.cache.workload_podgroups, super().workload_podgroups)
 
     @staticmethod
     def _read(informer: Informer[V], listing: Callable[[], list[V]]) -> list[V]:

@@ -38,7 +38,7 @@ from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations, owned_by
-from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.trainingjob.controller import Pending, TrainingJobs
 from scheduler.controller.trainingjob.launch import Launch, Launcher
@@ -66,7 +66,9 @@ class Api(Protocol):
     def delete_job(self, namespace: str, name: str) -> None: ...
     def ensure_service(self, namespace: str, body: Obj) -> None: ...
     def patch_status(self, namespace: str, name: str, status: Obj) -> None: ...
-    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None: ...
+    def patch_podgroup_status(
+        self, namespace: str, name: str, status: Obj, api: GroupApi = GroupApi.PLUGINS
+    ) -> None: ...
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None: ...
     def can_write(self, namespace: str) -> bool: ...
     def create_event(self, namespace: str, body: Obj) -> str: ...
@@ -118,7 +120,9 @@ class Reconciler:
             wall,
             metrics,
             self.expect,
-            api.patch_podgroup_status,
+            lambda g, status: api.patch_podgroup_status(
+                g.meta.namespace, g.meta.name, status, g.api
+            ),
             self.why,
         )
         self.driver = QueueDriver(
@@ -162,7 +166,7 @@ class Reconciler:
         jobs = [self.status.fresh(j) for j in self.refusals.served(self.api.jobs())]
         groups = collect(pods, self.api.podgroups(), self.config)
         groups = [
-            g for g in groups if self.refusals.may(g.namespace, g.key, f"pod group {g.key[9:]}")
+            g for g in groups if self.refusals.may(g.namespace, g.key, f"pod group {g.label}")
         ]
         self.refusals.count()
         self.expect.settle(pods)

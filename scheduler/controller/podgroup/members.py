@@ -34,7 +34,7 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.pods.constraints import check_pool_selector, constraints, known_pool
 from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec, describe
 from scheduler.controller.runtime.events import Ref
-from scheduler.controller.runtime.objects import Pod, PodGroup
+from scheduler.controller.runtime.objects import GroupApi, Pod, PodGroup
 from scheduler.model import GangRequest, Slice
 from scheduler.model.gang import Role
 from scheduler.topology.sources import HOSTNAME
@@ -60,10 +60,23 @@ class Members:
     pods: list[Pod]
     podgroup: PodGroup | None
     ran: int = 0
+    api: GroupApi = GroupApi.PLUGINS  # which PodGroup kind the members name
+    alone: str = ""  # a member of a basic-policy group, placed on its own: its name
 
     @property
     def key(self) -> str:
-        return f"podgroup:{self.namespace}/{self.name}"
+        kind = "podgroup" if self.api is GroupApi.PLUGINS else "workload-podgroup"
+        return f"{kind}:{self.label}"
+
+    @property
+    def label(self) -> str:
+        """namespace/name, and the member's name when it is placed on its own."""
+        return f"{self.namespace}/{self.name}" + (f"/{self.alone}" if self.alone else "")
+
+    @property
+    def kind(self) -> str:
+        """The PodGroup kind, named apart from the other one (messages, docs)."""
+        return f"PodGroup ({self.api.value})"
 
     @property
     def waiting(self) -> list[Pod]:
@@ -96,8 +109,8 @@ class Members:
 
     def ref(self) -> Ref:
         """The object events are about: the PodGroup, else the first member."""
-        if self.podgroup:
-            meta, api, kind = self.podgroup.meta, "scheduling.x-k8s.io/v1alpha1", "PodGroup"
+        if self.podgroup and not self.alone:
+            meta, api, kind = self.podgroup.meta, self.podgroup.api.value, "PodGroup"
         else:
             meta, api, kind = self.pods[0].meta, "v1", "Pod"
         return Ref(api, kind, meta.name, meta.namespace, meta.uid or self.key)
@@ -117,24 +130,41 @@ def _natural(name: str) -> tuple[str | int, ...]:
 
 
 def collect(pods: list[Pod], podgroups: list[PodGroup], config: OperatorConfig) -> list[Members]:
-    """Every group with a live member: pods of the operator's scheduler with the group label,
-    neither finished nor being deleted; with each, how many of its members ran and finished."""
-    by_name = {(g.meta.namespace, g.meta.name): g for g in podgroups}
-    found: dict[tuple[str, str], list[Pod]] = {}
-    ran: dict[tuple[str, str], int] = {}
+    """Every group with a live member: pods of the operator's scheduler with the group label
+    (scheduler-plugins) or a `spec.schedulingGroup` (the Workload API), neither finished nor
+    being deleted; with each, how many of its members ran and finished. A member of a Workload
+    API PodGroup with the basic policy is a group of its own."""
+    by_name = {(g.api, g.meta.namespace, g.meta.name): g for g in podgroups}
+    found: dict[tuple[GroupApi, str, str], list[Pod]] = {}
+    ran: dict[tuple[GroupApi, str, str], int] = {}
     for pod in pods:
-        group = pod.meta.labels.get(GROUP_LABEL)
-        if not group or pod.scheduler != config.scheduler_name:
+        where = _group_of(pod, config)
+        if where is None:
             continue
-        where = (pod.meta.namespace, group)
         if pod.done:
             ran[where] = ran.get(where, 0) + bool(pod.node)
         elif not pod.meta.deleting:
             found.setdefault(where, []).append(pod)
-    return [
-        Members(ns, name, ps, by_name.get((ns, name)), ran.get((ns, name), 0))
-        for (ns, name), ps in found.items()
-    ]
+    out = []
+    for (api, ns, name), members in found.items():
+        podgroup = by_name.get((api, ns, name))
+        done = ran.get((api, ns, name), 0)
+        if podgroup is not None and podgroup.basic:
+            out += [Members(ns, name, [p], podgroup, 0, api, p.meta.name) for p in members]
+        else:
+            out.append(Members(ns, name, members, podgroup, done, api))
+    return out
+
+
+def _group_of(pod: Pod, config: OperatorConfig) -> tuple[GroupApi, str, str] | None:
+    """The group a pod of the operator's scheduler names: the Workload API's field first (a
+    pod may carry a stale plugins label copied from a template)."""
+    if pod.scheduler != config.scheduler_name:
+        return None
+    if pod.scheduling_group:
+        return GroupApi.WORKLOAD, pod.meta.namespace, pod.scheduling_group
+    label = pod.meta.labels.get(GROUP_LABEL)
+    return (GroupApi.PLUGINS, pod.meta.namespace, label) if label else None
 
 
 def gang(
@@ -154,10 +184,10 @@ def gang(
     main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
     per_pod, workers = sets[main]
     others = [s for i, s in enumerate(sets) if i != main]
-    wanted = _topology(_notes(workers[0]), config)
+    wanted = _group_topology(members, _topology(_notes(workers[0]), config), config)
     try:
         request = GangRequest(
-            name=f"{members.namespace}/{members.name}",
+            name=members.label,
             pods=len(workers),
             **per_pod.per_pod(),
             pool=pool,
@@ -173,6 +203,23 @@ def gang(
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "annotations")) from exc
     return request, [*workers, *(p for _, ps in others for p in ps)]
+
+
+def _group_topology(members: Members, wanted: dict[str, Any], config: OperatorConfig) -> Obj:
+    """A Workload API PodGroup's topology constraint is the workers' required level: its key
+    names a node label the operator reads a level from (as Kueue's required topology)."""
+    key = members.podgroup.topology_key if members.podgroup else None
+    if key is None:
+        return wanted
+    field = f"{members.kind} {members.name}: spec.schedulingConstraints.topology[0].key"
+    level = _levels_by_label(config).get(key)
+    if level is None:
+        raise InvalidSpecError(f"{field}: no level is read from node label {key!r}")
+    if wanted["required_level"] not in (None, level):
+        raise InvalidSpecError(
+            f"{field} asks {level!r}, the pods' annotations {wanted['required_level']!r}"
+        )
+    return wanted | {"required_level": level}
 
 
 def _check_pool(pod: Pod, pool: str, config: OperatorConfig) -> None:
@@ -269,10 +316,16 @@ def _pod_spec(pod: Pod) -> PodSpec:
         raise InvalidSpecError(describe(exc, "spec")) from exc
 
 
-def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
-    """required_level, preferred_levels and slices from the annotations."""
+def _levels_by_label(config: OperatorConfig) -> dict[str, str]:
+    """Node label -> the level the operator reads from it."""
     by_label = {level.label: config.canonical(level.name) for level in config.levels}
     by_label[HOSTNAME] = "host"  # the fabric's first level, whatever the config calls it
+    return by_label
+
+
+def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
+    """required_level, preferred_levels and slices from the annotations."""
+    by_label = _levels_by_label(config)
 
     def level(ours: str, kueue: str) -> str | None:
         if OURS + ours in notes:

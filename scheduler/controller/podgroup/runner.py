@@ -94,7 +94,7 @@ class GroupRunner:
     wall: Callable[[], float]
     metrics: Metrics
     expect: Expectations
-    patch_status: Callable[[str, str, Obj], None]  # a PodGroup's (namespace, name, status)
+    patch_status: Callable[[PodGroup, Obj], None]  # a PodGroup's status, of either kind
     why: PendingPods  # what its waiting members say
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
 
@@ -126,7 +126,9 @@ class GroupRunner:
             self._top_up(members, waiting, bound, state)
             return None
         if members.podgroup is None:
-            message = f"no PodGroup {members.name} in {members.namespace}: its size is unknown"
+            message = (
+                f"no {members.kind} {members.name} in {members.namespace}: its size is unknown"
+            )
             self.tell(members, "Warning", "NoPodGroup", message)
             return None
         need = members.min_member or 1
@@ -251,7 +253,7 @@ class GroupRunner:
             log.warning("event not written", group=members.key, error=str(exc))
             return
         try:
-            if members.podgroup is not None:
+            if members.podgroup is not None and not members.alone:
                 self._condition(members.podgroup, reason, message)
         except ApiError as exc:  # the same: the repeated event is aggregated
             self.metrics.api_error("patch_podgroup_status")
@@ -260,8 +262,8 @@ class GroupRunner:
         self.reasons[members.key] = reason
 
     def _condition(self, podgroup: PodGroup, reason: str, message: str) -> None:
-        old = podgroup.conditions
-        scheduled = condition("Scheduled", reason == "Scheduled", reason, message, old)
-        others = [c.body() for c in old if c.type != "Scheduled"]
+        old, kind = podgroup.conditions, podgroup.condition
+        scheduled = condition(kind, reason == "Scheduled", reason, message, old)
+        others = [c.body() for c in old if c.type != kind]
         status = {"conditions": [*others, scheduled.body()]}
-        self.patch_status(podgroup.meta.namespace, podgroup.meta.name, status)
+        self.patch_status(podgroup, status)

@@ -37,6 +37,7 @@ log = structlog.get_logger("rackwise")
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
 JOBS = "/apis/rackwise.io/v1alpha1/trainingjobs"
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+WORKLOAD_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/podgroups"  # the Workload API's (1.35+)
 WATCH_SECONDS = 300
 
 
@@ -140,17 +141,18 @@ def pod_view(pod: Obj) -> Pod:
 
 
 class Cache:
-    """The four kinds the reconciler reads, each its own informer thread."""
+    """The kinds the reconciler reads, each its own informer thread."""
 
     def __init__(self, source: Source, wake: Callable[[], None]) -> None:
         self.nodes = Informer(source, NODES, wake, Node.of)
         self.pods = Informer(source, PODS, wake, pod_view)
         self.jobs = Informer(source, JOBS, wake, TrainingJob.of)
         self.podgroups = Informer(source, PODGROUPS, wake, PodGroup.of)
+        self.workload_podgroups = Informer(source, WORKLOAD_PODGROUPS, wake, PodGroup.of_workload)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (self.nodes, self.pods, self.jobs, self.podgroups)
+        return (self.nodes, self.pods, self.jobs, self.podgroups, self.workload_podgroups)
 
     def start(self, stop: threading.Event) -> None:
         for informer in self.informers:

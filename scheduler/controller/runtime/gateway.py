@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
 API_VERSION = f"{GROUP}/{VERSION}"
 PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")  # scheduler-plugins' PodGroup
+WORKLOAD_PODGROUP_API = ("scheduling.k8s.io", "v1alpha2", "podgroups")  # the Workload API's
 log = structlog.get_logger("rackwise")
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -121,10 +122,11 @@ class Gateway:
             self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"]
         )
 
-    def podgroups(self) -> list[Obj]:
-        """scheduler-plugins PodGroups; none where that API is not installed."""
+    def podgroups(self, api: tuple[str, str, str] = PODGROUP_API) -> list[Obj]:
+        """PodGroups of one kind (scheduler-plugins', else the Workload API's); none where that
+        API is not served."""
         try:
-            return list(self._call(self.custom.list_cluster_custom_object, *PODGROUP_API)["items"])
+            return list(self._call(self.custom.list_cluster_custom_object, *api)["items"])
         except ApiError as exc:
             if exc.status == 404:
                 return []
@@ -271,13 +273,15 @@ class Gateway:
             {"status": status},
         )
 
-    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
-        """Merge patch of a PodGroup's .status (its conditions)."""
+    def patch_podgroup_status(
+        self, namespace: str, name: str, status: Obj, api: tuple[str, str, str] = PODGROUP_API
+    ) -> None:
+        """Merge patch of a PodGroup's .status (its conditions), of either kind."""
         self._call(
             self.custom.patch_namespaced_custom_object_status,
-            *PODGROUP_API[:2],
+            *api[:2],
             namespace,
-            PODGROUP_API[2],
+            api[2],
             name,
             {"status": status},
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any, TypeGuard
 
 from scheduler.controller.runtime.gateway import API_VERSION
@@ -265,6 +266,8 @@ class Pod:
     gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the API server refuses its binding
     claims: tuple[str, ...] = ()  # spec.resourceClaims, each as `name (source)`: see claims_of
     nominated: str | None = None  # status.nominatedNodeName: where a scheduler expects it to go
+    # spec.schedulingGroup.podGroupName: its Workload API PodGroup (1.36), in its namespace
+    scheduling_group: str | None = None
 
     @classmethod
     def of(cls, obj: Obj) -> Pod:
@@ -289,6 +292,9 @@ class Pod:
             gates=_names(spec.get("schedulingGates")),
             claims=claims_of(spec),
             nominated=str(status["nominatedNodeName"]) if status.get("nominatedNodeName") else None,
+            scheduling_group=str(group)
+            if (group := _part(spec, "schedulingGroup").get("podGroupName"))
+            else None,
         )
 
     @property
@@ -413,12 +419,26 @@ class TrainingJob:
         return f"{self.meta.namespace}/{self.meta.name}"
 
 
+class GroupApi(StrEnum):
+    """The two PodGroup kinds, easily confused by name: scheduler-plugins' coscheduling CRD
+    (pods join by label) and the Kubernetes Workload API's (alpha in 1.35-1.36; pods join by
+    `spec.schedulingGroup.podGroupName`)."""
+
+    PLUGINS = "scheduling.x-k8s.io/v1alpha1"
+    WORKLOAD = "scheduling.k8s.io/v1alpha2"
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroup:
     meta: Meta
-    min_member: int | None  # spec.minMember when a whole number >= 1
-    timeout_s: float | None  # spec.scheduleTimeoutSeconds when a whole number > 0
+    min_member: int | None  # minMember (plugins) / schedulingPolicy.gang.minCount, when >= 1
+    timeout_s: float | None  # spec.scheduleTimeoutSeconds when a whole number > 0 (plugins)
     conditions: tuple[Condition, ...]
+    api: GroupApi = GroupApi.PLUGINS
+    # Workload API: spec.schedulingConstraints.topology[0].key, the node label of the domain
+    # every member must share
+    topology_key: str | None = None
+    basic: bool = False  # Workload API basic policy: each member placed on its own
 
     @classmethod
     def of(cls, obj: Obj) -> PodGroup:
@@ -430,6 +450,30 @@ class PodGroup:
             timeout_s=float(wait) if _whole(wait) and wait > 0 else None,
             conditions=conditions_of(_part(obj, "status")),
         )
+
+    @classmethod
+    def of_workload(cls, obj: Obj) -> PodGroup:
+        """A Workload API PodGroup: a gang policy's minCount; a basic policy (or none readable)
+        places each member on its own (podgroup/members.py)."""
+        spec = _part(obj, "spec")
+        gang = _part(spec, "schedulingPolicy").get("gang")
+        least = gang.get("minCount") if isinstance(gang, dict) else None
+        found = _part(spec, "schedulingConstraints").get("topology")
+        first = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
+        return cls(
+            meta=Meta.of(obj),
+            min_member=least if _whole(least) and least >= 1 else 1,
+            timeout_s=None,
+            conditions=conditions_of(_part(obj, "status")),
+            api=GroupApi.WORKLOAD,
+            topology_key=str(first["key"]) if first.get("key") else None,
+            basic=not isinstance(gang, dict),
+        )
+
+    @property
+    def condition(self) -> str:
+        """The condition type that says whether it is scheduled, in its API's words."""
+        return "PodGroupScheduled" if self.api is GroupApi.WORKLOAD else "Scheduled"
 
 
 def _whole(value: object) -> TypeGuard[int]:

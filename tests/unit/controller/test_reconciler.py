@@ -13,7 +13,7 @@ import pytest
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import CycleReport, Reconciler
 from scheduler.controller.runtime.gateway import ApiError
-from scheduler.controller.runtime.objects import Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
@@ -32,6 +32,7 @@ class MemoryApi:
         self.pod_objs: dict[tuple[str, str], Obj] = {}
         self.job_objs: dict[str, Obj] = {}
         self.podgroup_objs: list[Obj] = []
+        self.workload_podgroup_objs: list[Obj] = []  # scheduling.k8s.io/v1alpha2 PodGroups
         self.reject: set[str] = set()  # pod names the API server refuses
         self.unserved: set[str] = set()  # namespaces the operator may not write to
         self.attempts: list[str] = []  # every pod creation asked for
@@ -49,7 +50,8 @@ class MemoryApi:
         return [TrainingJob.of(j) for j in self.job_objs.values()]
 
     def podgroups(self) -> list[PodGroup]:
-        return [PodGroup.of(g) for g in self.podgroup_objs]
+        plugins = [PodGroup.of(g) for g in self.podgroup_objs]
+        return plugins + [PodGroup.of_workload(g) for g in self.workload_podgroup_objs]
 
     def create_pod(self, namespace: str, body: Obj) -> None:
         name = body["metadata"]["name"]
@@ -83,8 +85,11 @@ class MemoryApi:
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:
         self.job_objs[name]["status"] = status
 
-    def patch_podgroup_status(self, namespace: str, name: str, status: Obj) -> None:
-        group = next(g for g in self.podgroup_objs if g["metadata"]["name"] == name)
+    def patch_podgroup_status(
+        self, namespace: str, name: str, status: Obj, api: GroupApi = GroupApi.PLUGINS
+    ) -> None:
+        kept = self.podgroup_objs if api is GroupApi.PLUGINS else self.workload_podgroup_objs
+        group = next(g for g in kept if g["metadata"]["name"] == name)
         group["status"] = status
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:

@@ -55,7 +55,9 @@ def reconciler(api: GatedApi) -> Driven:
 
 
 def bound(api: GatedApi, group: str) -> list[str | None]:
-    return [p["spec"].get("nodeName") for p in sorted(api.members(group), key=_name)]
+    """Where each member (named `<group>-<rank>`, of either PodGroup kind) is bound."""
+    members = [p for (_, n), p in api.pod_objs.items() if n.rsplit("-", 1)[0] == group]
+    return [p["spec"].get("nodeName") for p in sorted(members, key=_name)]
 
 
 def _name(pod: Obj) -> str:
@@ -244,3 +246,97 @@ def test_the_first_blocked_gang_names_the_nodes_its_reservation_keeps():
     said = nominated(api, "big")
     assert all(said.values())
     assert set(said.values()) <= set(api.node_objs)
+
+
+# the Workload API's PodGroup (scheduling.k8s.io/v1alpha2, 1.36): pods name it in
+# spec.schedulingGroup.podGroupName; a gang policy's minCount; one topology constraint's key
+def workload_group(api: GatedApi, name: str, pods: int, **spec: Any) -> None:
+    body = {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    api.workload_podgroup_objs.append(body)
+    for rank in range(pods):
+        api.add_member(name, rank, at="2026-12-01T00:00:01Z")
+        member = api.member(name, rank)
+        del member["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+        member["spec"]["schedulingGroup"] = {"podGroupName": name}
+
+
+def workload_condition(api: GatedApi, name: str) -> Obj:
+    group = next(g for g in api.workload_podgroup_objs if g["metadata"]["name"] == name)
+    return next(c for c in group["status"]["conditions"] if c["type"] == "PodGroupScheduled")
+
+
+GANG = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+IN_A_RACK = {"schedulingConstraints": {"topology": [{"key": "rackwise.io/rack"}]}}
+
+
+def test_a_workload_api_pod_group_is_a_gang_and_says_so_in_its_own_condition(api, reconciler):
+    workload_group(api, "w", 1, **GANG)
+    reconciler.cycle()
+    said = workload_condition(api, "w")
+    assert (said["status"], said["reason"]) == ("False", "GroupIncomplete")
+    api.add_member("w", 1, at="2026-12-01T00:00:02Z")
+    del api.member("w", 1)["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+    api.member("w", 1)["spec"]["schedulingGroup"] = {"podGroupName": "w"}
+    reconciler.cycle()
+    assert all(bound(api, "w"))
+    assert workload_condition(api, "w")["status"] == "True"
+
+
+def test_its_topology_key_is_a_required_level():
+    """Three 8-GPU pods in one rack of two hosts: never, so none is bound (without the
+    constraint they would span both racks)."""
+    api = GatedApi(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    workload_group(api, "w", 3, schedulingPolicy={"gang": {"minCount": 3}}, **IN_A_RACK)
+    reconciler.cycle()
+    assert bound(api, "w") == [None, None, None]
+    assert workload_condition(api, "w")["reason"] == "NeverFits"
+
+
+def test_an_unknown_topology_key_is_reported_naming_the_kind_and_field(api, reconciler):
+    workload_group(api, "w", 2, **GANG, schedulingConstraints={"topology": [{"key": "x/y"}]})
+    reconciler.cycle()
+    said = workload_condition(api, "w")
+    assert said["reason"] == "InvalidSpec"
+    assert said["message"].startswith(
+        "PodGroup (scheduling.k8s.io/v1alpha2) w: spec.schedulingConstraints.topology[0].key"
+    )
+
+
+def test_the_two_podgroup_kinds_of_one_name_are_two_gangs(api, reconciler):
+    """A scheduler-plugins PodGroup `g` (label) and a Workload API PodGroup `g` (field) in one
+    namespace: two gangs, each told in its own object."""
+    api.group("g", 2, least=2)
+    api.workload_podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": GANG}
+    )
+    for rank in (5, 6):
+        api.add_member("g", rank, at="2026-12-01T00:00:03Z")
+        del api.member("g", rank)["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+        api.member("g", rank)["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+    reconciler.cycle()
+    assert {"podgroup:default/g", "workload-podgroup:default/g"} <= set(
+        reconciler.inner.groups.reasons
+    )
+    assert all(bound(api, "g"))
+    assert scheduled(api, "g")["reason"] == "Scheduled"
+    assert workload_condition(api, "g")["reason"] == "Scheduled"
+
+
+def test_a_basic_policy_places_each_member_on_its_own(api, reconciler):
+    """Room for one 8-GPU pod: the basic group's first member starts, the other waits (a
+    gang of both would wait whole)."""
+    api.submit("fill", 3)
+    for _ in range(2):
+        reconciler.cycle()
+    workload_group(api, "b", 2, schedulingPolicy={"basic": {}})
+    reconciler.cycle()
+    assert sorted(bool(n) for n in bound(api, "b")) == [False, True]
+
+
+def test_pods_of_a_missing_workload_pod_group_name_its_kind(api, reconciler):
+    workload_group(api, "w", 1, **GANG)
+    api.workload_podgroup_objs.clear()
+    reconciler.cycle()
+    pod = api.member("w", 0)
+    assert "PodGroup (scheduling.k8s.io/v1alpha2) w" in pod_scheduled(pod)[2]
