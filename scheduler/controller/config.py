@@ -169,6 +169,12 @@ class OperatorConfig(BaseModel):
         level, `host`, whatever the config calls it."""
         return "host" if name in self._host_aliases else name
 
+    def levels_by_label(self) -> dict[str, str]:
+        """Node label -> the fabric's level read from it (the hostname: `host`)."""
+        by_label = {level.label: self.canonical(level.name) for level in self.levels}
+        by_label[HOSTNAME] = "host"  # the fabric's first level, whatever the config calls it
+        return by_label
+
     @property
     def pools(self) -> PoolPolicy:
         """The pool label and taint every rackwise pod and node carries."""

@@ -101,20 +101,38 @@ def _is_int(text: str) -> bool:
 BLOCKING = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 
 
+class PodRule(Requirement):
+    """A node requirement that stands for a required pod (anti-)affinity term against pods
+    already running: the domains (values of the topology key) holding pods the term's selector
+    matches are the only ones allowed (In) or the ones ruled out (NotIn). It changes as pods
+    come and go, so it never makes a gang NeverFits; `name` is the term a message names."""
+
+    name: str = ""
+
+
 class NodeConstraints(_Frozen):
     selector: tuple[tuple[str, str], ...] = ()
     # required node affinity: OR over terms, AND within a term; empty means no affinity
     affinity: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # every one must hold (AND): pod (anti-)affinity with the pods running now
+    pod_rules: tuple[PodRule, ...] = ()
 
     @property
     def label_keys(self) -> tuple[str, ...]:
         """The node labels whose values decide `admits` (with the taints): nothing else does."""
         keys = [k for k, _ in self.selector] + [r.key for t in self.affinity for r in t]
+        keys += [r.key for r in self.pod_rules]
         return tuple(dict.fromkeys(keys))
+
+    def static(self) -> NodeConstraints:
+        """What holds whatever else runs: without the pod rules."""
+        return self.model_copy(update={"pod_rules": ()}) if self.pod_rules else self
 
     def admits(self, labels: dict[str, str], taints: tuple[Taint, ...]) -> bool:
         if any(labels.get(k) != v for k, v in self.selector):
+            return False
+        if not all(r.matches(labels) for r in self.pod_rules):
             return False
         # an empty term matches no node, as in Kubernetes
         if self.affinity and not any(
@@ -125,3 +143,27 @@ class NodeConstraints(_Frozen):
 
     def tolerated(self, taint: Taint) -> bool:
         return any(t.tolerates(taint) for t in self.tolerations)
+
+
+class Spread(_Frozen):
+    """A topology spread constraint over the gang's own pods (Kubernetes'
+    topologySpreadConstraints with `whenUnsatisfiable: DoNotSchedule`), resolved: the domains
+    are the values of the node label `key`; `counts` says how many pods its selector matches
+    already run in each (others: none). A placement keeps, over every domain of a host the gang
+    may use, max(count) - min(count) <= max_skew once its pods are added; with fewer such
+    domains than `min_domains`, the minimum is taken as 0 (as kube-scheduler does)."""
+
+    key: str = Field(min_length=1)
+    max_skew: int = Field(ge=1)
+    counts: tuple[tuple[str, int], ...] = ()
+    min_domains: int | None = Field(default=None, ge=1)
+    name: str = ""  # what a message calls it (the field it came from)
+
+    def skew(self, totals: dict[str, int]) -> int:
+        """max - min over the domains given (every eligible one, with its count after)."""
+        if not totals:
+            return 0
+        low = min(totals.values())
+        if self.min_domains is not None and len(totals) < self.min_domains:
+            low = 0
+        return max(totals.values()) - low

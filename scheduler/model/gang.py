@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.model.constraints import NodeConstraints
+from scheduler.model.constraints import NodeConstraints, Spread
 
 
 class Pool(StrEnum):
@@ -144,6 +144,12 @@ class GangRequest(BaseModel):
     priority: int = 0
     # online inference: at most this many pods per rack (failure-domain spread)
     max_pods_per_rack: int | None = Field(default=None, ge=1)
+    # at most this many pods per host (a required pod anti-affinity of the gang with itself on
+    # the hostname: one per host)
+    max_pods_per_host: int | None = Field(default=None, ge=1)
+    # topology spread of the gang's own pods (topologySpreadConstraints, DoNotSchedule),
+    # resolved against the pods already running (model/constraints.py)
+    spread: tuple[Spread, ...] = ()
     # gradient bytes each DP member holds; drives the traffic cost (default: 1 GB per GPU)
     gradient_gb: float = Field(default=1.0, ge=0)
     # extended resources each pod requests (name -> whole units), beyond GPUs, CPU and memory

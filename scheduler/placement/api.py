@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import collector, cpsat, parts, roles, slices
+from scheduler.placement import collector, cpsat, parts, roles, slices, spread
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -84,10 +84,13 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
         unknown_levels(fabric, gang)
         or slices.problem(fabric, gang)
         or roles.problem(fabric, gang)
+        or spread.problem(capacity)
         or explain(capacity)
     )
     if reason is not None:
         return _unplaceable(gang, config.policy, reason, start)
+    if gang.spread:
+        return _spread(capacity, config, start)
     weights = level_weights(fabric, gang)
     ring = functools.cache(lambda: lower_bound(capacity, weights))
     prefs = preference_weights(fabric, gang, weights)
@@ -114,6 +117,17 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
     broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(capacity, placement, counts, start, config)
+
+
+def _spread(capacity: Capacity, config: PlaceConfig, start: float) -> Placement:
+    """Every policy places a gang with spread constraints the same way: as evenly as asked
+    (placement/spread.py); J is reported for what it is, with no bound."""
+    found = spread.place(capacity)
+    if isinstance(found, str):
+        return _unplaceable(capacity.gang, config.policy, found, start)
+    value = j_value(capacity, found, config)
+    placement = finalize(capacity, found, config.policy, value, None, start, "spread")
+    return _with_roles(capacity, placement, found, start, config)
 
 
 def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> float:

@@ -51,6 +51,8 @@ class Capacity:
             _fit(snapshot.free_mem, gang.memory_mib_per_pod),
         )
         pods = np.minimum(pods, snapshot.free_pods)
+        if gang.max_pods_per_host is not None:
+            pods = np.minimum(pods, gang.max_pods_per_host)
         for name, units in gang.extended_per_pod.items():
             if units:
                 pods = np.minimum(pods, snapshot.ext(name) // units)

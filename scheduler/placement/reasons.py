@@ -26,6 +26,9 @@ def explain(capacity: Capacity) -> str | None:
     gang = capacity.gang
     n = gang.pods
     total = capacity.total
+    ruled_out = _pod_rules(capacity)
+    if ruled_out is not None:
+        return ruled_out
     what = f"{n} pods x {gang.gpus_per_pod} GPUs"
     if gang.extended_per_pod:
         what += " + " + ", ".join(f"{u} {r}" for r, u in sorted(gang.extended_per_pod.items()))
@@ -76,12 +79,44 @@ def never_fits(fabric: Fabric, gang: GangRequest) -> str | None:
     if wrong is not None:
         return wrong
     empty = Snapshot(fabric)
+    gang = _static(gang)
     parts = [(gang, ""), *((roles.as_gang(gang, r), f"role {r.name}: ") for r in gang.roles)]
     for part, label in parts:
         why = explain(Capacity.of(empty, part))
         if why is not None:
             return f"even with every host free, {label}{why}"
     return None
+
+
+def _static(gang: GangRequest) -> GangRequest:
+    """The gang as it would be with nothing else running: pod (anti-)affinity with the pods
+    of others and the counts a spread starts from are not its own, and they change."""
+    spread = tuple(s.model_copy(update={"counts": ()}) for s in gang.spread)
+    constraints = gang.constraints.static()
+    role_rules = tuple(
+        r.model_copy(update={"constraints": r.constraints.static()}) for r in gang.roles
+    )
+    return gang.model_copy(
+        update={"constraints": constraints, "spread": spread, "roles": role_rules}
+    )
+
+
+def _pod_rules(capacity: Capacity) -> str | None:
+    """When the pod (anti-)affinity terms are what leave too little room: which ones."""
+    gang = capacity.gang
+    rules = gang.constraints.pod_rules
+    if not rules or capacity.total >= gang.pods:
+        return None
+    freed = Capacity.of(
+        capacity.snapshot, gang.model_copy(update={"constraints": gang.constraints.static()})
+    )
+    if freed.total < gang.pods:
+        return None
+    names = ", ".join(r.name or f"{r.key} {r.operator.value} {list(r.values)}" for r in rules)
+    return (
+        f"needs {gang.pods} pods; with its pod (anti-)affinity ({names}) the hosts it may use "
+        f"have room for {capacity.total}, without it {freed.total}"
+    )
 
 
 def _slices(capacity: Capacity) -> str | None:

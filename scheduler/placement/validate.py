@@ -3,13 +3,19 @@ the tests on every output of every policy."""
 
 from __future__ import annotations
 
-from scheduler.model.constraints import NodeConstraints
+from collections import Counter
+
+import numpy as np
+
+from scheduler.model.constraints import NodeConstraints, Toleration, TolerationOperator
 from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
 from scheduler.placement.roles import grouped
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology.fabric import UnknownLevelError
+
+EVERY_TAINT = Toleration(operator=TolerationOperator.EXISTS)
 
 
 class InvalidPlacementError(AssertionError):
@@ -60,6 +66,8 @@ def validate(snapshot: Snapshot, gang: GangRequest, placement: Placement) -> Non
             raise InvalidPlacementError(f"{gang.name}: spans more than one {gang.required_level}")
     _check_tp_groups(snapshot, gang, hosts)
     _check_rack_cap(snapshot, gang, hosts)
+    _check_host_cap(gang, hosts)
+    _check_spread(snapshot, gang, hosts)
     for pod_set in gang.roles:
         _check_role_topology(snapshot, gang, pod_set, placement)
 
@@ -118,6 +126,39 @@ def _check_rack_cap(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> 
         raise InvalidPlacementError(
             f"{gang.name}: more than {gang.max_pods_per_rack} pods in a rack"
         )
+
+
+def _check_host_cap(gang: GangRequest, hosts: list[int]) -> None:
+    cap = gang.max_pods_per_host
+    if cap is not None and max(Counter(hosts).values()) > cap:
+        raise InvalidPlacementError(f"{gang.name}: more than {cap} pods on a host")
+
+
+def _check_spread(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> None:
+    """Every spread constraint's skew, over the domains of the hosts the gang may use, once
+    its pods are counted (recomputed here from the labels, not taken from the engine)."""
+    fabric = snapshot.fabric
+    # domains: hosts whose labels admit the gang, taints aside (nodeTaintsPolicy: Ignore)
+    labels_only = gang.constraints.model_copy(update={"tolerations": (EVERY_TAINT,)})
+    usable = snapshot.pool_hosts(gang.pool) & fabric.admits(labels_only)
+    for rule in gang.spread:
+        totals = {
+            v: 0
+            for h in np.flatnonzero(usable).tolist()
+            if (v := fabric.hosts[h].labels.get(rule.key)) is not None
+        }
+        for value, count in rule.counts:
+            if value in totals:
+                totals[value] += count
+        for h in hosts:
+            found = fabric.hosts[h].labels.get(rule.key)
+            if found is None:
+                raise InvalidPlacementError(f"{gang.name}: a pod on a host without {rule.key}")
+            totals[found] = totals.get(found, 0) + 1
+        if rule.skew(totals) > rule.max_skew:
+            raise InvalidPlacementError(
+                f"{gang.name}: {rule.name or rule.key} skew {rule.skew(totals)} > {rule.max_skew}"
+            )
 
 
 def _check_roles(gang: GangRequest, placement: Placement) -> None:

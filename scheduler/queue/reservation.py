@@ -102,6 +102,8 @@ def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running
         return int((free[counted] // gang.gpus_per_pod).sum()) >= gang.pods
 
     low, step = max(n, 1), 1  # room(low - 1) is false, or low is the first release
+    if low > len(ordered):  # nothing running to release (what holds it back is not GPUs)
+        return len(ordered) + 1
     if room(low):
         return low
     while True:  # room(low) is false: double until it holds or the releases run out

@@ -18,6 +18,7 @@ from scheduler.model.constraints import NodeConstraints
 from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 
 ROOT = "fabric"
+ADMITS_KEPT = 4096  # host masks kept per fabric, one per constraint set seen
 
 
 class UnknownLevelError(ValueError):
@@ -191,6 +192,8 @@ class Fabric:
                 if found is None:
                     found = kinds[kind] = constraints.admits(host.labels, host.taints)
                 mask[h] = found
+            if len(self._admits) >= ADMITS_KEPT:  # pod rules change with the pods: stay bounded
+                self._admits.clear()
             self._admits[constraints] = mask
         return mask
 

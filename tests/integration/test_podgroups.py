@@ -280,3 +280,44 @@ def test_a_member_bound_by_a_stopped_operator_that_finished_still_counts(env, fa
         return bool(pods["pair-1"]["spec"].get("nodeName"))
 
     env.wait("its sibling bound", sibling_bound, timeout=60)
+
+
+def exclusive(group: str, key: str = "rackwise.io/rack") -> Obj:
+    """LeaderWorkerSet's exclusive placement as it writes it into pods: together in one domain
+    of the key (affinity with its own group), alone there (anti-affinity with any other)."""
+    mine = {"matchLabels": {"lws/group-key": group}}
+    others = {
+        "matchExpressions": [
+            {"key": "lws/group-key", "operator": "Exists"},
+            {"key": "lws/group-key", "operator": "NotIn", "values": [group]},
+        ]
+    }
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    return {
+        "podAffinity": {required: [{"labelSelector": mine, "topologyKey": key}]},
+        "podAntiAffinity": {required: [{"labelSelector": others, "topologyKey": key}]},
+    }
+
+
+def test_exclusive_racks_written_as_pod_affinity_hold_on_the_real_api_server(env, fabric):
+    """Two groups of two 4-GPU pods, each exclusive in a rack: one rack each (compactness
+    alone would put both on the first rack's hosts); a third waits, naming the term."""
+    fabric(blocks=1, racks=2, hosts=2, gpus=8)
+    for name in ("ex1", "ex2", "ex3"):
+        job = batch_job(name, 2, gpus=4)
+        spec = job["spec"]["template"]
+        spec["metadata"]["labels"]["lws/group-key"] = name
+        spec["spec"]["affinity"] = exclusive(name)
+        env.apply(podgroup(name, 2))
+        env.apply(job)
+        if name != "ex3":
+            env.wait(f"{name} bound", lambda name=name: bound(env, name, 2), timeout=60)
+    rack = env.node_rack()
+    taken = [{rack[p["spec"]["nodeName"]] for p in group_pods(env, n)} for n in ("ex1", "ex2")]
+    assert all(len(t) == 1 for t in taken)
+    assert taken[0] != taken[1]
+    env.wait("ex3 waits", lambda: scheduled(env, "ex3") == ("False", "Unplaceable"), timeout=60)
+    assert not any(p["spec"].get("nodeName") for p in group_pods(env, "ex3"))
+    [pod, *_] = group_pods(env, "ex3")
+    said = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert "podAntiAffinity" in said["message"]

@@ -22,6 +22,7 @@ import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -33,6 +34,7 @@ from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
+from scheduler.controller.pods.affinity import guards, resolve_gang
 from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.calls import Calls
@@ -73,6 +75,10 @@ class Api(Protocol):
     def can_write(self, namespace: str) -> bool: ...
     def create_event(self, namespace: str, body: Obj) -> str: ...
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
+
+
+# pods bound and not finished, and those of them with required anti-affinity (pods/affinity.py)
+Running = tuple[list[Pod], list[Pod]]
 
 
 class Reconciler:
@@ -189,6 +195,10 @@ class Reconciler:
             handle = functools.partial(self.jobs.handle, job, owned, state, pending, running)
             self.driver.isolated(job, report, handle)
         waiting = self._groups(groups, state, report)
+        if state is not None:
+            running_pods = [p for p in pods if p.node and not p.done]
+            guarded = [p for p in running_pods if guards(p)]
+            waiting = self._terms(waiting, pending, (running_pods, guarded), state, report)
         self.jobs.make()
         self.driver.place(pending, running, state, report, waiting)
         self.driver.nominations.sync(pods)
@@ -232,6 +242,47 @@ class Reconciler:
             if found is not None:
                 out[members.key] = found
         return out
+
+    def _terms(
+        self,
+        groups: dict[str, Waiting],
+        pending: Pending,
+        running: Running,
+        state: ClusterState,
+        report: CycleReport,
+    ) -> dict[str, Waiting]:
+        """Each waiting gang with its pods' affinity, anti-affinity and spread resolved against
+        what runs now (pods/affinity.py); one whose terms cannot be honoured is told so and
+        waits out of the queue, the others go on."""
+        out = {}
+        for key, w in groups.items():
+            try:
+                out[key] = self._resolved(w, running, state)
+            except InvalidSpecError as exc:
+                report.invalid += 1
+                self.groups.tell(w.members, "Warning", "InvalidSpec", str(exc))
+            except Exception:  # this group's surprise must not stop the others
+                report.errors += 1
+                self.metrics.job_errors.inc()
+                log.exception("pod group handling failed", group=key)
+        for uid, (view, w) in list(pending.items()):
+            found: list[Waiting] = []
+            resolve = functools.partial(self._resolve_into, found, w, running, state)
+            if self.driver.isolated(view.obj, report, resolve):
+                pending[uid] = (view, found[0])
+            else:
+                del pending[uid]
+        return out
+
+    def _resolve_into(
+        self, found: list[Waiting], w: Waiting, running: Running, state: ClusterState
+    ) -> None:
+        found.append(self._resolved(w, running, state))
+
+    def _resolved(self, w: Waiting, running: Running, state: ClusterState) -> Waiting:
+        pods, guarded = running
+        gang = resolve_gang(w.gang, w.pods, pods, state.fabric, self.config, guarded)
+        return w if gang == w.gang else replace(w, gang=gang)
 
     # pods being made
     def _launch(self, report: CycleReport) -> None:

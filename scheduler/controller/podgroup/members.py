@@ -37,7 +37,6 @@ from scheduler.controller.runtime.events import Ref
 from scheduler.controller.runtime.objects import GroupApi, Pod, PodGroup
 from scheduler.model import GangRequest, Slice
 from scheduler.model.gang import Role
-from scheduler.topology.sources import HOSTNAME
 
 Obj = dict[str, Any]
 
@@ -212,7 +211,7 @@ def _group_topology(members: Members, wanted: dict[str, Any], config: OperatorCo
     if key is None:
         return wanted
     field = f"{members.kind} {members.name}: spec.schedulingConstraints.topology[0].key"
-    level = _levels_by_label(config).get(key)
+    level = config.levels_by_label().get(key)
     if level is None:
         raise InvalidSpecError(f"{field}: no level is read from node label {key!r}")
     if wanted["required_level"] not in (None, level):
@@ -316,16 +315,9 @@ def _pod_spec(pod: Pod) -> PodSpec:
         raise InvalidSpecError(describe(exc, "spec")) from exc
 
 
-def _levels_by_label(config: OperatorConfig) -> dict[str, str]:
-    """Node label -> the level the operator reads from it."""
-    by_label = {level.label: config.canonical(level.name) for level in config.levels}
-    by_label[HOSTNAME] = "host"  # the fabric's first level, whatever the config calls it
-    return by_label
-
-
 def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
     """required_level, preferred_levels and slices from the annotations."""
-    by_label = _levels_by_label(config)
+    by_label = config.levels_by_label()
 
     def level(ours: str, kueue: str) -> str | None:
         if OURS + ours in notes:

@@ -125,6 +125,7 @@ POD_SPEC += ("affinity", "tolerations", "overhead", "restartPolicy")
 # today's fields (runtime/objects.py reads them): gates, claims, pod-level resources, the
 # Workload API's PodGroup a pod belongs to
 POD_SPEC += ("schedulingGates", "resourceClaims", "resources", "schedulingGroup")
+POD_SPEC += ("topologySpreadConstraints",)
 CONTAINER = ("name", "image", "resources", "restartPolicy")
 
 

@@ -169,6 +169,8 @@ def test_the_cached_pod_reads_as_the_listed_one_on_todays_fields():
             "schedulingGates": [{"name": "example.com/gate"}],
             "resourceClaims": [{"name": "gpus", "resourceClaimName": "c"}],
             "schedulingGroup": {"podGroupName": "g"},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
             "volumes": [{"name": "v", "emptyDir": {}}],
         },
         "status": {
@@ -179,5 +181,6 @@ def test_the_cached_pod_reads_as_the_listed_one_on_todays_fields():
     listed, cached = Pod.of(pod), pod_view(pod)
     for name in ("requests", "gates", "claims", "nominated", "where"):
         assert getattr(cached, name) == getattr(listed, name), name
-    assert cached.spec["schedulingGroup"] == {"podGroupName": "g"}
+    for field in ("schedulingGroup", "topologySpreadConstraints", "affinity"):
+        assert cached.spec[field] == pod["spec"][field], field
     assert "volumes" not in cached.spec

@@ -311,3 +311,28 @@ def test_a_required_level_no_domain_of_the_fabric_holds_never_fits():
     wait = queue.cycle(0, snap, []).waiting["r"]
     assert wait.reason is WaitReason.NEVER_FITS
     assert "in one rack" in wait.message
+
+
+def test_a_gang_held_back_by_other_than_gpus_with_nothing_running_waits_without_failing():
+    """Free GPUs enough, nothing running to release, and a node rule (pod anti-affinity) that
+    rules every host out: the reservation finds no release to wait for; the gang waits, the
+    cycle does not fail (it raised IndexError looking at the first release of none)."""
+    from scheduler.model.constraints import MatchOperator, NodeConstraints, PodRule
+
+    labelled = TopologySpec(
+        hosts=tuple(
+            HostSpec(name=f"h{i}", gpus=8, domains={"rack": "r0"}, labels={"zone": "a"})
+            for i in range(2)
+        )
+    )
+    snap = Snapshot(Fabric(labelled))
+    nowhere = PodRule(key="zone", operator=MatchOperator.NOT_IN, values=("a",), name="anti[0]")
+    blocked = gang("blocked", 1).model_copy(
+        update={"constraints": NodeConstraints(pod_rules=(nowhere,))}
+    )
+    queue = SchedulingQueue(QueueConfig.of(backfill=Backfill.EASY))
+    queue.add("blocked", blocked, arrival=0)
+    decisions = queue.cycle(0, snap, [])
+    assert not decisions.failed
+    assert decisions.waiting["blocked"].reason is WaitReason.UNPLACEABLE
+    assert "anti[0]" in decisions.waiting["blocked"].message
