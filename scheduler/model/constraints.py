@@ -117,6 +117,13 @@ class NodeConstraints(_Frozen):
     tolerations: tuple[Toleration, ...] = ()
     # every one must hold (AND): pod (anti-)affinity with the pods running now
     pod_rules: tuple[PodRule, ...] = ()
+    # preferred node affinity: (weight, term); a host scores the weights of the terms it
+    # matches. Never decides `admits`: a tie-break among placements of equal cost
+    preferred: tuple[tuple[int, tuple[Requirement, ...]], ...] = ()
+
+    def score(self, labels: dict[str, str]) -> int:
+        """The summed weights of the preferred terms the labels match (an empty term: none)."""
+        return sum(w for w, t in self.preferred if t and all(r.matches(labels) for r in t))
 
     @property
     def label_keys(self) -> tuple[str, ...]:

@@ -112,11 +112,47 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
     value = j_value(capacity, counts, config)
+    if config.policy == RACKWISE and gang.constraints.preferred:
+        liked = _liked(capacity, counts, value, config, weights)
+        if liked is not None:
+            optimum = value / (1 + premium)  # J of the J-optimal placement (the bound's)
+            counts, value = liked
+            premium = max(0.0, value / optimum - 1) if optimum > 0 else 0.0
     bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
     broken = (breakage or Breakage.of(snapshot, gang.pool)).broken(snapshot, counts)
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(capacity, placement, counts, start, config)
+
+
+def _liked(
+    capacity: Capacity,
+    counts: Mapping[int, int],
+    value: float,
+    config: PlaceConfig,
+    weights: list[float],
+) -> tuple[dict[int, int], float] | None:
+    """Preferred node affinity as a tie-break: the same gang solved again on the hosts the gang
+    prefers most (the highest summed weight of matching preferred terms), kept when its J is no
+    higher (the bound found before still holds: it is a bound on J over every host). None when
+    the placement is on those hosts already or they cannot hold one as cheap."""
+    gang, fabric = capacity.gang, capacity.snapshot.fabric
+    score = np.array([gang.constraints.score(fabric.hosts[h].labels) for h in capacity.hosts])
+    top = int(score.max(initial=0))
+    keep = score == top
+    on = dict(zip(capacity.hosts.tolist(), keep.tolist(), strict=True))
+    if top == 0 or all(on[h] for h, n in counts.items() if n > 0):
+        return None
+    narrowed = Capacity(capacity.snapshot, gang, capacity.hosts[keep], capacity.pods[keep])
+    if narrowed.total < gang.pods:
+        return None
+    ring = functools.cache(lambda: lower_bound(narrowed, weights))
+    prefs = preference_weights(fabric, gang, weights)
+    found = cpsat.solve(narrowed, ring, weights, config, lambda: objective_bound(ring(), prefs))
+    if found is None:
+        return None
+    other = j_value(capacity, found.counts, config)
+    return (dict(found.counts), other) if other <= value * (1 + 1e-9) else None
 
 
 def _spread(capacity: Capacity, config: PlaceConfig, start: float) -> Placement:

@@ -4,7 +4,7 @@ tolerations) plus the pool's selector and toleration; and the pool check both ki
 from __future__ import annotations
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec
+from scheduler.controller.pods.podspec import InvalidSpecError, NodeSelectorTerm, PodSpec
 from scheduler.model.constraints import (
     MatchOperator,
     NodeConstraints,
@@ -35,13 +35,9 @@ def constraints(
     selector = {**pod.node_selector, **({} if lenders else policy.node_selector(pool))}
     required = pod.affinity.node_affinity if pod.affinity else None
     terms = required.required_during_scheduling_ignored_during_execution if required else None
-    affinity = tuple(
-        tuple(
-            Requirement(key=r.key, operator=MatchOperator(r.operator), values=tuple(r.values))
-            for r in term.match_expressions
-        )
-        for term in (terms.node_selector_terms if terms else [])
-    )
+    affinity = tuple(_term(term) for term in (terms.node_selector_terms if terms else []))
+    liked = required.preferred_during_scheduling_ignored_during_execution if required else []
+    preferred = tuple((p.weight, _term(p.preference)) for p in liked)
     if lenders:
         anywhere = Requirement(
             key=policy.label_key, operator=MatchOperator.IN, values=(pool, *lenders)
@@ -65,7 +61,17 @@ def constraints(
         *added,
     )
     return NodeConstraints(
-        selector=tuple(sorted(selector.items())), affinity=affinity, tolerations=tolerations
+        selector=tuple(sorted(selector.items())),
+        affinity=affinity,
+        tolerations=tolerations,
+        preferred=preferred,
+    )
+
+
+def _term(term: NodeSelectorTerm) -> tuple[Requirement, ...]:
+    return tuple(
+        Requirement(key=r.key, operator=MatchOperator(r.operator), values=tuple(r.values))
+        for r in term.match_expressions
     )
 
 

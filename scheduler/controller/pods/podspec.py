@@ -150,8 +150,16 @@ class NodeSelector(Closed):
     node_selector_terms: list[NodeSelectorTerm] = Field(min_length=1)
 
 
+class PreferredSchedulingTerm(Closed):
+    weight: StrictInt = Field(ge=1, le=100)
+    preference: NodeSelectorTerm
+
+
 class NodeAffinity(K8s):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
+        default_factory=list
+    )
 
 
 class Affinity(K8s):

@@ -199,3 +199,15 @@ def test_affinity_with_its_own_pods_holds_the_gang_in_one_rack(api, reconciler):
     reconciler.cycle()
     assert hosts(api, "g") == [None, None]
     assert "in one rack" in scheduled(api, "g")["message"]
+
+
+def test_preferred_node_affinity_picks_among_equal_placements(api, reconciler):
+    api.node_objs["h1-1"]["metadata"]["labels"]["disk"] = "ssd"
+    liked = {
+        "weight": 50,
+        "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+    }
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [liked]}}
+    group(api, "b", 1, affinity=prefer)
+    reconciler.cycle()
+    assert hosts(api, "b") == ["h1-1"]

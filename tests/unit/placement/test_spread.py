@@ -9,7 +9,7 @@ import random
 import pytest
 
 from scheduler.model import GangRequest
-from scheduler.model.constraints import Spread
+from scheduler.model.constraints import MatchOperator, NodeConstraints, Requirement, Spread
 from scheduler.model.topology import TopologySpec
 from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.validate import InvalidPlacementError
@@ -132,3 +132,37 @@ def test_the_spread_placer_finds_a_placement_exactly_when_one_exists(seed):
     assert placement.placed == possible(room, before, n, skew), (room, before, n, skew)
     if placement.placed:
         validate(snapshot, gang, placement)
+
+
+def labelled(**by_host: dict[str, str]) -> Fabric:
+    spec: TopologySpec = generate(blocks=1, racks=2, hosts=2, gpus=8)
+    hosts = tuple(
+        h.model_copy(update={"labels": {**h.labels, **by_host.get(h.name.replace("-", "_"), {})}})
+        for h in spec.hosts
+    )
+    return Fabric(spec.model_copy(update={"hosts": hosts}))
+
+
+SSD = ((10, (Requirement(key="disk", operator=MatchOperator.IN, values=("ssd",)),)),)
+
+
+def test_preferred_node_affinity_breaks_a_tie():
+    """One 8-GPU pod costs nothing anywhere: it goes to a preferred host."""
+    fabric = labelled(h1_0={"disk": "ssd"}, h1_1={"disk": "ssd"})
+    gang = GangRequest(name="g", pods=1, constraints=NodeConstraints(preferred=SSD))
+    plain = gang.model_copy(update={"constraints": NodeConstraints()})
+    [without] = place(Snapshot(fabric), [plain])
+    assert without.pods[0].host.startswith("h0")  # the first choice without it
+    [liked] = place(Snapshot(fabric), [gang])
+    assert liked.pods[0].host.startswith("h1")
+
+
+def test_preferred_node_affinity_never_costs_traffic():
+    """The preferred hosts are one per rack: two pods there would cross racks; they stay in
+    one rack, whatever the preference."""
+    fabric = labelled(h0_0={"disk": "ssd"}, h1_0={"disk": "ssd"})
+    gang = GangRequest(name="g", pods=2, constraints=NodeConstraints(preferred=SSD))
+    [placement] = place(Snapshot(fabric), [gang])
+    validate(Snapshot(fabric), gang, placement)
+    assert placement.domains["rack"] == 1
+    assert placement.optimal
