@@ -505,3 +505,37 @@ def test_objects_rackwise_will_not_touch_are_reported_where_a_user_looks(env: En
     assert not [p for p in env.admin.pods() if p["metadata"]["namespace"] == "unserved"]
     env.kubectl("delete", "pod", "sys-member", "-n", "kube-system", "--grace-period=0", "--force")
     env.kubectl("delete", "tj", "stray", "-n", "unserved", "--wait=false")
+
+
+def test_a_runtime_class_overhead_set_by_the_api_server_is_charged(env: Env, fabric):
+    """The API server's RuntimeClass admission writes the class's overhead into the pod
+    (`spec.overhead`); rackwise charges it: 100 cores of overhead on the only host leave no
+    room for a 50-core pod until that pod goes."""
+    fabric(blocks=1, racks=1, hosts=1, gpus=8)  # one host of 128 cores
+    env.apply(
+        {
+            "apiVersion": "node.k8s.io/v1beta1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "heavy"},
+            "handler": "runc",
+            "overhead": {"podFixed": {"cpu": "100"}},
+        }
+    )
+    heavy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "with-overhead", "namespace": "default"},
+        "spec": {
+            "nodeName": "h0-0",
+            "runtimeClassName": "heavy",
+            "containers": [{**CONTAINER, "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    env.apply(heavy)
+    made = json.loads(env.kubectl("get", "pod", "with-overhead", "-o", "json").stdout)
+    assert made["spec"]["overhead"] == {"cpu": "100"}  # the server's doing, not the test's
+    env.post(training_job("after-overhead", 1, 0, cpuPerReplica="50"))
+    env.wait("no room", lambda: env.condition("after-overhead").get("reason") == "Unplaceable")
+    env.kubectl("delete", "pod", "with-overhead", "--wait=false", "--grace-period=0", "--force")
+    env.wait_placed("after-overhead")
+    env.kubectl("delete", "runtimeclass", "heavy")
