@@ -52,6 +52,8 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.policy import Backfill
 from scheduler.placement import Snapshot, place_one
+from scheduler.placement.api import RACKWISE
+from scheduler.placement.uplinks import crossings
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
@@ -193,6 +195,8 @@ class SchedulingQueue:
             self._fabric = snapshot.fabric
             self._views.forget_fabric()
         c = Cycle(now, snapshot.copy(), list(running))
+        if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
+            c.work.uplinks = crossings(snapshot.fabric, [r.placement for r in c.running])
         self._preempting.settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()

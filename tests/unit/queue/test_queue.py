@@ -336,3 +336,15 @@ def test_a_gang_held_back_by_other_than_gpus_with_nothing_running_waits_without_
     assert not decisions.failed
     assert decisions.waiting["blocked"].reason is WaitReason.UNPLACEABLE
     assert "anti[0]" in decisions.waiting["blocked"].message
+
+
+def test_rackwise_sees_the_uplinks_running_gangs_cross():
+    """One free host per rack of three; a running gang spans r1 and r2. Through the queue, as
+    in place_one given the load, the new two-pod gang takes r0 and one other rack."""
+    snap = Snapshot(fabric(blocks=1, racks=3, hosts=2))
+    crossing = running(snap, "crossing", ["h1-0", "h2-0"])
+    snap.use("h0-0", 8)
+    queue = SchedulingQueue(OFF)
+    queue.add("new", gang("new", 2), arrival=0)
+    [(_, placement)] = queue.cycle(0, snap, [crossing]).starts
+    assert {p.host[:2] for p in placement.pods} & {"h0"}
