@@ -39,8 +39,8 @@ class Snapshot:
     # pool -> hosts of other pools lent to it now (queue/lending.py): its gangs may use them
     lent: dict[str, frozenset[int]] = field(default_factory=dict)
     # level (rack and above) -> per domain, the running gangs whose traffic crosses its uplink
-    # (placement/uplinks.py); empty: not known, and not weighed
-    uplinks: dict[int, Array] = field(default_factory=dict)
+    # (placement/uplinks.py), asked for only when a placement weighs it; None: not known
+    uplinks: Callable[[], dict[int, Array]] | None = None
 
     def __post_init__(self) -> None:
         hosts = self.fabric.hosts
@@ -64,7 +64,7 @@ class Snapshot:
             set(self.down),
             {r: free.copy() for r, free in self.free_ext.items()},
             dict(self.lent),
-            dict(self.uplinks),  # never changed in place: shared
+            self.uplinks,
         )
 
     def use(

@@ -12,7 +12,7 @@ unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -27,26 +27,71 @@ RACK = Tier.RACK
 
 def crossings(fabric: Fabric, placements: Iterable[Placement]) -> dict[int, Array]:
     """level -> per domain, the gangs among `placements` that cross its uplink."""
-    index = fabric.host_index
-    out = {lv: np.zeros(len(fabric.names[lv]), dtype=np.int64) for lv in range(RACK, fabric.depth)}
-    for placement in placements:
+    kept = Crossings(fabric)
+    for i, placement in enumerate(placements):
+        kept.add(str(i), placement)
+    return kept.counts
+
+
+class Crossings:
+    """`crossings` kept from one queue cycle to the next: `update` adds the gangs that started
+    and takes away those that ended, so a cycle's work follows what changed, not what runs
+    (counting every running gang each cycle made a replay several times slower)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.counts = {
+            lv: np.zeros(len(fabric.names[lv]), dtype=np.int64) for lv in range(RACK, fabric.depth)
+        }
+        self.gangs: dict[str, tuple[Placement, list[tuple[int, Array]]]] = {}
+
+    def of(self, running: Callable[[], Mapping[str, Placement]]) -> Callable[[], dict[int, Array]]:
+        """The counts once the gangs `running` gives run (key -> placement), brought up to date
+        when first asked for: most queue cycles place no gang that weighs them."""
+        done: list[bool] = []
+
+        def counts() -> dict[int, Array]:
+            if not done:
+                self.update(running())
+                done.append(True)
+            return self.counts
+
+        return counts
+
+    def update(self, running: Mapping[str, Placement]) -> None:
+        """Now these gangs run (key -> placement)."""
+        for key in [k for k, (p, _) in self.gangs.items() if running.get(k) is not p]:
+            self._remove(key)
+        for key, placement in running.items():
+            if key not in self.gangs:
+                self.add(key, placement)
+
+    def add(self, key: str, placement: Placement) -> None:
+        index, fabric = self.fabric.host_index, self.fabric
         hosts = np.fromiter((index[p.host] for p in placement.pods if p.host in index), np.int64)
-        for level, counts in out.items():
+        spans = []
+        for level, counts in self.counts.items():
             used = np.unique(fabric.columns[level][hosts])
             if len(used) > 1:
                 counts[used] += 1
-    return out
+                spans.append((level, used))
+        self.gangs[key] = (placement, spans)
+
+    def _remove(self, key: str) -> None:
+        _, spans = self.gangs.pop(key)
+        for level, used in spans:
+            self.counts[level][used] -= 1
 
 
 def meets(snapshot: Snapshot, counts: Mapping[int, int]) -> int:
     """The running gangs a placement's traffic shares uplinks with (with repeats: per domain it
     crosses)."""
-    if not snapshot.uplinks:
+    if snapshot.uplinks is None:
         return 0
     fabric = snapshot.fabric
     hosts = np.fromiter((h for h, n in counts.items() if n > 0), np.int64)
     total = 0
-    for level, load in snapshot.uplinks.items():
+    for level, load in snapshot.uplinks().items():
         used = np.unique(fabric.columns[level][hosts])
         if len(used) > 1:
             total += int(load[used].sum())
@@ -55,4 +100,5 @@ def meets(snapshot: Snapshot, counts: Mapping[int, int]) -> int:
 
 def prices(snapshot: Snapshot) -> Prices:
     """The counts as the tree DP's per-domain prices (fragments.Prices)."""
-    return {level: load.astype(np.float64) for level, load in snapshot.uplinks.items()}
+    known = snapshot.uplinks() if snapshot.uplinks is not None else {}
+    return {level: load.astype(np.float64) for level, load in known.items()}

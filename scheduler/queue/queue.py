@@ -46,14 +46,15 @@ through the API server."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.policy import Backfill
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.api import RACKWISE
-from scheduler.placement.uplinks import crossings
+from scheduler.placement.snapshot import Array
+from scheduler.placement.uplinks import Crossings
 from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
@@ -91,6 +92,7 @@ class SchedulingQueue:
         self._backoff = Backoff()
         # hosts held for preemptors, moved gangs and the gangs moves made room for (holds.py)
         self._pins = Holds()
+        self._crossings: Crossings | None = None  # placement/uplinks.py, for rackwise
         # views and what is known unplaceable on them (views.py, memo.py)
         self._views = Views(self.config, self._entries, self._pins, self._shapes)
         self._walker = Walk(
@@ -145,6 +147,15 @@ class SchedulingQueue:
         self._drop(key)
         self._pins.drop(key)
 
+    def _uplinks(
+        self, snapshot: Snapshot, running: list[Running]
+    ) -> Callable[[], dict[int, Array]]:
+        """The running gangs crossing each domain's uplink, kept between cycles and brought up
+        to date only in a cycle that asks."""
+        if self._crossings is None or self._crossings.fabric is not snapshot.fabric:
+            self._crossings = Crossings(snapshot.fabric)
+        return self._crossings.of(lambda: {r.key: r.placement for r in running})
+
     def held(self) -> dict[str, Placement]:
         """Queued gangs holding hosts while they wait (for victims, a move, a reclaim): each
         with the placement it will start on."""
@@ -196,7 +207,7 @@ class SchedulingQueue:
             self._views.forget_fabric()
         c = Cycle(now, snapshot.copy(), list(running))
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
-            c.work.uplinks = crossings(snapshot.fabric, [r.placement for r in c.running])
+            c.work.uplinks = self._uplinks(snapshot, c.running)
         self._preempting.settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()

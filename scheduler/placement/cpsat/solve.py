@@ -141,7 +141,7 @@ def _less_loaded(
     its bound and the labels stay those of the placement it replaces."""
     snapshot = capacity.snapshot
     counts = chosen.counts
-    if counts is None or not snapshot.uplinks or len(counts) < 2:
+    if counts is None or snapshot.uplinks is None or len(counts) < 2:
         return chosen
     met = uplinks.meets(snapshot, counts)
     if met == 0:

@@ -53,7 +53,8 @@ def test_of_equal_placements_the_one_meeting_fewer_running_gangs_is_taken():
     snapshot = taken("h0-0", "h1-0", "h2-0")
     gang = GangRequest(name="g", pods=2)
     [blind] = place(snapshot, [gang])
-    snapshot.uplinks = crossings(snapshot.fabric, [running("h1-0", "h2-0")])
+    load = crossings(snapshot.fabric, [running("h1-0", "h2-0")])
+    snapshot.uplinks = lambda: load
     [aware] = place(snapshot, [gang])
     validate(snapshot, gang, aware)
     assert meets(snapshot, counts(snapshot, aware)) == 1
@@ -77,7 +78,8 @@ def test_the_tie_break_never_costs_j_nor_changes_a_label(seed):
     others = [running(*rng.sample(names, rng.randint(2, 4))) for _ in range(rng.randint(1, 4))]
     gang = GangRequest(name="g", pods=rng.randint(2, 6), gpus_per_pod=rng.choice([4, 8]))
     [blind] = place(snapshot, [gang])
-    snapshot.uplinks = crossings(fabric, others)
+    load = crossings(fabric, others)
+    snapshot.uplinks = lambda: load
     [aware] = place(snapshot, [gang])
     assert aware.placed == blind.placed
     if aware.placed:
@@ -85,3 +87,23 @@ def test_the_tie_break_never_costs_j_nor_changes_a_label(seed):
         assert aware.objective <= blind.objective * (1 + 1e-12)
         assert (aware.bound, aware.optimal) == (blind.bound, blind.optimal)
         assert meets(snapshot, counts(snapshot, aware)) <= meets(snapshot, counts(snapshot, blind))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_counts_kept_between_cycles_equal_counts_made_afresh(seed):
+    """Gangs start, end and move (same key, new placement) at random: what `Crossings` keeps
+    is what counting every running gang again gives."""
+    from scheduler.placement.uplinks import Crossings
+
+    rng = random.Random(seed)
+    names = [h.name for h in FABRIC.hosts]
+    kept, now = Crossings(FABRIC), {}
+    for _ in range(30):
+        for key in list(now):
+            if rng.random() < 0.3:
+                del now[key]
+        for _ in range(rng.randint(0, 3)):
+            now[f"g{rng.randint(0, 6)}"] = running(*rng.sample(names, rng.randint(1, 4)))
+        kept.update(now)
+        fresh = crossings(FABRIC, now.values())
+        assert all((kept.counts[lv] == fresh[lv]).all() for lv in fresh)
