@@ -102,6 +102,7 @@ bench-pays: $(STAMP)
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)
 bench-calibration: $(STAMP)
 	$(BIN)/python -m benchmarks.calibration
+	$(BIN)/python -m benchmarks.calibration_cases
 
 bench-operator: $(STAMP) apiserver
 	RACKWISE_APISERVER=$$(bash scripts/build-apiserver.sh) $(BIN)/python -m benchmarks.operator

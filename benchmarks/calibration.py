@@ -20,28 +20,43 @@ from scheduler.simulation.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = ("llm-mix", "philly-real")
+# scenarios that state their own fabric (the demand model): run as they are, and modern-pods
+# again with 16 flows per connection (Llama 3's queue pairs) beside its plain ECMP
+STATED = ("modern-pods", "modern-nvl72")
 CRUX = "Crux (Alibaba, SIGCOMM'24): 36% of jobs contended; iteration +11% beside another job"
 
 
-def setups(workloads: list[str]) -> list[tuple[str, ProfileName, tuple[str, ...]]]:
-    out: list[tuple[ProfileName, tuple[str, ...]]] = [
-        (ProfileName.OVERSUBSCRIBED, ()),
-        (ProfileName.NON_BLOCKING, ()),
+def setups(workloads: list[str]) -> list[tuple[str, FabricProfile | None]]:
+    out = [
+        FabricProfile(name=ProfileName.OVERSUBSCRIBED),
+        FabricProfile(name=ProfileName.NON_BLOCKING),
+        FabricProfile(name=ProfileName.OVERSUBSCRIBED, ecmp=("nvlink", "rack", "spine", "core")),
     ]
-    out.append((ProfileName.OVERSUBSCRIBED, ("nvlink", "rack", "spine", "core")))
-    return [(w, p, e) for w in workloads for p, e in out]
+    return [(w, p) for w in workloads for p in out]
+
+
+def stated(workloads: list[str]) -> list[tuple[str, FabricProfile | None]]:
+    """Each as its scenario states it (None); modern-pods also with F = 16."""
+    out: list[tuple[str, FabricProfile | None]] = [(w, None) for w in workloads]
+    if "modern-pods" in workloads:
+        scenario, _ = load_scenario(REPO / "simulations" / "scenarios" / "modern-pods.yaml")
+        out.append(("modern-pods", scenario.fabric.model_copy(update={"flows": 16})))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument(
+        "--workloads", nargs="+", choices=WORKLOADS + STATED, default=list(WORKLOADS + STATED)
+    )
     parser.add_argument("--save", type=Path, default=REPO / "rackwise-results" / "calibration")
     args = parser.parse_args()
     body = []
-    for workload, profile, ecmp in setups(args.workloads):
+    ring = [w for w in args.workloads if w in WORKLOADS]
+    for workload, fabric in [*setups(ring), *stated([w for w in args.workloads if w in STATED])]:
         scenario, base = load_scenario(REPO / "simulations" / "scenarios" / f"{workload}.yaml")
-        fabric = FabricProfile(name=profile, ecmp=ecmp)
+        fabric = fabric or scenario.fabric
         scenario = scenario.model_copy(update={"fabric": fabric})
         seeds = list(range(args.seeds))
         todo = tasks(scenario, base, seeds, [Row("kueue-best-fit", "kueue-best-fit", {})])
@@ -52,7 +67,9 @@ def main() -> None:
             m["multihost_contended_slowdown_mean"] for m in runs if m["multihost_contended_share"]
         ]
         slowdown = f"{statistics.fmean(slowed):.3f}x" if slowed else "-"
-        where = f"{profile}" + (" + ECMP" if ecmp else "")
+        where = f"{fabric.name}, {fabric.sharing}" + (
+            f" + ECMP at {', '.join(fabric.ecmp)} (F = {fabric.flows})" if fabric.ecmp else ""
+        )
         body.append([workload, where, f"{share:.1%}", slowdown, f"{len(seeds)}"])
     print(
         table(["workload", "fabric", "multi-host jobs contended", "their slowdown", "seeds"], body)

@@ -1,0 +1,102 @@
+"""Calibration cases of the demand model (`make bench-calibration`, after the simulated
+workloads), each beside the published figure it is shaped after; computed with the core's own
+sharing (topology/sharing.py), never tuned toward any policy.
+
+- ECMP with few flows: four data-parallel jobs of 64 GPUs (8 hosts of 8, 4 | 4 across two racks
+  under one switch, non-blocking), every connection crossing the racks' uplinks as F flows
+  hashed onto 50 GB/s paths; their mean speed at F = 1 and F = 16 over hash seeds. Meta
+  (Gangidi et al., SIGCOMM'24) gained up to 40% AllReduce bandwidth from more queue pairs
+  and enhanced ECMP over plain ECMP.
+- An expert-parallel group split across two GB200 NVL72 domains: its step's stretch at a
+  communication share of 0.2, split 16 | 16 and 24 | 8, against the group kept in one domain
+  (DeepSeek-V3 limits each token to 4 nodes because its InfiniBand is 3.2x slower than its
+  NVLink; a GB200 tray's NIC is 18x slower than NVLink)."""
+
+from __future__ import annotations
+
+import statistics
+
+from benchmarks.common import table
+from scheduler.model import ParallelShape
+from scheduler.model.topology import HostSpec, Tier, TopologySpec
+from scheduler.topology import Fabric
+from scheduler.topology.links import Links, Wires
+from scheduler.topology.loads import compact_seconds, job_load
+from scheduler.topology.sharing import Sharing, stretch
+from scheduler.topology.traffic import Gpu, StepBytes
+
+FLAT = {Tier.RACK: 1.0, Tier.BLOCK: 1.0, Tier.BLOCK + 1: 1.0}
+META = "Meta (SIGCOMM'24): up to 40% more AllReduce bandwidth with more queue pairs and E-ECMP"
+
+
+def hosts(racks: int, per_rack: int, gpus: int, nvlink: bool) -> Fabric:
+    specs = [
+        HostSpec(
+            name=f"h{r}-{i:02d}",
+            gpus=gpus,
+            domains={"rack": f"r{r}", "spine": "s0", "core": "c0"}
+            | ({"nvlink": f"n{r}"} if nvlink else {}),
+        )
+        for r in range(racks)
+        for i in range(per_rack)
+    ]
+    return Fabric(TopologySpec(hosts=tuple(specs)))
+
+
+def ring_stretch(ratio: float, flows: int | None, seeds: int) -> float:
+    """Mean communication time, over compact, of four 64-GPU rings split 4 | 4 hosts across two
+    racks whose uplinks are `ratio`:1; `flows` per job and link hashed onto 50 GB/s paths
+    (None: adaptive routing, the link's load spread evenly)."""
+    fabric = hosts(2, 16, 8, nvlink=False)
+    shape, step = ParallelShape(dp=64), StepBytes(data=1.0)
+    found = []
+    for seed in range(seeds if flows else 1):
+        links = Links(
+            oversubscription={**FLAT, Tier.RACK: ratio},
+            ecmp=frozenset({Tier.RACK}) if flows else frozenset(),
+            flows=flows or 1,
+            seed=seed,
+        )
+        sharing = Sharing(Wires(fabric, links))
+        for job in range(4):
+            chosen = [job * 4 + i for i in range(4)] + [16 + job * 4 + i for i in range(4)]
+            gpus = [Gpu(h, lane) for h in chosen for lane in range(8)]
+            sharing.add(job, job_load(sharing.wires, job, shape, step, gpus))
+        compact = compact_seconds(links, shape, step, host_gpus=8, domain_gpus=8)
+        found += [sharing.comm_seconds(j) / compact for j in range(4)]
+    return statistics.fmean(found)
+
+
+def expert_stretch(split: tuple[int, int], share: float) -> float:
+    """A 32-GPU all-to-all whose trays are split between two NVL72 domains."""
+    fabric = hosts(2, 18, 4, nvlink=True)
+    gpus = [Gpu(h, lane) for h in range(split[0] // 4) for lane in range(4)]
+    gpus += [Gpu(18 + h, lane) for h in range(split[1] // 4) for lane in range(4)]
+    shape, step = ParallelShape(dp=32, ep=32), StepBytes(expert=1.0)
+    sharing = Sharing(Wires(fabric, Links(oversubscription=FLAT)))
+    sharing.add(1, job_load(sharing.wires, 1, shape, step, gpus))
+    compact = compact_seconds(sharing.wires.links, shape, step, host_gpus=4, domain_gpus=72)
+    return stretch(share, compact, sharing.comm_seconds(1))
+
+
+def main(seeds: int = 20) -> None:
+    rows = []
+    for ratio in (1.0, 7.0):
+        one, many = ring_stretch(ratio, 1, seeds), ring_stretch(ratio, 16, seeds)
+        even = ring_stretch(ratio, None, seeds)
+        rows.append(
+            [f"{ratio:.0f}:1", f"{one:.2f}x", f"{many:.2f}x", f"{even:.2f}x", f"{one / many:.2f}x"]
+        )
+    head = ["rack uplinks", "F = 1", "F = 16", "adaptive", "F = 16 bandwidth / F = 1"]
+    print("four 64-GPU rings split 4 | 4 across two racks: communication time over compact")
+    print(table(head, rows))
+    print(META)
+    rows = [
+        [f"{a} | {b}", f"{expert_stretch((a, b), 0.2):.2f}x"]
+        for a, b in ((32, 0), (16, 16), (24, 8))
+    ]
+    print(table(["EP group of 32 over two NVL72 domains", "step stretch at share 0.2"], rows))
+
+
+if __name__ == "__main__":
+    main()
