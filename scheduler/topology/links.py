@@ -14,7 +14,7 @@ lane's traffic only.
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -47,10 +47,14 @@ class Resource:
 Hash = Callable[[int, int, Resource, int, int], int]
 
 
-def crc_hash(seed: int, job: int, resource: Resource, flow: int, paths: int) -> int:
-    """A flow's path: the same for the same job, link and seed, independent across flows."""
+def flow_hash(seed: int, job: int, resource: Resource, flow: int, paths: int) -> int:
+    """A flow's path: the same for the same job, link and seed, independent across flows. A
+    cryptographic digest, not CRC-32: a CRC is linear, so keys that differ in a character or
+    two (flow 3 and flow 5 of one job) land on distinct paths whenever the path count is a power
+    of two, and plain ECMP would never collide on 64 or 128 paths (it did not, before)."""
     key = f"{seed}/{job}/{resource.level}/{resource.domain}/{resource.up}/{flow}"
-    return zlib.crc32(key.encode()) % paths
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % paths
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class Links:
     path_gbps: float = 50.0  # one path (port) of an uplink at an ECMP level
     flows: int = 1  # F: flows per job per link at an ECMP level (queue pairs)
     seed: int = 0
-    hash: Hash = crc_hash
+    hash: Hash = flow_hash
 
 
 class Wires:

@@ -291,3 +291,17 @@ def test_the_compact_reference_keeps_expert_groups_whole_in_nvlink_domains():
     shape = ParallelShape(dp=256, ep=32)
     compact = compact_seconds(links, shape, StepBytes(expert=1.0), host_gpus=4, domain_gpus=72)
     assert compact == pytest.approx(31 / 32 / 900)
+
+
+def test_flows_land_on_paths_as_random_draws_would_even_on_a_power_of_two():
+    """32 flows (4 jobs x 8) over 128 paths: C(32, 2) / 128 = 3.9 colliding pairs on average.
+    A CRC-32 hash (linear) put them on distinct paths every time; the mean over seeds must be
+    near the random draw's."""
+    from scheduler.topology.links import Port, Resource, flow_hash
+
+    uplink = Resource(Port.UPLINK, int(RACK), 0, 0, True)
+    pairs = []
+    for seed in range(300):
+        taken = [flow_hash(seed, job, uplink, f, 128) for job in range(4) for f in range(8)]
+        pairs.append(sum(taken.count(p) * (taken.count(p) - 1) // 2 for p in set(taken)))
+    assert 3.3 < sum(pairs) / len(pairs) < 4.5
