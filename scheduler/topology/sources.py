@@ -194,6 +194,9 @@ def from_node_labels(
     for node in nodes:
         name = str(node["name"])
         labels = {str(k): str(v) for k, v in dict(node.get("labels") or {}).items()}  # type: ignore[call-overload]
+        # the kubelet always sets it, to the node's name unless told otherwise: pod terms on
+        # the hostname key (one pod per host) read it
+        labels.setdefault(HOSTNAME, name)
         domains = {lv.name: labels[lv.label] for lv in levels if lv.label in labels}
         for lv in levels:
             if not (lv.optional or lv.nvlink):

@@ -194,11 +194,11 @@ class Reconciler:
         for job in jobs:
             handle = functools.partial(self.jobs.handle, job, owned, state, pending, running)
             self.driver.isolated(job, report, handle)
-        waiting = self._groups(groups, state, report)
+        running_pods = [p for p in pods if p.node and not p.done]
+        now_running = (running_pods, [p for p in running_pods if guards(p)])
+        waiting = self._groups(groups, state, report, now_running)
         if state is not None:
-            running_pods = [p for p in pods if p.node and not p.done]
-            guarded = [p for p in running_pods if guards(p)]
-            waiting = self._terms(waiting, pending, (running_pods, guarded), state, report)
+            waiting = self._terms(waiting, pending, now_running, state, report)
         self.jobs.make()
         self.driver.place(pending, running, state, report, waiting)
         self.driver.nominations.sync(pods)
@@ -220,7 +220,11 @@ class Reconciler:
         self.queue.forget(live)
 
     def _groups(
-        self, groups: list[Members], state: ClusterState | None, report: CycleReport
+        self,
+        groups: list[Members],
+        state: ClusterState | None,
+        report: CycleReport,
+        running: Running,
     ) -> dict[str, Waiting]:
         """Pod groups ready for the queue; each handled on its own, as jobs are."""
         self.groups.forget({g.key for g in groups})
@@ -229,7 +233,7 @@ class Reconciler:
             if self.expect.waiting(members.key):
                 continue  # the cache does not show its last bindings yet
             try:
-                found = self.groups.one(members, state)
+                found = self.groups.one(members, state, running)
             except InvalidSpecError as exc:
                 report.invalid += 1
                 self.groups.tell(members, "Warning", "InvalidSpec", str(exc))

@@ -23,6 +23,7 @@ import structlog
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, gang
+from scheduler.controller.pods.affinity import resolve_gang
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations
@@ -113,7 +114,15 @@ class GroupRunner:
             self.queue.add(key, w.gang, w.arrival, w.members.namespace, w.expected_s)
         self.queued = {key: w.gang for key, w in waiting.items()}
 
-    def one(self, members: Members, state: ClusterState | None) -> Waiting | None:
+    def one(
+        self,
+        members: Members,
+        state: ClusterState | None,
+        running: tuple[list[Pod], list[Pod]] = ([], []),
+    ) -> Waiting | None:
+        """The group's gang when it waits for the queue; `running`: the pods bound and not
+        finished, and those with required anti-affinity (pods/affinity.py), for new members
+        placed near a placed group."""
         waiting, bound = members.waiting, members.bound
         if members.claims:
             self._claims(members)
@@ -123,7 +132,7 @@ class GroupRunner:
                 self._gated(members, members.min_member or 1)
             return None
         if bound:
-            self._top_up(members, waiting, bound, state)
+            self._top_up(members, waiting, bound, state, running)
             return None
         if members.podgroup is None:
             message = (
@@ -158,12 +167,19 @@ class GroupRunner:
             self.tell(members, "Warning", "GroupIncomplete", message)
 
     def _top_up(
-        self, members: Members, waiting: list[Pod], bound: list[Pod], state: ClusterState | None
+        self,
+        members: Members,
+        waiting: list[Pod],
+        bound: list[Pod],
+        state: ClusterState | None,
+        running: tuple[list[Pod], list[Pod]],
     ) -> None:
-        """New members of a group already placed go near the others, all or none of them."""
+        """New members of a group already placed go near the others, all or none of them,
+        under the members' pod terms (the bound members count among the pods they name)."""
         if state is None:
             return
-        whole, _ = gang(members, [*bound, *waiting], self.config)
+        whole, ordered = gang(members, [*bound, *waiting], self.config)
+        whole = resolve_gang(whole, ordered, running[0], state.fabric, self.config, running[1])
         if whole.roles:
             message = "new members of a group with several pod sets are not placed near the rest"
             self.tell(members, "Warning", "Unplaceable", message)

@@ -211,3 +211,24 @@ def test_preferred_node_affinity_picks_among_equal_placements(api, reconciler):
     group(api, "b", 1, affinity=prefer)
     reconciler.cycle()
     assert hosts(api, "b") == ["h1-1"]
+
+
+def test_a_new_member_of_a_placed_group_keeps_the_groups_anti_affinity(api, reconciler):
+    """One pod per host, then a second member arrives: it goes near the first (its rack),
+    not onto the first's host, which has room but is ruled out."""
+    anti = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOST, app="b")]}
+    }
+    group(api, "b", 1, gpus=1, affinity=anti)
+    api.podgroup_objs[-1]["spec"]["minMember"] = 1
+    reconciler.cycle()
+    [first] = hosts(api, "b")
+    api.add_member("b", 1, at="2026-12-01T00:00:02Z")
+    pod = api.pod_objs[("default", "b-1")]
+    pod["metadata"]["labels"]["app"] = "b"
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    pod["spec"]["affinity"] = anti
+    reconciler.cycle()
+    second = hosts(api, "b")[1]
+    assert second is not None
+    assert second != first
