@@ -35,11 +35,13 @@ from scheduler.controller.pods.podspec import InvalidSpecError
 from scheduler.controller.runtime.objects import Pod
 from scheduler.model import GangRequest
 from scheduler.model.constraints import MatchOperator, PodRule, Requirement, Spread
+from scheduler.model.topology import Tier
 from scheduler.topology import Fabric
 from scheduler.topology.sources import HOSTNAME
 
 Obj = dict[str, Any]
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+SPREAD = "topologySpreadConstraints"
 NOWHERE = "no-pod-matches"  # a label value no domain has: an affinity nothing satisfies yet
 
 
@@ -78,6 +80,41 @@ def has_terms(pod: Pod) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Scene:
+    """What one gang's terms are resolved against: one of its pods, the pods running, where
+    each node sits (its labels), the fabric and the operator's levels."""
+
+    pod: Pod
+    running: Sequence[Pod]
+    where: dict[str, dict[str, str]]
+    fabric: Fabric
+    config: OperatorConfig
+
+    def values(self, term: Term) -> list[str]:
+        """The values of the term's key on the nodes of the running pods it matches."""
+        return sorted(self.on(term))
+
+    def on(self, term: Term) -> Counter[str]:
+        """Running pods the term matches, per value of its key on their nodes."""
+        where = self.where
+        return Counter(
+            labels[term.key]
+            for p in self.running
+            if p.node in where and term.key in (labels := where[p.node]) and term.matches(p)
+        )
+
+    def level(self, term: Term, what: str) -> str:
+        """The fabric's level the term's key names, for a rule on the whole gang."""
+        level = self.config.levels_by_label().get(term.key)
+        if level is None:
+            raise InvalidSpecError(
+                f"{term.field}.topologyKey: {what} needs a level the operator reads; no level "
+                f"is read from node label {term.key!r}"
+            )
+        return level
+
+
 def resolve(
     gang: GangRequest,
     pod: Pod,
@@ -89,19 +126,25 @@ def resolve(
     """The gang with its workers' pod terms (`pod` is one of them) and the running pods'
     anti-affinity against them in force; `running`: pods bound to nodes, not finished;
     `guarded`: those of them with required anti-affinity (`guards`)."""
-    where = _domains(fabric)
+    scene = Scene(pod, running, _domains(fabric), fabric, config)
     rules: list[PodRule] = []
     update: dict[str, Any] = {}
     for term in terms(pod, "podAffinity"):
-        rules += _affinity(term, pod, running, where, config, update)
+        rules += _affinity(scene, term, update)
     for term in terms(pod, "podAntiAffinity"):
-        rules += _anti(term, pod, running, where, config, update)
-    rules += _their_anti(pod, guarded, where)
-    spread = _spread(pod, running, where, fabric, rules)
+        rules += _anti(scene, term, update)
+    rules += _their_anti(pod, guarded, scene.where)
+    spread = []
+    for i, entry in enumerate(_list(pod.spec.get("topologySpreadConstraints"), SPREAD)):
+        found = _spread(scene, entry, f"spec.{SPREAD}[{i}]")
+        if isinstance(found, Spread):
+            spread.append(found)
+        elif found is not None:
+            rules.append(found)
     constraints = gang.constraints
     if rules:
         constraints = constraints.model_copy(update={"pod_rules": tuple(rules)})
-    return gang.model_copy(update={**update, "constraints": constraints, "spread": spread})
+    return gang.model_copy(update={**update, "constraints": constraints, "spread": tuple(spread)})
 
 
 def _domains(fabric: Fabric) -> dict[str, dict[str, str]]:
@@ -117,70 +160,45 @@ def _domains(fabric: Fabric) -> dict[str, dict[str, str]]:
 _LAST: dict[str, tuple[weakref.ref[Fabric], dict[str, dict[str, str]]]] = {}
 
 
-def _values(term: Term, running: Sequence[Pod], where: dict[str, dict[str, str]]) -> list[str]:
-    """The values of the term's key on the nodes of the running pods it matches."""
-    found = {
-        labels[term.key]
-        for p in running
-        if p.node in where and term.matches(p) and term.key in (labels := where[p.node])
-    }
-    return sorted(found)
+def _rule(term: Term, operator: MatchOperator, values: Sequence[str]) -> PodRule:
+    return PodRule(key=term.key, operator=operator, values=tuple(values), name=term.field)
 
 
-def _affinity(
-    term: Term,
-    pod: Pod,
-    running: Sequence[Pod],
-    where: dict[str, dict[str, str]],
-    config: OperatorConfig,
-    update: dict[str, Any],
-) -> list[PodRule]:
-    values = _values(term, running, where)
+def _affinity(scene: Scene, term: Term, update: dict[str, Any]) -> list[PodRule]:
+    values = scene.values(term)
     if values:
-        return [
-            PodRule(key=term.key, operator=MatchOperator.IN, values=tuple(values), name=term.field)
-        ]
-    if term.matches(pod):  # the first of its kind: the gang together, in one domain
-        update["required_level"] = _level(term, config, "podAffinity with the gang's own pods")
+        return [_rule(term, MatchOperator.IN, values)]
+    if term.matches(scene.pod):  # the first of its kind: the gang together, in one domain
+        update["required_level"] = scene.level(term, "podAffinity with the gang's own pods")
         return []
-    return [PodRule(key=term.key, operator=MatchOperator.IN, values=(NOWHERE,), name=term.field)]
+    return [_rule(term, MatchOperator.IN, (NOWHERE,))]
 
 
-def _anti(
-    term: Term,
-    pod: Pod,
-    running: Sequence[Pod],
-    where: dict[str, dict[str, str]],
-    config: OperatorConfig,
-    update: dict[str, Any],
-) -> list[PodRule]:
-    if term.matches(pod):  # one of the gang's pods per domain
-        level = _level(term, config, "podAntiAffinity with the gang's own pods")
-        if level == "host":
+def _anti(scene: Scene, term: Term, update: dict[str, Any]) -> list[PodRule]:
+    if term.matches(scene.pod):  # one of the gang's pods per domain
+        level = scene.level(term, "podAntiAffinity with the gang's own pods")
+        levels = scene.fabric.levels
+        if level == levels[Tier.HOST]:
             update["max_pods_per_host"] = 1
-        elif level == "rack":
+        elif level == levels[Tier.RACK]:
             update["max_pods_per_rack"] = 1
         else:
             raise InvalidSpecError(
                 f"{term.field}.topologyKey: one pod of the gang per {level} is not supported "
-                "(per host and per rack are)"
+                f"(per {levels[Tier.HOST]} and per {levels[Tier.RACK]} are)"
             )
-    values = _values(term, running, where)
-    if not values:
-        return []
-    return [
-        PodRule(key=term.key, operator=MatchOperator.NOT_IN, values=tuple(values), name=term.field)
-    ]
+    values = scene.values(term)
+    return [_rule(term, MatchOperator.NOT_IN, values)] if values else []
 
 
 def _their_anti(
-    pod: Pod, running: Sequence[Pod], where: dict[str, dict[str, str]]
+    pod: Pod, guarded: Sequence[Pod], where: dict[str, dict[str, str]]
 ) -> list[PodRule]:
     """Running pods whose required anti-affinity matches the gang's pods keep it off their
     domains (kube-scheduler checks both sides)."""
     out: dict[str, set[str]] = {}
-    for other in running:
-        if other.node not in where or not has_terms(other):
+    for other in guarded:
+        if other.node not in where:
             continue
         try:
             theirs = terms(other, "podAntiAffinity")
@@ -201,61 +219,36 @@ def _their_anti(
     ]
 
 
-def _spread(
-    pod: Pod,
-    running: Sequence[Pod],
-    where: dict[str, dict[str, str]],
-    fabric: Fabric,
-    rules: list[PodRule],
-) -> tuple[Spread, ...]:
-    out = []
-    for i, entry in enumerate(
-        _list(pod.spec.get("topologySpreadConstraints"), "topologySpreadConstraints")
-    ):
-        field = f"spec.topologySpreadConstraints[{i}]"
-        if entry.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue  # ScheduleAnyway is scoring
-        for policy, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
-            if entry.get(policy, default) != default:
-                raise InvalidSpecError(
-                    f"{field}.{policy}: only {default} (the default) is supported"
-                )
-        skew = entry.get("maxSkew")
-        if not isinstance(skew, int) or skew < 1:
-            raise InvalidSpecError(f"{field}.maxSkew: a whole number >= 1 is needed")
-        least = entry.get("minDomains")
-        if least is not None and (not isinstance(least, int) or least < 1):
-            raise InvalidSpecError(f"{field}.minDomains: a whole number >= 1 is needed")
-        term = _term(entry, field, pod, spread=True)
-        counts = Counter(
-            where[p.node][term.key]
-            for p in running
-            if p.node in where and term.matches(p) and term.key in where[p.node]
-        )
-        if term.matches(pod):
-            out.append(
-                Spread(
-                    key=term.key,
-                    max_skew=skew,
-                    counts=tuple(sorted(counts.items())),
-                    min_domains=least,
-                    name=field,
-                )
-            )
-            continue
-        # the gang's pods do not count: keep it off the domains already too skewed
-        domains = {h.labels[term.key] for h in fabric.hosts if term.key in h.labels}
-        low = (
-            0
-            if least is not None and len(domains) < least
-            else min((counts[d] for d in domains), default=0)
-        )
-        too = sorted(d for d in domains if counts[d] - low > skew)
-        if too:
-            rules.append(
-                PodRule(key=term.key, operator=MatchOperator.NOT_IN, values=tuple(too), name=field)
-            )
-    return tuple(out)
+def _spread(scene: Scene, entry: Obj, field: str) -> Spread | PodRule | None:
+    """One topologySpreadConstraints entry: a spread of the gang's pods where they count, a rule
+    off the too-skewed domains where they do not, nothing for ScheduleAnyway (scoring)."""
+    if entry.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+        return None
+    skew, least = _spread_numbers(entry, field)
+    term = _term(entry, field, scene.pod, spread=True)
+    counts = scene.on(term)
+    if term.matches(scene.pod):
+        placed = tuple(sorted(counts.items()))
+        return Spread(key=term.key, max_skew=skew, counts=placed, min_domains=least, name=field)
+    hosts = scene.fabric.hosts
+    domains = {h.labels[term.key] for h in hosts if term.key in h.labels}
+    few = least is not None and len(domains) < least
+    low = 0 if few else min((counts[d] for d in domains), default=0)
+    too = sorted(d for d in domains if counts[d] - low > skew)
+    return _rule(term, MatchOperator.NOT_IN, too) if too else None
+
+
+def _spread_numbers(entry: Obj, field: str) -> tuple[int, int | None]:
+    """maxSkew and minDomains, checked; the policies rackwise honours only at their defaults."""
+    for policy, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+        if entry.get(policy, default) != default:
+            raise InvalidSpecError(f"{field}.{policy}: only {default} (the default) is supported")
+    skew, least = entry.get("maxSkew"), entry.get("minDomains")
+    if not isinstance(skew, int) or skew < 1:
+        raise InvalidSpecError(f"{field}.maxSkew: a whole number >= 1 is needed")
+    if least is not None and (not isinstance(least, int) or least < 1):
+        raise InvalidSpecError(f"{field}.minDomains: a whole number >= 1 is needed")
+    return skew, least
 
 
 def terms(pod: Pod, kind: str) -> list[Term]:
@@ -335,17 +328,6 @@ def _strings(value: object, field: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidSpecError(f"{field}: a list of strings is needed")
     return value
-
-
-def _level(term: Term, config: OperatorConfig, what: str) -> str:
-    """The level the term's key names, for a rule on the whole gang."""
-    level = config.levels_by_label().get(term.key)
-    if level is None:
-        raise InvalidSpecError(
-            f"{term.field}.topologyKey: {what} needs a level the operator reads; no level is "
-            f"read from node label {term.key!r}"
-        )
-    return level
 
 
 def resolve_gang(
