@@ -144,6 +144,9 @@ def resolve(
     constraints = gang.constraints
     if rules:
         constraints = constraints.model_copy(update={"pod_rules": tuple(rules)})
+    asked = update.get("required_level")
+    if asked is not None and gang.required_level in fabric.levels:  # the narrower of the two
+        update["required_level"] = min(asked, gang.required_level, key=fabric.index)
     return gang.model_copy(update={**update, "constraints": constraints, "spread": tuple(spread)})
 
 

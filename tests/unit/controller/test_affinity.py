@@ -232,3 +232,20 @@ def test_a_new_member_of_a_placed_group_keeps_the_groups_anti_affinity(api, reco
     second = hosts(api, "b")[1]
     assert second is not None
     assert second != first
+
+
+def test_affinity_with_its_own_pods_never_widens_a_required_level(api, reconciler):
+    """The pods ask one host by annotation and one rack by affinity with themselves; every host
+    has room for one of them only: they wait (one rack would have let them start)."""
+    for i, node in enumerate(("h0-0", "h0-1", "h1-0", "h1-1")):
+        group(api, f"x{i}", 1, gpus=4)
+        api.pod_objs[("default", f"x{i}-0")]["spec"]["nodeName"] = node
+    together = {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(RACK, app="g")]}
+    }
+    group(api, "g", 2, gpus=4, affinity=together)
+    for rank in range(2):
+        notes = api.pod_objs[("default", f"g-{rank}")]["metadata"].setdefault("annotations", {})
+        notes["rackwise.io/required-level"] = "host"
+    reconciler.cycle()
+    assert hosts(api, "g") == [None, None]
