@@ -99,6 +99,7 @@ def _is_int(text: str) -> bool:
 
 
 BLOCKING = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+EVERY_TAINT = Toleration(operator=TolerationOperator.EXISTS)
 
 
 class PodRule(Requirement):
@@ -131,6 +132,11 @@ class NodeConstraints(_Frozen):
         keys = [k for k, _ in self.selector] + [r.key for t in self.affinity for r in t]
         keys += [r.key for r in self.pod_rules]
         return tuple(dict.fromkeys(keys))
+
+    def ignoring_taints(self) -> NodeConstraints:
+        """The same label rules, every taint tolerated: the hosts whose labels admit a pod (the
+        domains topology spread counts, as kube-scheduler's default nodeTaintsPolicy: Ignore)."""
+        return self.model_copy(update={"tolerations": (EVERY_TAINT,)})
 
     def static(self) -> NodeConstraints:
         """What holds whatever else runs: without the pod rules."""

@@ -19,10 +19,8 @@ import heapq
 
 import numpy as np
 
-from scheduler.model.constraints import Spread, Toleration, TolerationOperator
+from scheduler.model.constraints import Spread
 from scheduler.placement.capacity import Capacity
-
-EVERY_TAINT = Toleration(operator=TolerationOperator.EXISTS)
 
 
 def problem(capacity: Capacity) -> str | None:
@@ -62,8 +60,9 @@ def domain_counts(capacity: Capacity, rule: Spread) -> dict[str, int]:
     """label value -> matching pods there now, for every domain the gang's labels admit."""
     snapshot, gang = capacity.snapshot, capacity.gang
     fabric = snapshot.fabric
-    labels_only = gang.constraints.model_copy(update={"tolerations": (EVERY_TAINT,)})
-    usable = np.flatnonzero(snapshot.pool_hosts(gang.pool) & fabric.admits(labels_only))
+    usable = np.flatnonzero(
+        snapshot.pool_hosts(gang.pool) & fabric.admits(gang.constraints.ignoring_taints())
+    )
     totals = {v: 0 for h in usable.tolist() if (v := fabric.hosts[h].labels.get(rule.key))}
     for value, count in rule.counts:
         if value in totals:

@@ -7,15 +7,13 @@ from collections import Counter
 
 import numpy as np
 
-from scheduler.model.constraints import NodeConstraints, Toleration, TolerationOperator
+from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest, Role
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
 from scheduler.placement.roles import grouped
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology.fabric import UnknownLevelError
-
-EVERY_TAINT = Toleration(operator=TolerationOperator.EXISTS)
 
 
 class InvalidPlacementError(AssertionError):
@@ -138,9 +136,8 @@ def _check_spread(snapshot: Snapshot, gang: GangRequest, hosts: list[int]) -> No
     """Every spread constraint's skew, over the domains of the hosts the gang may use, once
     its pods are counted (recomputed here from the labels, not taken from the engine)."""
     fabric = snapshot.fabric
-    # domains: hosts whose labels admit the gang, taints aside (nodeTaintsPolicy: Ignore)
-    labels_only = gang.constraints.model_copy(update={"tolerations": (EVERY_TAINT,)})
-    usable = snapshot.pool_hosts(gang.pool) & fabric.admits(labels_only)
+    admitted = fabric.admits(gang.constraints.ignoring_taints())  # the domains spread counts
+    usable = snapshot.pool_hosts(gang.pool) & admitted
     for rule in gang.spread:
         totals = {
             v: 0

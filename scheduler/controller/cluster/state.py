@@ -57,16 +57,15 @@ class ClusterState:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def dra_only(node: Node, gpus: int, resource: str) -> str | None:
+def dra_only(node: Node, resource: str) -> str | None:
     """Why a node in the fabric offers no GPUs to rackwise although GPU feature discovery
     labels it as having them (`<resource>.present: "true"` or `<resource>.count` above 0): its
     GPUs are offered only through DRA (resource slices, or a device class's extended resource,
-    1.34+), not as the allocatable rackwise counts. None when the node is not such a node."""
+    1.34+), not as the allocatable rackwise counts. None when the labels say no such thing
+    (asked only of nodes the fabric counts no GPU on)."""
     labels = node.meta.labels
     count = labels.get(f"{resource}.count", "")
-    if gpus or not (
-        labels.get(f"{resource}.present") == "true" or (count.isdigit() and int(count))
-    ):
+    if not (labels.get(f"{resource}.present") == "true" or (count.isdigit() and int(count))):
         return None
     return (
         f"labelled as having GPUs ({resource}.present / {resource}.count) but no allocatable "
@@ -179,7 +178,7 @@ class StateBuilder:
         notes = {
             n.name: note
             for n in in_fabric
-            if not gpus[index[n.name]] and (note := dra_only(n, 0, resource)) is not None
+            if not gpus[index[n.name]] and (note := dra_only(n, resource)) is not None
         }
         return ClusterState(fabric, snapshot, ready, excluded, notes)
 

@@ -34,7 +34,7 @@ from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
-from scheduler.controller.pods.affinity import guards, resolve_gang
+from scheduler.controller.pods.affinity import Running, resolve_gang
 from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.calls import Calls
@@ -75,10 +75,6 @@ class Api(Protocol):
     def can_write(self, namespace: str) -> bool: ...
     def create_event(self, namespace: str, body: Obj) -> str: ...
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
-
-
-# pods bound and not finished, and those of them with required anti-affinity (pods/affinity.py)
-Running = tuple[list[Pod], list[Pod]]
 
 
 class Reconciler:
@@ -194,11 +190,10 @@ class Reconciler:
         for job in jobs:
             handle = functools.partial(self.jobs.handle, job, owned, state, pending, running)
             self.driver.isolated(job, report, handle)
-        running_pods = [p for p in pods if p.node and not p.done]
-        now_running = (running_pods, [p for p in running_pods if guards(p)])
+        now_running = Running.of(pods)
         waiting = self._groups(groups, state, report, now_running)
         if state is not None:
-            waiting = self._terms(waiting, pending, now_running, state, report)
+            self._terms(pending, now_running, state, report)
         self.jobs.make()
         self.driver.place(pending, running, state, report, waiting)
         self.driver.nominations.sync(pods)
@@ -248,27 +243,12 @@ class Reconciler:
         return out
 
     def _terms(
-        self,
-        groups: dict[str, Waiting],
-        pending: Pending,
-        running: Running,
-        state: ClusterState,
-        report: CycleReport,
-    ) -> dict[str, Waiting]:
-        """Each waiting gang with its pods' affinity, anti-affinity and spread resolved against
-        what runs now (pods/affinity.py); one whose terms cannot be honoured is told so and
-        waits out of the queue, the others go on."""
-        out = {}
-        for key, w in groups.items():
-            try:
-                out[key] = self._resolved(w, running, state)
-            except InvalidSpecError as exc:
-                report.invalid += 1
-                self.groups.tell(w.members, "Warning", "InvalidSpec", str(exc))
-            except Exception:  # this group's surprise must not stop the others
-                report.errors += 1
-                self.metrics.job_errors.inc()
-                log.exception("pod group handling failed", group=key)
+        self, pending: Pending, running: Running, state: ClusterState, report: CycleReport
+    ) -> None:
+        """Each waiting TrainingJob's gang with its pods' affinity, anti-affinity and spread
+        resolved against what runs now (pods/affinity.py; a pod group's is resolved where it
+        is read, GroupRunner.one); one whose terms cannot be honoured is told so and waits out
+        of the queue, the others go on."""
         for uid, (view, w) in list(pending.items()):
             found: list[Waiting] = []
             resolve = functools.partial(self._resolve_into, found, w, running, state)
@@ -276,17 +256,12 @@ class Reconciler:
                 pending[uid] = (view, found[0])
             else:
                 del pending[uid]
-        return out
 
     def _resolve_into(
         self, found: list[Waiting], w: Waiting, running: Running, state: ClusterState
     ) -> None:
-        found.append(self._resolved(w, running, state))
-
-    def _resolved(self, w: Waiting, running: Running, state: ClusterState) -> Waiting:
-        pods, guarded = running
-        gang = resolve_gang(w.gang, w.pods, pods, state.fabric, self.config, guarded)
-        return w if gang == w.gang else replace(w, gang=gang)
+        gang = resolve_gang(w.gang, w.pods, running, state.fabric, self.config)
+        found.append(w if gang == w.gang else replace(w, gang=gang))
 
     # pods being made
     def _launch(self, report: CycleReport) -> None:

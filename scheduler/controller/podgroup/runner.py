@@ -23,7 +23,7 @@ import structlog
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, gang
-from scheduler.controller.pods.affinity import resolve_gang
+from scheduler.controller.pods.affinity import Running, resolve_gang
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations
@@ -37,6 +37,7 @@ from scheduler.queue import SchedulingQueue
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
+NOTHING_RUNS = Running()
 
 
 def gates_message(gated: list[Pod], need: int) -> str:
@@ -118,11 +119,11 @@ class GroupRunner:
         self,
         members: Members,
         state: ClusterState | None,
-        running: tuple[list[Pod], list[Pod]] = ([], []),
+        running: Running = NOTHING_RUNS,
     ) -> Waiting | None:
-        """The group's gang when it waits for the queue; `running`: the pods bound and not
-        finished, and those with required anti-affinity (pods/affinity.py), for new members
-        placed near a placed group."""
+        """The group's gang when it waits for the queue, its pods' terms resolved (and new
+        members of a placed group bound near the others); `running`: the pods bound and not
+        finished, and those of them with required anti-affinity."""
         waiting, bound = members.waiting, members.bound
         if members.claims:
             self._claims(members)
@@ -151,6 +152,8 @@ class GroupRunner:
             return None
         arrival = min(created(p.meta) for p in waiting)
         request, ordered = gang(members, waiting, self.config)
+        if state is not None:  # its pods' affinity and spread against what runs now
+            request = resolve_gang(request, ordered, running, state.fabric, self.config)
         return Waiting(members.key, members, request, ordered, arrival)
 
     def _gated(self, members: Members, need: int) -> None:
@@ -172,14 +175,14 @@ class GroupRunner:
         waiting: list[Pod],
         bound: list[Pod],
         state: ClusterState | None,
-        running: tuple[list[Pod], list[Pod]],
+        running: Running,
     ) -> None:
         """New members of a group already placed go near the others, all or none of them,
         under the members' pod terms (the bound members count among the pods they name)."""
         if state is None:
             return
         whole, ordered = gang(members, [*bound, *waiting], self.config)
-        whole = resolve_gang(whole, ordered, running[0], state.fabric, self.config, running[1])
+        whole = resolve_gang(whole, ordered, running, state.fabric, self.config)
         if whole.roles:
             message = "new members of a group with several pod sets are not placed near the rest"
             self.tell(members, "Warning", "Unplaceable", message)

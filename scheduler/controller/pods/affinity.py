@@ -333,18 +333,32 @@ def _strings(value: object, field: str) -> list[str]:
     return value
 
 
+@dataclass(frozen=True)
+class Running:
+    """The pods bound and not finished, and those of them with required anti-affinity (which
+    other gangs must respect): made once a cycle, read by every gang's terms."""
+
+    pods: Sequence[Pod] = ()
+    guarded: Sequence[Pod] = ()
+
+    @classmethod
+    def of(cls, pods: Sequence[Pod]) -> Running:
+        bound = [p for p in pods if p.node and not p.done]
+        return cls(bound, [p for p in bound if guards(p)])
+
+
 def resolve_gang(
     gang: GangRequest,
     pods: Sequence[Pod],
-    running: Sequence[Pod],
+    now: Running,
     fabric: Fabric,
     config: OperatorConfig,
-    guarded: Sequence[Pod] = (),
 ) -> GangRequest:
     """`resolve` for the workers (pods[0]) and each role (its first pod, after the workers in
     rank order): a role takes the node rules; its affinity with the gang's own pods holds it in
     the workers' domain when that is the gang's required level; a role's own spread or
     anti-affinity with itself is refused (its pods are placed near the workers)."""
+    running, guarded = now.pods, now.guarded
     if has_terms(pods[0]) or guarded:
         gang = resolve(gang, pods[0], running, fabric, config, guarded)
     first, roles = gang.pods, []

@@ -156,15 +156,17 @@ def requests(spec: Obj, status: Obj | None = None) -> dict[str, Decimal]:
     resize (GA in 1.35) an app container or sidecar whose status reports its resources is
     charged the larger of its spec, what it runs with and what the kubelet allocated (`resized`).
     QuantityError when a quantity cannot be read."""
-    running = _statuses(status or {})
+    status = status or {}
+    running = _statuses(status)
+    infeasible = _resize_infeasible(status)
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        _add(total, _resized(container, running, status or {}))
+        _add(total, _resized(container, running, infeasible))
     sidecars: dict[str, Decimal] = {}
     peak: dict[str, Decimal] = {}
     for container in spec.get("initContainers") or []:
         if container.get("restartPolicy") == "Always":
-            wanted = _resized(container, running, status or {})
+            wanted = _resized(container, running, infeasible)
             _add(total, wanted)
             _add(sidecars, wanted)
             phase = dict(sidecars)
@@ -185,7 +187,7 @@ def _statuses(status: Obj) -> dict[str, Obj]:
     return {str(c.get("name")): c for c in found if isinstance(c, dict)}
 
 
-def _resized(container: Obj, running: dict[str, Obj], status: Obj) -> dict[str, Decimal]:
+def _resized(container: Obj, running: dict[str, Obj], infeasible: bool) -> dict[str, Decimal]:
     """A container's request once it may have been resized in place: the larger, per resource,
     of its spec, its status `resources.requests` and its `allocatedResources`; the spec's CPU
     and memory (the resources that can be resized) are left out while the kubelet reports the
@@ -196,7 +198,7 @@ def _resized(container: Obj, running: dict[str, Obj], status: Obj) -> dict[str, 
         return wanted
     parts = [_part(seen["resources"], "requests"), _part(seen, "allocatedResources")]
     resizable = ("cpu", "memory")
-    out = {n: v for n, v in wanted.items() if n not in resizable or not _resize_infeasible(status)}
+    out = {n: v for n, v in wanted.items() if n not in resizable or not infeasible}
     for part in parts:
         for name, value in part.items():
             out[name] = max(out.get(name, Decimal(0)), parse(value))
