@@ -7,8 +7,10 @@ the label, the allowed skew, the matching pods each domain holds already). Decid
 pods each domain gets by water-filling: one pod at a time to the domain with the fewest after
 it, among those with room left (ties: the domain with more room, then its name), which is the
 most even final spread the room allows; inside a domain, the hosts with the most room first
-(fewest hosts). The domains are those of the hosts whose labels admit the gang (taints aside,
-as kube-scheduler's default nodeTaintsPolicy: Ignore), counted even where no room is left.
+(fewest hosts), of those labelled with every spread's key (a node without a DoNotSchedule
+spread's key is no candidate). The domains are those of the hosts whose labels admit the gang
+(taints aside, as kube-scheduler's default nodeTaintsPolicy: Ignore), counted even where no
+room is left.
 Promises: a placement it returns keeps every spread constraint of the gang (each is checked on
 the result), or it returns the reason naming the one that cannot be kept. It promises no
 optimum: spreading is what was asked, and J is reported for what it is, with no bound."""
@@ -70,10 +72,18 @@ def domain_counts(capacity: Capacity, rule: Spread) -> dict[str, int]:
     return totals
 
 
+def _slots(capacity: Capacity) -> dict[int, int]:
+    """host -> pods, of the hosts labelled with every spread's key: a node without a
+    DoNotSchedule spread's key is no candidate (as in kube-scheduler)."""
+    keys = [rule.key for rule in capacity.gang.spread]
+    hosts = capacity.snapshot.fabric.hosts
+    return {h: n for h, n in capacity.slots.items() if all(k in hosts[h].labels for k in keys)}
+
+
 def _room(capacity: Capacity, rule: Spread) -> dict[str, int]:
     fabric = capacity.snapshot.fabric
     room: dict[str, int] = {}
-    for h, n in capacity.slots.items():
+    for h, n in _slots(capacity).items():
         value = fabric.hosts[h].labels.get(rule.key)
         if value is not None:
             room[value] = room.get(value, 0) + n
@@ -97,7 +107,7 @@ def _water_fill(totals: dict[str, int], room: dict[str, int], n: int) -> dict[st
 def _hosts(capacity: Capacity, rule: Spread, taken: dict[str, int]) -> dict[int, int]:
     fabric = capacity.snapshot.fabric
     counts: dict[int, int] = {}
-    by_room = sorted(capacity.slots.items(), key=lambda hn: (-hn[1], hn[0]))
+    by_room = sorted(_slots(capacity).items(), key=lambda hn: (-hn[1], hn[0]))
     for h, n in by_room:
         value = fabric.hosts[h].labels.get(rule.key)
         want = taken.get(value, 0) if value is not None else 0

@@ -166,3 +166,23 @@ def test_preferred_node_affinity_never_costs_traffic():
     validate(Snapshot(fabric), gang, placement)
     assert placement.domains["rack"] == 1
     assert placement.optimal
+
+
+def test_a_host_without_the_key_of_a_second_spread_is_not_used():
+    """Two spreads, over zone and over row; the hosts of z1 carry no row label. A node without
+    a DoNotSchedule spread's key is no candidate (kube-scheduler's rule): the pods go to z0
+    alone, and the zone spread then cannot hold (it raised KeyError)."""
+    fabric = zoned(racks=2, hosts=2)
+    rows = tuple(
+        h.model_copy(update={"labels": {**h.labels, "row": "a"}}) if h.name.startswith("h0") else h
+        for h in fabric.spec.hosts
+    )
+    fabric = Fabric(fabric.spec.model_copy(update={"hosts": rows}))
+    rules = (
+        Spread(key="zone", max_skew=1, name="spread[0]"),
+        Spread(key="row", max_skew=1, name="spread[1]"),
+    )
+    gang = GangRequest(name="g", pods=2, gpus_per_pod=8, spread=rules)
+    [placement] = place(Snapshot(fabric), [gang])
+    assert not placement.placed
+    assert placement.reason.startswith("spread[0]")
