@@ -24,6 +24,44 @@ def _array(values: Sequence[int] | Array | None, default: Callable[[], Sequence[
     return np.array(default() if values is None or len(values) == 0 else values, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a placed gang takes, pod by pod, read once (the queue releases the same running
+    gangs cycle after cycle): host indexes, GPUs, and the (GPU, CPU, memory) rows."""
+
+    hosts: tuple[int, ...]
+    gpus: tuple[int, ...]
+    at: Array
+    amounts: Array  # one row per pod: GPUs, CPU millicores, memory MiB
+    extended: dict[str, tuple[Array, Array]]  # name -> (hosts, units), pods that take any
+
+
+def usage_of(fabric: Fabric, gang: GangRequest, placement: Placement) -> Usage:
+    index = fabric.host_index
+    roles = [""] if not gang.roles else placement.roles()
+    by_role = {role: gang.request(role) for role in roles}
+    hosts = tuple(index[pod.host] for pod in placement.pods)
+    rows = [by_role[pod.role] for pod in placement.pods]
+    extended: dict[str, list[tuple[int, int]]] = {}
+    for h, r in zip(hosts, rows, strict=True):
+        for name, units in r.extended.items():
+            extended.setdefault(name, []).append((h, units))
+    return Usage(
+        hosts,
+        tuple(r.gpus for r in rows),
+        np.asarray(hosts, dtype=np.int64),
+        np.asarray([(r.gpus, r.cpu_milli, r.memory_mib) for r in rows], dtype=np.int64).reshape(
+            -1, 3
+        ),
+        {name: _columns(pairs) for name, pairs in extended.items()},
+    )
+
+
+def _columns(pairs: list[tuple[int, int]]) -> tuple[Array, Array]:
+    table = np.asarray(pairs, dtype=np.int64)
+    return table[:, 0], table[:, 1]
+
+
 @dataclass
 class Snapshot:
     fabric: Fabric
@@ -97,32 +135,22 @@ class Snapshot:
 
     def apply_many(self, placed: Sequence[tuple[GangRequest, Placement]], sign: int = 1) -> None:
         """Several gangs at once, in one vectorised pass (the queue releases hundreds)."""
-        index = self.fabric.host_index
-        hosts: list[int] = []
-        need: list[tuple[int, int, int]] = []
-        extended: dict[str, list[tuple[int, int]]] = {}
-        for gang, placement in placed:
-            by_role = {
-                role: gang.request(role) for role in ([""] if not gang.roles else placement.roles())
-            }
-            for pod in placement.pods:
-                h = index[pod.host]
-                r = by_role[pod.role]
-                hosts.append(h)
-                need.append((r.gpus, r.cpu_milli, r.memory_mib))
-                for name, units in r.extended.items():
-                    extended.setdefault(name, []).append((h, units))
-        if not hosts:
+        self.apply_usages([usage_of(self.fabric, g, p) for g, p in placed], sign)
+
+    def apply_usages(self, usages: Sequence[Usage], sign: int = 1) -> None:
+        """What several placed gangs take (usage_of), taken or given back in one pass."""
+        usages = [u for u in usages if u.hosts]
+        if not usages:
             return
-        at = np.asarray(hosts, dtype=np.int64)
-        amounts = np.asarray(need, dtype=np.int64) * sign
+        at = np.concatenate([u.at for u in usages])
+        amounts = np.concatenate([u.amounts for u in usages]) * sign
         np.subtract.at(self.free_gpus, at, amounts[:, 0])
         np.subtract.at(self.free_cpu, at, amounts[:, 1])
         np.subtract.at(self.free_mem, at, amounts[:, 2])
         np.subtract.at(self.free_pods, at, sign)
-        for name, pairs in extended.items():
-            table = np.asarray(pairs, dtype=np.int64)
-            np.subtract.at(self.ext(name), table[:, 0], table[:, 1] * sign)
+        for u in usages:
+            for name, (hosts, units) in u.extended.items():
+                np.subtract.at(self.ext(name), hosts, units * sign)
 
     def release(self, gang: GangRequest, placement: Placement) -> None:
         self.apply(gang, placement, sign=-1)

@@ -3,6 +3,7 @@ topology-aware preemption, driven alike by the operator and the simulator."""
 
 from scheduler.model.policy import Backfill, Preemption
 from scheduler.queue.queue import SchedulingQueue
+from scheduler.queue.running import RunningGangs
 from scheduler.queue.types import (
     Decisions,
     Eviction,
@@ -23,6 +24,7 @@ __all__ = [
     "QueueConfig",
     "Reservation",
     "Running",
+    "RunningGangs",
     "SchedulingQueue",
     "Wait",
     "WaitReason",

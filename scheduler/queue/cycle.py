@@ -13,6 +13,7 @@ import numpy as np
 from scheduler.placement import Snapshot
 from scheduler.queue.joint import Start
 from scheduler.queue.order import Bools
+from scheduler.queue.running import RunningGangs, key_hash
 from scheduler.queue.types import Decisions, Entry, Reservation, Running
 
 
@@ -43,7 +44,9 @@ class View:
 class Cycle:
     now: float
     work: Snapshot
-    running: list[Running]
+    running: list[Running]  # the driver's, then the cycle's starts
+    index: RunningGangs  # the driver's, indexed (queue/running.py)
+    started: list[Running] = field(default_factory=list)  # this cycle's starts
     out: Decisions = field(default_factory=Decisions)
     pools: dict[str, Pool] = field(default_factory=dict)
     evicted: set[str] = field(default_factory=set)
@@ -60,7 +63,7 @@ class Cycle:
     quiet: bool = False
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
-    _lowest: dict[str, float] | None = None
+    _lowest_seen: int | None = None  # starts made before `lowest` was first asked
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)
@@ -69,13 +72,30 @@ class Cycle:
         return found
 
     def lowest(self, pool: str) -> float:
-        """The lowest priority running in a pool (inf when none): who can preempt at all."""
-        if self._lowest is None:
-            self._lowest = {}
-            for r in self.running:
-                here = self._lowest.get(r.gang.pool, math.inf)
-                self._lowest[r.gang.pool] = min(here, r.gang.priority)
-        return self._lowest.get(pool, math.inf)
+        """The lowest priority running in a pool (inf when none): who can preempt at all.
+        Fixed at the first question of the cycle: the starts made after it do not count."""
+        if self._lowest_seen is None:
+            self._lowest_seen = len(self.started)
+        mine = (r.gang.priority for r in self.started[: self._lowest_seen] if r.gang.pool == pool)
+        return min(self.index.lowest(pool), *mine, math.inf)
+
+    def below(self, pool: str, priority: int, tenant: str | None) -> tuple[int, int]:
+        """RunningGangs.below over what runs now: the driver's gangs and this cycle's starts,
+        less the gangs evicted this cycle."""
+        xor, n = self.index.below(pool, priority, tenant)
+        started = {r.key: r for r in self.started}
+        for r in self.started:
+            if _counted(r, pool, priority, tenant):
+                xor, n = xor ^ key_hash(r.key), n + 1
+        for key in self.evicted:
+            gone = started.get(key) or self.index.gangs.get(key)
+            if gone is not None and _counted(gone, pool, priority, tenant):
+                xor, n = xor ^ key_hash(key), n - 1
+        return xor, n
+
+
+def _counted(r: Running, pool: str, priority: int, tenant: str | None) -> bool:
+    return r.gang.pool == pool and r.gang.priority < priority and tenant in (None, r.tenant)
 
 
 def unreserve(c: Cycle, key: str) -> None:

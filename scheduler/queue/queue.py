@@ -64,6 +64,7 @@ from scheduler.queue.lending import Lending
 from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
+from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, shape_key
 from scheduler.queue.types import (
     Decisions,
@@ -93,6 +94,7 @@ class SchedulingQueue:
         # hosts held for preemptors, moved gangs and the gangs moves made room for (holds.py)
         self._pins = Holds()
         self._crossings: Crossings | None = None  # placement/uplinks.py, for rackwise
+        self._running = RunningGangs()  # a driver's list of running gangs, indexed
         # views and what is known unplaceable on them (views.py, memo.py)
         self._views = Views(self.config, self._entries, self._pins, self._shapes)
         self._walker = Walk(
@@ -198,14 +200,18 @@ class SchedulingQueue:
         self._backoff.forget(alive)
 
     # the cycle
-    def cycle(self, now: float, snapshot: Snapshot, running: Iterable[Running]) -> Decisions:
+    def cycle(
+        self, now: float, snapshot: Snapshot, running: RunningGangs | Iterable[Running]
+    ) -> Decisions:
+        """One cycle. `running`: the driver's own RunningGangs, kept as gangs start and end
+        (the simulator), or its whole list, indexed here by difference (the operator)."""
         idle = not self._entries and not self._lending.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
             self._views.forget_fabric()
-        c = Cycle(now, snapshot.copy(), list(running))
+        c = self._new_cycle(now, snapshot, running)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
             c.work.uplinks = self._uplinks(snapshot, c.running)
         self._preempting.settle(c.running)
@@ -221,6 +227,15 @@ class SchedulingQueue:
         for key, _ in c.out.starts:
             self._drop(key)
         return c.out
+
+    def _new_cycle(
+        self, now: float, snapshot: Snapshot, running: RunningGangs | Iterable[Running]
+    ) -> Cycle:
+        if isinstance(running, RunningGangs):
+            return Cycle(now, snapshot.copy(), list(running), running)
+        given = list(running)
+        self._running.sync(given)
+        return Cycle(now, snapshot.copy(), given, self._running)
 
     def _consider(self, c: Cycle, entry: Entry) -> None:
         if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):
@@ -304,7 +319,9 @@ class SchedulingQueue:
         c.out.starts.append((entry.key, placement))
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
-        c.running.append(Running(entry.key, entry.gang, placement, c.now, entry.tenant, None, end))
+        started = Running(entry.key, entry.gang, placement, c.now, entry.tenant, None, end)
+        c.running.append(started)
+        c.started.append(started)
         entry.placeable_since = None
         entry.failed_on = None
         entry.last = None
@@ -334,6 +351,7 @@ class SchedulingQueue:
         self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
     ) -> Reservation | None:
         if entry.reserved is None or entry.reserved[0] != seen:
-            pool = [r for r in c.running if r.gang.pool == entry.gang.pool]
-            entry.reserved = (seen, reserve(entry.key, view, entry.gang, pool, self.config))
+            mine = [r for r in c.started if r.gang.pool == entry.gang.pool]
+            ordered = c.index.releases(entry.gang.pool, mine)
+            entry.reserved = (seen, reserve(entry.key, view, entry.gang, ordered, self.config))
         return entry.reserved[1]

@@ -1,6 +1,7 @@
 """EASY backfilling's reservation: where and from when a blocked gang will start.
 
-Contract. Takes the capacity a blocked gang sees, the gang and the running gangs of its pool.
+Contract. Takes the capacity a blocked gang sees, the gang and the running gangs of its pool in
+release order (queue/running.py, read from the front only as far as needed).
 Decides the hosts the gang would be placed on once enough running gangs have ended, releasing
 them in the order they are expected to end (unknown ends last, oldest start first), and the time
 that happens (the latest estimated end among them; inf when any is unknown). Among the
@@ -25,7 +26,10 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
+from scheduler.queue.running import ReleaseOrder
 from scheduler.queue.types import QueueConfig, Reservation, Running
+
+Bools = npt.NDArray[np.bool_]
 
 
 def _end(r: Running) -> float:
@@ -33,23 +37,24 @@ def _end(r: Running) -> float:
 
 
 def reserve(
-    key: str, view: Snapshot, gang: GangRequest, running: Sequence[Running], cfg: QueueConfig
+    key: str, view: Snapshot, gang: GangRequest, ordered: ReleaseOrder, cfg: QueueConfig
 ) -> Reservation | None:
-    ordered = sorted(running, key=lambda r: (_end(r), r.started_s, r.key))
     sim = view.copy()
+    fabric = view.fabric
     # the releases before `first` cannot make room (by GPU counts alone): released at once
     first = _first_possible(view, gang, ordered)
-    sim.apply_many([(r.gang, r.placement) for r in ordered[: first - 1]], sign=-1)
-    for n, r in enumerate(ordered[first - 1 :], start=first):
+    sim.apply_usages([ordered.usage(i, fabric) for i in range(first - 1)], sign=-1)
+    for n in range(first, len(ordered) + 1):
         # then one gang at a time: capacity first, then a placement
-        sim.apply_many([(r.gang, r.placement)], sign=-1)
+        r = ordered[n - 1]
+        sim.apply_usages([ordered.usage(n - 1, fabric)], sign=-1)
         if Capacity.of(sim, gang).total < gang.pods:
             continue
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
-            index = view.fabric.host_index
+            index = fabric.host_index
             hosts = _on_released(sim, gang, ordered[:n], placement, cfg)
-            at = max(_end(g) for g in ordered[:n])
+            at = _end(r)  # the latest of the ends released: they come in order
             return Reservation(key, gang.name, frozenset(index[h] for h in hosts), at)
     return None
 
@@ -75,13 +80,13 @@ def _on_released(
     return best.hosts()
 
 
-def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running]) -> int:
+def _first_possible(view: Snapshot, gang: GangRequest, ordered: ReleaseOrder) -> int:
     """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
     up hosts have whole-pod GPU room for its pods; Capacity.of (which also weighs CPU, memory,
     pod slots, taints and the gang's constraints) can hold only from there. Both conditions
-    only grow with each release: the GPU count is walked to its first n, then the room is
-    searched by doubling steps and halving, reading only the releases it needs (the usual
-    answer is a few). len(ordered) + 1 when never."""
+    only grow with each release, so one walk finds it: GPU counts to their first n, then the
+    released pods one by one, each changing the room of its host only. len(ordered) + 1 when
+    never."""
     fabric = view.fabric
     mask = fabric.pool_mask.get(gang.pool)
     counted = np.zeros(len(fabric.hosts), dtype=bool) if mask is None else mask & view.up_mask()
@@ -94,50 +99,27 @@ def _first_possible(view: Snapshot, gang: GangRequest, ordered: Sequence[Running
         return len(ordered) + 1
     if not gang.gpus_per_pod:
         return max(n, 1)
-    pods = _Released(view, ordered)
-
-    def room(k: int) -> bool:  # after k >= 1 releases
-        at, gpus = pods.first(k)
-        free = view.free_gpus + np.bincount(at, gpus, len(fabric.hosts))
-        return int((free[counted] // gang.gpus_per_pod).sum()) >= gang.pods
-
-    low, step = max(n, 1), 1  # room(low - 1) is false, or low is the first release
-    if low > len(ordered):  # nothing running to release (what holds it back is not GPUs)
+    if max(n, 1) > len(ordered):  # nothing running to release (what holds it back is not GPUs)
         return len(ordered) + 1
-    if room(low):
-        return low
-    while True:  # room(low) is false: double until it holds or the releases run out
-        high = min(low + step, len(ordered))
-        if high == low:
-            return len(ordered) + 1
-        if room(high):
-            break
-        low, step = high, 2 * step
-    while high - low > 1:  # room(low) false, room(high) true
-        mid = (low + high) // 2
-        low, high = (low, mid) if room(mid) else (mid, high)
-    return high
+    return _room_from(view, gang, ordered, counted, max(n, 1))
 
 
-class _Released:
-    """The released pods' hosts and GPUs in release order, read from the running gangs only as
-    far as asked."""
-
-    def __init__(self, view: Snapshot, ordered: Sequence[Running]) -> None:
-        self.index = view.fabric.host_index
-        self.ordered = ordered
-        self.hosts: list[int] = []
-        self.gpus: list[int] = []
-        self.ends = [0]  # pods held by the first n gangs
-
-    def first(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        while len(self.ends) <= n:
-            r = self.ordered[len(self.ends) - 1]
-            roles = [""] if not r.gang.roles else r.placement.roles()
-            gpus = {role: r.gang.request(role).gpus for role in roles}
-            for pod in r.placement.pods:
-                self.hosts.append(self.index[pod.host])
-                self.gpus.append(gpus[pod.role])
-            self.ends.append(len(self.hosts))
-        end = self.ends[n]
-        return np.asarray(self.hosts[:end], dtype=np.int64), np.asarray(self.gpus[:end])
+def _room_from(
+    view: Snapshot, gang: GangRequest, ordered: ReleaseOrder, counted: Bools, low: int
+) -> int:
+    """The first k >= low after whose releases the counted hosts have room for the gang's
+    pods by GPUs alone; len(ordered) + 1 when never."""
+    per_pod = gang.gpus_per_pod
+    free = view.free_gpus.tolist()
+    mine = counted.tolist()
+    room = int((view.free_gpus[counted] // per_pod).sum())
+    for k in range(1, len(ordered) + 1):
+        u = ordered.usage(k - 1, view.fabric)
+        for h, gpus in zip(u.hosts, u.gpus, strict=True):
+            before = free[h]
+            free[h] = before + gpus
+            if mine[h]:
+                room += free[h] // per_pod - before // per_pod
+        if k >= low and room >= gang.pods:
+            return k
+    return len(ordered) + 1

@@ -12,7 +12,6 @@ fabric (`forget_fabric`)."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from scheduler.model.policy import Preemption
@@ -80,16 +79,9 @@ class Views:
             return b""  # nothing is ever preempted: no need to look at what runs
         at = (pool, priority, tenant, len(c.running), len(c.evicted))
         if at not in c.victims:
-            keys = sorted(
-                r.key
-                for r in c.running
-                if r.gang.pool == pool
-                and r.gang.priority < priority
-                and r.key not in c.evicted
-                and (self.config.policy.cross_tenant or r.tenant == tenant)
-            )
-            text = "\0".join(keys).encode()
-            c.victims[at] = hashlib.blake2b(text, digest_size=16).digest() if keys else b""
+            who = None if self.config.policy.cross_tenant else tenant
+            xor, n = c.below(pool, priority, who)
+            c.victims[at] = xor.to_bytes(16, "big") if n else b""
         return c.victims[at]
 
     def still_known(self, c: Cycle, v: View) -> dict[int, Known]:

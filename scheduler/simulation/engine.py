@@ -22,6 +22,7 @@ from scheduler.queue import (
     Eviction,
     Move,
     Running,
+    RunningGangs,
     SchedulingQueue,
     Wait,
 )
@@ -101,7 +102,7 @@ class Simulation:
         self.snapshot = Snapshot(fabric)
         self.load = fabric_load(fabric, config.fabric, config.seed)
         self.queue = SchedulingQueue(queue_config(config, policy))
-        self.running: dict[str, Running] = {}
+        self.running = RunningGangs()  # indexed as gangs start and end (queue/running.py)
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [state_of(j, i, self.per_host, config) for i, j in enumerate(jobs)]
@@ -171,7 +172,7 @@ class Simulation:
 
     def _cycle(self, now: float) -> None:
         started = time.perf_counter()
-        decisions = self.queue.cycle(now, self.snapshot, self.running.values())
+        decisions = self.queue.cycle(now, self.snapshot, self.running)
         self.result.cycle_seconds.append(time.perf_counter() - started)
         apply(decisions, _Effects(self, now))
         if decisions.moves:  # the moved gangs are queued again: they restart at once
@@ -228,13 +229,15 @@ class Simulation:
         state.stretch = 1.0
         if state.first_start is None:
             state.first_start = now
-        self.running[state.job.id] = Running(
-            state.job.id,
-            state.gang,
-            placement,
-            started_s=state.progress_at,
-            checkpoint_s=self.config.checkpoint_s,
-            end_s=state.progress_at + state.run_work,
+        self.running.add(
+            Running(
+                state.job.id,
+                state.gang,
+                placement,
+                started_s=state.progress_at,
+                checkpoint_s=self.config.checkpoint_s,
+                end_s=state.progress_at + state.run_work,
+            )
         )
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
@@ -282,7 +285,7 @@ class Simulation:
         state.rack_gb += placement.traffic_gb.get("rack", 0.0) * worked
         state.spine_gb += placement.traffic_gb.get("spine", 0.0) * worked
         state.placement = None
-        self.running.pop(state.job.id, None)
+        self.running.discard(state.job.id)
         self._busy(state.gang.pool, -state.gang.all_gpus, now)
         for order in self.load.stop(state.order):
             if self.states[order].placement is not None:

@@ -1,0 +1,172 @@
+"""The running gangs, indexed for the questions a queue cycle asks of them.
+
+Contract. Takes the running gangs one change at a time (`add`, `discard`: the simulator's
+starts and ends) or a driver's whole list each cycle (`sync`: only the difference is applied).
+Answers, per pool, without looking at every running gang: the lowest running priority; a
+digest of the gangs that a gang of some priority and tenant may preempt; and EASY backfill's
+release order (estimated end, unknown ends last, then start, then key), read from its front
+only as far as a reservation needs. Why: a cycle that walked every running gang for these made
+a whole-trace replay quadratic (issue "Replays at the speed of the question"). Promises: every
+answer is the one a computation from scratch over the same gangs gives (the digest: equal
+exactly when the sets of gangs are equal, but for a 128-bit hash collision);
+tests/unit/queue/test_running.py checks each against it over seeded sequences of changes."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from scheduler.placement.snapshot import Usage, usage_of
+from scheduler.queue.types import Running
+from scheduler.topology.fabric import Fabric
+
+Release = tuple[float, float, str]  # estimated end (inf: unknown), start, key
+Bucket = tuple[str, int, str]  # pool, priority, tenant
+
+
+def release_key(r: Running) -> Release:
+    return (math.inf if r.end_s is None else r.end_s, r.started_s, r.key)
+
+
+def key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=16).digest(), "big")
+
+
+class RunningGangs:
+    def __init__(self, running: Iterable[Running] = ()) -> None:
+        self.gangs: dict[str, Running] = {}
+        self._releases: dict[str, list[Release]] = {}  # pool -> its gangs in release order
+        self._priorities: dict[str, dict[int, int]] = {}  # pool -> priority -> gangs
+        self._sets: dict[Bucket, list[int]] = {}  # -> [xor of key hashes, gangs]
+        self._usages: dict[str, tuple[Running, Fabric, Usage]] = {}  # read once per gang
+        for r in running:
+            self.add(r)
+
+    def __len__(self) -> int:
+        return len(self.gangs)
+
+    def __iter__(self) -> Iterator[Running]:
+        return iter(self.gangs.values())
+
+    def add(self, r: Running) -> None:
+        """A gang starts (or changes: the old entry is replaced)."""
+        self.discard(r.key)
+        self.gangs[r.key] = r
+        pool, priority = r.gang.pool, r.gang.priority
+        bisect.insort(self._releases.setdefault(pool, []), release_key(r))
+        counts = self._priorities.setdefault(pool, {})
+        counts[priority] = counts.get(priority, 0) + 1
+        self._toggle((pool, priority, r.tenant), r.key, 1)
+
+    def discard(self, key: str) -> None:
+        """A gang ends (no-op when not running)."""
+        r = self.gangs.pop(key, None)
+        if r is None:
+            return
+        self._usages.pop(key, None)
+        pool, priority = r.gang.pool, r.gang.priority
+        releases = self._releases[pool]
+        del releases[bisect.bisect_left(releases, release_key(r))]
+        counts = self._priorities[pool]
+        counts[priority] -= 1
+        if not counts[priority]:
+            del counts[priority]
+        self._toggle((pool, priority, r.tenant), key, -1)
+
+    def _toggle(self, bucket: Bucket, key: str, step: int) -> None:
+        found = self._sets.setdefault(bucket, [0, 0])
+        found[0] ^= key_hash(key)
+        found[1] += step
+        if not found[1]:
+            del self._sets[bucket]
+
+    def sync(self, running: Iterable[Running]) -> None:
+        """Become the driver's list: gangs gone are dropped, new or changed ones added."""
+        now = {r.key: r for r in running}
+        for key in self.gangs.keys() - now.keys():
+            self.discard(key)
+        for key, r in now.items():
+            old = self.gangs.get(key)
+            if old is not r and old != r:
+                self.add(r)
+
+    def lowest(self, pool: str) -> float:
+        """The lowest priority running in the pool (inf when none)."""
+        counts = self._priorities.get(pool)
+        return min(counts) if counts else math.inf
+
+    def below(self, pool: str, priority: int, tenant: str | None) -> tuple[int, int]:
+        """The xor of the key hashes, and the number, of the pool's gangs of lower priority
+        (of this tenant; None: of any)."""
+        xor, n = 0, 0
+        for (p, prio, t), (h, count) in self._sets.items():
+            if p == pool and prio < priority and (tenant is None or t == tenant):
+                xor, n = xor ^ h, n + count
+        return xor, n
+
+    def releases(self, pool: str, extra: Sequence[Running] = ()) -> ReleaseOrder:
+        """The pool's gangs and `extra` (gangs started this cycle) in release order."""
+        return ReleaseOrder(self, self._releases.get(pool, []), extra)
+
+    def usage(self, r: Running, fabric: Fabric) -> Usage:
+        """What the gang takes on this fabric (Snapshot.apply_usages), read once."""
+        found = self._usages.get(r.key)
+        if found is None or found[0] is not r or found[1] is not fabric:
+            found = self._usages[r.key] = (r, fabric, usage_of(fabric, r.gang, r.placement))
+        return found[2]
+
+
+class ReleaseOrder(Sequence[Running]):
+    """Gangs in release order, merged from the index and a few more, made only as far as read."""
+
+    def __init__(self, index: RunningGangs, keys: list[Release], extra: Sequence[Running]) -> None:
+        self._index = index
+        self._gangs = index.gangs
+        self._keys = keys
+        self._extra = sorted(extra, key=release_key)
+        self._made: list[Running] = []
+        self._i = 0  # next of `keys`
+        self._j = 0  # next of `_extra`
+
+    def __len__(self) -> int:
+        return len(self._keys) + len(self._extra)
+
+    @overload
+    def __getitem__(self, at: int) -> Running: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[Running]: ...
+
+    def __getitem__(self, at: int | slice) -> Running | Sequence[Running]:
+        if isinstance(at, slice):
+            _, stop, step = at.indices(len(self))
+            self._make(stop if step > 0 else len(self))
+            return self._made[at]
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError(at)
+        self._make(at + 1)
+        return self._made[at]
+
+    def usage(self, at: int, fabric: Fabric) -> Usage:
+        """What the gang at this position takes (read once for the index's own gangs)."""
+        r = self[at]
+        if self._gangs.get(r.key) is r:
+            return self._index.usage(r, fabric)
+        return usage_of(fabric, r.gang, r.placement)
+
+    def _make(self, n: int) -> None:
+        while len(self._made) < n:
+            if self._j < len(self._extra) and (
+                self._i == len(self._keys)
+                or release_key(self._extra[self._j]) < self._keys[self._i]
+            ):
+                self._made.append(self._extra[self._j])
+                self._j += 1
+            else:
+                self._made.append(self._gangs[self._keys[self._i][2]])
+                self._i += 1

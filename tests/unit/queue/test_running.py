@@ -1,0 +1,133 @@
+"""The running gangs' indexes (queue/running.py), kept one change at a time, against the same
+answers computed from scratch over seeded sequences of starts, ends and whole-list syncs; and
+the queue's decisions with a driver's index against those with its plain list."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from scheduler.model.gang import GangRequest
+from scheduler.model.placement import Placement, PlacementStatus
+from scheduler.queue import Backfill, Running, RunningGangs
+from scheduler.queue.running import key_hash
+from scheduler.simulation.config import Failures, SimConfig
+from scheduler.simulation.engine import Simulation
+from tests.unit.simulation.test_quiet import FABRIC, overload
+
+POOLS = ("training", "inference")
+TENANTS = ("", "a", "b")
+
+
+def gang(rng: random.Random, n: int) -> Running:
+    request = GangRequest(
+        name=f"g{n}", pods=1, gpus_per_pod=1, pool=rng.choice(POOLS), priority=rng.randint(0, 3)
+    )
+    end = None if rng.random() < 0.2 else float(rng.randint(0, 50))  # ties on purpose
+    started = float(rng.randint(0, 5))
+    placement = Placement(gang=request.name, policy="test", status=PlacementStatus.PLACED)
+    return Running(f"k{n}", request, placement, started, rng.choice(TENANTS), None, end)
+
+
+def changes(seed: int, steps: int = 300):
+    """Yield (index kept by changes, the gangs as a dict) after every change."""
+    rng = random.Random(seed)
+    index, now, n = RunningGangs(), {}, 0
+    for _ in range(steps):
+        move = rng.random()
+        if move < 0.55 or not now:
+            n += 1
+            r = gang(rng, n)
+            index.add(r)
+            now[r.key] = r
+        elif move < 0.95:
+            key = rng.choice(sorted(now))
+            index.discard(key)
+            del now[key]
+        else:  # a driver's whole list, some gangs replaced by changed ones
+            for key in rng.sample(sorted(now), min(3, len(now))):
+                n += 1
+                r = gang(rng, n)
+                now[key] = Running(key, r.gang, r.placement, r.started_s, r.tenant, None, r.end_s)
+            index.sync(list(now.values()))
+        yield index, now
+
+
+def release_order(running) -> list[str]:
+    ends = sorted(
+        running, key=lambda r: (math.inf if r.end_s is None else r.end_s, r.started_s, r.key)
+    )
+    return [r.key for r in ends]
+
+
+def digest(keys) -> tuple[int, int]:
+    xor = 0
+    for key in keys:
+        xor ^= key_hash(key)
+    return xor, len(keys)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_answer_is_the_one_computed_from_scratch(seed):
+    rng = random.Random(1000 + seed)
+    for index, now in changes(seed):
+        assert set(index.gangs) == set(now)
+        for pool in POOLS:
+            mine = [r for r in now.values() if r.gang.pool == pool]
+            assert index.lowest(pool) == min((r.gang.priority for r in mine), default=math.inf)
+            extra = [gang(rng, 10_000 + i) for i in range(rng.randint(0, 3))]
+            extra = [r for r in extra if r.gang.pool == pool]
+            order = index.releases(pool, extra)
+            assert [r.key for r in order] == release_order(mine + extra)
+            for priority in range(5):
+                for tenant in (None, *TENANTS):
+                    keys = [
+                        r.key
+                        for r in mine
+                        if r.gang.priority < priority and tenant in (None, r.tenant)
+                    ]
+                    assert index.below(pool, priority, tenant) == digest(keys)
+
+
+def test_the_release_order_is_made_only_as_far_as_it_is_read():
+    rng = random.Random(7)
+    index = RunningGangs(gang(rng, n) for n in range(200))
+    order = index.releases("training")
+    first = order[0]
+    assert len(order._made) == 1
+    assert order[:3][0] is first
+    assert len(order._made) == 3
+    assert order[-1] is list(order)[-1]
+
+
+def test_two_different_sets_of_gangs_have_different_digests():
+    seen = {}
+    for n in range(2000):
+        keys = frozenset(f"k{i}" for i in range(n % 50) if (i * 7 + n) % 3)
+        found = digest(sorted(keys))
+        assert seen.setdefault(found, keys) == keys
+
+
+def run(seed: int, plain: bool, **rules: object):
+    failures = Failures(mtbf_hours=200, mttr_hours=1)
+    config = SimConfig.of(
+        seed=seed, failures=failures, checkpoint_minutes=20, defrag_moves_per_hour=6, **rules
+    )
+    sim = Simulation(FABRIC, overload(seed), "rackwise", config)
+    if plain:  # the operator's way: its whole list each cycle, indexed by the queue
+        cycle = sim.queue.cycle
+        sim.queue.cycle = lambda now, snapshot, running: cycle(now, snapshot, list(running))  # type: ignore[method-assign]
+    result = sim.run()
+    return result.starts, result.evictions, [(t, m.key) for t, m in result.moves]
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("backfill", [Backfill.EASY, Backfill.GREEDY])
+def test_a_driver_list_and_a_driver_index_give_the_same_decisions(seed, backfill):
+    indexed = run(seed, plain=False, backfill=backfill, preemption="topology")
+    listed = run(seed, plain=True, backfill=backfill, preemption="topology")
+    assert len(indexed[0]) > 100
+    assert indexed[1]  # it preempted
+    assert indexed == listed
