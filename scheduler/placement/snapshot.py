@@ -143,14 +143,19 @@ class Snapshot:
         if not usages:
             return
         at = np.concatenate([u.at for u in usages])
-        amounts = np.concatenate([u.amounts for u in usages]) * sign
+        self.apply_rows(at, np.concatenate([u.amounts for u in usages]), sign)
+        for u in usages:
+            for name, (hosts, units) in u.extended.items():
+                np.subtract.at(self.ext(name), hosts, units * sign)
+
+    def apply_rows(self, at: Array, amounts: Array, sign: int = 1) -> None:
+        """Pods on hosts `at`, each taking its row of `amounts` (GPUs, CPU, memory) and a pod
+        slot; extended resources are not in the rows."""
+        amounts = amounts * sign
         np.subtract.at(self.free_gpus, at, amounts[:, 0])
         np.subtract.at(self.free_cpu, at, amounts[:, 1])
         np.subtract.at(self.free_mem, at, amounts[:, 2])
         np.subtract.at(self.free_pods, at, sign)
-        for u in usages:
-            for name, (hosts, units) in u.extended.items():
-                np.subtract.at(self.ext(name), hosts, units * sign)
 
     def release(self, gang: GangRequest, placement: Placement) -> None:
         self.apply(gang, placement, sign=-1)

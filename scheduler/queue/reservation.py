@@ -17,7 +17,7 @@ holds nothing back)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,8 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.snapshot import Array
+from scheduler.queue.released import Flat
 from scheduler.queue.running import ReleaseOrder
 from scheduler.queue.types import QueueConfig, Reservation, Running
 
@@ -41,85 +43,100 @@ def reserve(
 ) -> Reservation | None:
     sim = view.copy()
     fabric = view.fabric
+    flat = ordered.flat(fabric)
     # the releases before `first` cannot make room (by GPU counts alone): released at once
-    first = _first_possible(view, gang, ordered)
-    sim.apply_usages([ordered.usage(i, fabric) for i in range(first - 1)], sign=-1)
+    first = _first_possible(view, gang, flat)
+    _release_first(sim, ordered, flat, first - 1)
     for n in range(first, len(ordered) + 1):
         # then one gang at a time: capacity first, then a placement
-        r = ordered[n - 1]
         sim.apply_usages([ordered.usage(n - 1, fabric)], sign=-1)
         if Capacity.of(sim, gang).total < gang.pods:
             continue
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
-            index = fabric.host_index
-            hosts = _on_released(sim, gang, ordered[:n], placement, cfg)
-            at = _end(r)  # the latest of the ends released: they come in order
-            return Reservation(key, gang.name, frozenset(index[h] for h in hosts), at)
+            theirs = set(flat.hosts[: int(flat.ends()[n - 1])].tolist())
+            hosts = _on_released(sim, gang, theirs, placement, cfg)
+            at = _end(ordered[n - 1])  # the latest of the ends released: they come in order
+            return Reservation(key, gang.name, frozenset(hosts), at)
     return None
 
 
+def _release_first(sim: Snapshot, ordered: ReleaseOrder, flat: Flat, n: int) -> None:
+    """Give back what the first n gangs of the order take."""
+    if flat.extended:  # extended resources are not in the flat rows: gang by gang
+        sim.apply_usages([ordered.usage(i, sim.fabric) for i in range(n)], sign=-1)
+    elif n:
+        pods = int(flat.ends()[n - 1])
+        sim.apply_rows(flat.hosts[:pods], flat.amounts[:pods], sign=-1)
+
+
 def _on_released(
-    sim: Snapshot,
-    gang: GangRequest,
-    released: Sequence[Running],
-    best: Placement,
-    cfg: QueueConfig,
-) -> Iterable[str]:
-    """The hosts to hold: `best`'s, or a placement on the released hosts alone when `best`
-    holds hosts free now and that one costs no more."""
-    theirs = {h for r in released for h in r.placement.hosts()}
-    if set(best.hosts()) <= theirs:
-        return best.hosts()
+    sim: Snapshot, gang: GangRequest, theirs: set[int], best: Placement, cfg: QueueConfig
+) -> Iterable[int]:
+    """The hosts to hold: `best`'s, or a placement on the released hosts (`theirs`) alone when
+    `best` holds hosts free now and that one costs no more."""
     index = sim.fabric.host_index
+    if {index[h] for h in best.hosts()} <= theirs:
+        return [index[h] for h in best.hosts()]
     only = sim.copy()
-    only.down |= {i for h, i in index.items() if h not in theirs}
+    only.down |= set(range(len(sim.fabric.hosts))) - theirs
     placement = place_one(only, gang, cfg.trial)
     if placement.placed and placement.cost <= best.cost:
-        return placement.hosts()
-    return best.hosts()
+        return [index[h] for h in placement.hosts()]
+    return [index[h] for h in best.hosts()]
 
 
-def _first_possible(view: Snapshot, gang: GangRequest, ordered: ReleaseOrder) -> int:
+def _first_possible(view: Snapshot, gang: GangRequest, flat: Flat) -> int:
     """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
     up hosts have whole-pod GPU room for its pods; Capacity.of (which also weighs CPU, memory,
     pod slots, taints and the gang's constraints) can hold only from there. Both conditions
-    only grow with each release, so one walk finds it: GPU counts to their first n, then the
-    released pods one by one, each changing the room of its host only. len(ordered) + 1 when
-    never."""
+    only grow with each release: each is read off running sums over the released gangs and
+    pods. len(gangs) + 1 when never."""
     fabric = view.fabric
     mask = fabric.pool_mask.get(gang.pool)
     counted = np.zeros(len(fabric.hosts), dtype=bool) if mask is None else mask & view.up_mask()
+    never = len(flat.pods) + 1
     missing = gang.all_gpus - int(view.free_gpus[counted].sum())
-    n = 0
-    while n < len(ordered) and missing > 0:
-        missing -= ordered[n].gang.all_gpus
-        n += 1
-    if missing > 0:
-        return len(ordered) + 1
+    n = 0 if missing <= 0 else _first_reaching(np.cumsum(flat.totals), missing)
+    if n >= never:
+        return never
     if not gang.gpus_per_pod:
         return max(n, 1)
-    if max(n, 1) > len(ordered):  # nothing running to release (what holds it back is not GPUs)
-        return len(ordered) + 1
-    return _room_from(view, gang, ordered, counted, max(n, 1))
+    low = max(n, 1)
+    if low >= never:  # nothing running to release (what holds it back is not GPUs)
+        return never
+    return max(low, _room_at(view, gang, flat, counted))
 
 
-def _room_from(
-    view: Snapshot, gang: GangRequest, ordered: ReleaseOrder, counted: Bools, low: int
-) -> int:
-    """The first k >= low after whose releases the counted hosts have room for the gang's
-    pods by GPUs alone; len(ordered) + 1 when never."""
+def _first_reaching(running_sum: Array, target: int) -> int:
+    """The fewest leading terms whose sum reaches `target` (len + 1 when none)."""
+    hits = np.flatnonzero(running_sum >= target)
+    return int(hits[0]) + 1 if len(hits) else len(running_sum) + 1
+
+
+def _room_at(view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools) -> int:
+    """The fewest releases after which the counted hosts have GPU room for the gang's pods
+    (0 when they have now; len + 1 when never). Each released pod adds GPUs to its host only:
+    per pod, the GPUs released on its host so far (a running sum within each host) say how
+    many whole pods that host gains with it."""
     per_pod = gang.gpus_per_pod
-    free = view.free_gpus.tolist()
-    mine = counted.tolist()
-    room = int((view.free_gpus[counted] // per_pod).sum())
-    for k in range(1, len(ordered) + 1):
-        u = ordered.usage(k - 1, view.fabric)
-        for h, gpus in zip(u.hosts, u.gpus, strict=True):
-            before = free[h]
-            free[h] = before + gpus
-            if mine[h]:
-                room += free[h] // per_pod - before // per_pod
-        if k >= low and room >= gang.pods:
-            return k
-    return len(ordered) + 1
+    free = view.free_gpus
+    room = int((free[counted] // per_pod).sum())
+    if room >= gang.pods:
+        return 0
+    hosts, gpus = flat.hosts, flat.gpus
+    if not len(hosts):
+        return len(flat.pods) + 1
+    # a stable sort of small integers is a radix sort (linear): most fabrics' host indexes fit
+    keys = hosts.astype(np.uint16) if len(view.fabric.hosts) <= 1 << 16 else hosts
+    by_host = np.argsort(keys, kind="stable")
+    sums = np.cumsum(gpus[by_host])
+    first_of_host = np.r_[True, hosts[by_host][1:] != hosts[by_host][:-1]]
+    base = np.maximum.accumulate(np.where(first_of_host, sums - gpus[by_host], 0))
+    after = np.empty_like(gpus)
+    after[by_host] = sums - base + free[hosts[by_host]]
+    gained = (after // per_pod - (after - gpus) // per_pod) * counted[hosts]
+    pod = _first_reaching(np.cumsum(gained), gang.pods - room)
+    if pod > len(gpus):
+        return len(flat.pods) + 1
+    return int(np.searchsorted(flat.ends(), pod - 1, side="right")) + 1

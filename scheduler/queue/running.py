@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from scheduler.placement.snapshot import Usage, usage_of
+from scheduler.queue.released import Flat
 from scheduler.queue.types import Running
 from scheduler.topology.fabric import Fabric
 
@@ -42,6 +43,10 @@ class RunningGangs:
         self._priorities: dict[str, dict[int, int]] = {}  # pool -> priority -> gangs
         self._sets: dict[Bucket, list[int]] = {}  # -> [xor of key hashes, gangs]
         self._usages: dict[str, tuple[Running, Fabric, Usage]] = {}  # read once per gang
+        # pool -> its gangs' pods in release order (queue/released.py), on `_fabric`, made
+        # when first asked for and then kept up to date with every change
+        self._flats: dict[str, Flat] = {}
+        self._fabric: Fabric | None = None
         for r in running:
             self.add(r)
 
@@ -56,7 +61,11 @@ class RunningGangs:
         self.discard(r.key)
         self.gangs[r.key] = r
         pool, priority = r.gang.pool, r.gang.priority
-        bisect.insort(self._releases.setdefault(pool, []), release_key(r))
+        releases = self._releases.setdefault(pool, [])
+        at = bisect.bisect_left(releases, release_key(r))
+        releases.insert(at, release_key(r))
+        if pool in self._flats and self._fabric is not None:
+            self._flats[pool].insert(at, self.usage(r, self._fabric), r.gang.all_gpus)
         counts = self._priorities.setdefault(pool, {})
         counts[priority] = counts.get(priority, 0) + 1
         self._toggle((pool, priority, r.tenant), r.key, 1)
@@ -66,10 +75,13 @@ class RunningGangs:
         r = self.gangs.pop(key, None)
         if r is None:
             return
-        self._usages.pop(key, None)
         pool, priority = r.gang.pool, r.gang.priority
         releases = self._releases[pool]
-        del releases[bisect.bisect_left(releases, release_key(r))]
+        at = bisect.bisect_left(releases, release_key(r))
+        del releases[at]
+        if pool in self._flats and self._fabric is not None:
+            self._flats[pool].remove(at, self.usage(r, self._fabric))
+        self._usages.pop(key, None)
         counts = self._priorities[pool]
         counts[priority] -= 1
         if not counts[priority]:
@@ -109,7 +121,17 @@ class RunningGangs:
 
     def releases(self, pool: str, extra: Sequence[Running] = ()) -> ReleaseOrder:
         """The pool's gangs and `extra` (gangs started this cycle) in release order."""
-        return ReleaseOrder(self, self._releases.get(pool, []), extra)
+        return ReleaseOrder(self, pool, self._releases.get(pool, []), extra)
+
+    def flat(self, pool: str, fabric: Fabric) -> Flat:
+        """The pool's gangs, pod by pod, in release order, on this fabric."""
+        if fabric is not self._fabric:
+            self._flats.clear()
+            self._fabric = fabric
+        if pool not in self._flats:
+            gangs = [self.gangs[key] for _, _, key in self._releases.get(pool, [])]
+            self._flats[pool] = Flat.of([(self.usage(r, fabric), r.gang.all_gpus) for r in gangs])
+        return self._flats[pool]
 
     def usage(self, r: Running, fabric: Fabric) -> Usage:
         """What the gang takes on this fabric (Snapshot.apply_usages), read once."""
@@ -122,8 +144,12 @@ class RunningGangs:
 class ReleaseOrder(Sequence[Running]):
     """Gangs in release order, merged from the index and a few more, made only as far as read."""
 
-    def __init__(self, index: RunningGangs, keys: list[Release], extra: Sequence[Running]) -> None:
+    def __init__(
+        self, index: RunningGangs, pool: str, keys: list[Release], extra: Sequence[Running]
+    ) -> None:
         self._index = index
+        self._pool = pool
+        self._flat: Flat | None = None
         self._gangs = index.gangs
         self._keys = keys
         self._extra = sorted(extra, key=release_key)
@@ -149,6 +175,8 @@ class ReleaseOrder(Sequence[Running]):
             at += len(self)
         if not 0 <= at < len(self):
             raise IndexError(at)
+        if not self._extra:  # the index's own order: read in place
+            return self._gangs[self._keys[at][2]]
         self._make(at + 1)
         return self._made[at]
 
@@ -158,6 +186,18 @@ class ReleaseOrder(Sequence[Running]):
         if self._gangs.get(r.key) is r:
             return self._index.usage(r, fabric)
         return usage_of(fabric, r.gang, r.placement)
+
+    def flat(self, fabric: Fabric) -> Flat:
+        """Every gang of the order, pod by pod (queue/released.py)."""
+        if self._flat is None:
+            flat = self._index.flat(self._pool, fabric)
+            if self._extra:
+                flat = flat.copy()
+                for j, r in enumerate(self._extra):  # in order: each after those before it
+                    at = bisect.bisect_left(self._keys, release_key(r)) + j
+                    flat.insert(at, usage_of(fabric, r.gang, r.placement), r.gang.all_gpus)
+            self._flat = flat
+        return self._flat
 
     def _make(self, n: int) -> None:
         while len(self._made) < n:

@@ -10,9 +10,13 @@ import random
 import pytest
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.placement import Placement, PlacementStatus
+from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
+from scheduler.placement import Snapshot
+from scheduler.placement.snapshot import usage_of
 from scheduler.queue import Backfill, Running, RunningGangs
-from scheduler.queue.running import key_hash
+from scheduler.queue.released import Flat
+from scheduler.queue.reservation import _first_possible
+from scheduler.queue.running import key_hash, release_key
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from tests.unit.simulation.test_quiet import FABRIC, overload
@@ -94,12 +98,79 @@ def test_every_answer_is_the_one_computed_from_scratch(seed):
 def test_the_release_order_is_made_only_as_far_as_it_is_read():
     rng = random.Random(7)
     index = RunningGangs(gang(rng, n) for n in range(200))
-    order = index.releases("training")
+    order = index.releases("training", [gang(rng, 500)])
     first = order[0]
     assert len(order._made) == 1
     assert order[:3][0] is first
     assert len(order._made) == 3
     assert order[-1] is list(order)[-1]
+
+
+def placed(rng: random.Random, n: int) -> Running:
+    """A gang of 1-4 pods of 1-8 GPUs on hosts of FABRIC."""
+    r = gang(rng, n)
+    pods, gpus = rng.randint(1, 4), rng.choice([1, 2, 4, 8])
+    request = r.gang.model_copy(update={"pods": pods, "gpus_per_pod": gpus, "pool": "training"})
+    hosts = [rng.choice(FABRIC.hosts).name for _ in range(pods)]
+    assignments = tuple(PodAssignment(rank=i, host=h) for i, h in enumerate(hosts))
+    placement = Placement(
+        gang=request.name, policy="test", status=PlacementStatus.PLACED, pods=assignments
+    )
+    return Running(r.key, request, placement, r.started_s, r.tenant, None, r.end_s)
+
+
+def flat_fields(flat: Flat) -> list[list[int]]:
+    return [a.tolist() for a in (flat.hosts, flat.gpus, flat.amounts, flat.pods, flat.totals)]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_flat_release_arrays_stay_those_made_from_scratch(seed):
+    rng = random.Random(seed)
+    index, now = RunningGangs(), {}
+    index.flat("training", FABRIC)  # kept up to date from here on
+    for n in range(150):
+        if rng.random() < 0.6 or not now:
+            r = placed(rng, n)
+            index.add(r)
+            now[r.key] = r
+        else:
+            key = rng.choice(sorted(now))
+            index.discard(key)
+            del now[key]
+        extra = [placed(rng, 1000 + i) for i in range(rng.randint(0, 2))]
+        order = index.releases("training", extra)
+        ordered = sorted([*now.values(), *extra], key=release_key)
+        usages = [(usage_of(FABRIC, r.gang, r.placement), r.gang.all_gpus) for r in ordered]
+        assert flat_fields(order.flat(FABRIC)) == flat_fields(Flat.of(usages))
+
+
+def first_possible_by_walking(view: Snapshot, gang: GangRequest, ordered: list[Running]) -> int:
+    """The definition, one release at a time, everything recomputed."""
+    counted = FABRIC.pool_mask["training"] & view.up_mask()
+    free = view.copy()
+    for k in range(len(ordered) + 1):
+        if k:
+            free.release(ordered[k - 1].gang, ordered[k - 1].placement)
+        gpus = int(free.free_gpus[counted].sum())
+        room = int((free.free_gpus[counted] // max(gang.gpus_per_pod, 1)).sum())
+        if k >= 1 and gpus >= gang.all_gpus and room >= gang.pods:
+            return k
+    return len(ordered) + 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_first_possible_release_is_the_one_a_walk_finds(seed):
+    rng = random.Random(seed)
+    running = [placed(rng, n) for n in range(rng.randint(0, 40))]
+    view = Snapshot(FABRIC)
+    for r in running:
+        view.apply(r.gang, r.placement)
+    view.down |= set(rng.sample(range(len(FABRIC.hosts)), 3))
+    wanted = GangRequest(name="w", pods=rng.randint(1, 12), gpus_per_pod=rng.choice([2, 4, 8]))
+    index = RunningGangs(running)
+    order = index.releases("training")
+    expected = first_possible_by_walking(view, wanted, list(order))
+    assert _first_possible(view, wanted, order.flat(FABRIC)) == expected
 
 
 def test_two_different_sets_of_gangs_have_different_digests():
