@@ -50,8 +50,10 @@ bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
 	$(BIN)/python -m benchmarks.parts
 
+# the whole Philly trace (BestFit, rackwise) and run time against jobs and fabric size (~40 min;
+# add ARGS=--million for 1M jobs, about an hour more per policy and fabric)
 bench-sim: $(STAMP)
-	$(BIN)/python -m benchmarks.simulation
+	$(BIN)/python -m benchmarks.simulation $(ARGS)
 
 # placement time on 3- and 6-level 100k-GPU fabrics (taints on 20% of hosts) and at 400k GPUs
 bench-scale: $(STAMP)

@@ -63,13 +63,14 @@ def synthetic(gpus: int, jobs: int, seed: int = 0) -> list[TraceJob]:
     return at_load(drawn, gpus, 0.85)
 
 
-def scaling(sizes: Sequence[int]) -> None:
+def scaling(sizes: Sequence[int], fabrics: Sequence[str], policies: Sequence[str]) -> None:
     rows = []
     config = SimConfig.of(backfill=Backfill.EASY)
-    for name, (spines, racks) in FABRICS.items():
+    for name in fabrics:
+        spines, racks = FABRICS[name]
         spec = generate(blocks=spines, racks=racks, hosts=8, gpus=8)
         gpus = sum(h.gpus for h in spec.hosts)
-        for policy in POLICIES:
+        for policy in policies:
             times = []
             for n in sizes:
                 jobs = synthetic(gpus, n)
@@ -97,11 +98,14 @@ def main() -> None:
     )
     parser.add_argument("--million", action="store_true", help="add 1M jobs (~1 hour)")
     parser.add_argument("--skip-philly", action="store_true")
+    parser.add_argument("--fabrics", default=";".join(FABRICS), help="GPUs, ';'-separated")
+    parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     if not args.skip_philly:
         whole_philly()
-    scaling([10_000, 100_000, 1_000_000] if args.million else [10_000, 100_000])
+    sizes = [10_000, 100_000, 1_000_000] if args.million else [10_000, 100_000]
+    scaling(sizes, args.fabrics.split(";"), args.policies.split(","))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after: {os.getloadavg()[0]:.2f}; peak RSS {peak_mb:.0f} MB")
 

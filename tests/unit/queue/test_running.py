@@ -14,6 +14,7 @@ from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot
 from scheduler.placement.snapshot import usage_of
 from scheduler.queue import Backfill, Running, RunningGangs
+from scheduler.queue.cycle import Cycle
 from scheduler.queue.released import Flat
 from scheduler.queue.reservation import _first_possible
 from scheduler.queue.running import key_hash, release_key
@@ -202,3 +203,37 @@ def test_a_driver_list_and_a_driver_index_give_the_same_decisions(seed, backfill
     assert len(indexed[0]) > 100
     assert indexed[1]  # it preempted
     assert indexed == listed
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_cycle_counts_its_starts_and_not_its_evictions(seed):
+    rng = random.Random(seed)
+    index = RunningGangs(gang(rng, n) for n in range(rng.randint(0, 30)))
+    started = [gang(rng, 100 + n) for n in range(rng.randint(0, 4))]
+    c = Cycle(0.0, Snapshot(FABRIC), [*index, *started], index, started=list(started))
+    everyone = [*index, *started]
+    c.evicted = {r.key for r in everyone if rng.random() < 0.3}
+    for pool in POOLS:
+        for priority in range(5):
+            for tenant in (None, *TENANTS):
+                keys = [
+                    r.key
+                    for r in everyone
+                    if r.gang.pool == pool
+                    and r.gang.priority < priority
+                    and tenant in (None, r.tenant)
+                    and r.key not in c.evicted
+                ]
+                assert c.below(pool, priority, tenant) == digest(keys)
+
+
+def test_the_lowest_priority_is_fixed_at_the_first_question_of_a_cycle():
+    rng = random.Random(3)
+    index = RunningGangs([gang(rng, 1)])
+    low = gang(rng, 2).gang.model_copy(update={"priority": -5, "pool": "training"})
+    first = Running("s1", low, index.gangs["k1"].placement, 0.0)
+    c = Cycle(0.0, Snapshot(FABRIC), list(index), index, started=[first])
+    assert c.lowest("training") == -5  # a start made before the question counts
+    later = Running("s2", low.model_copy(update={"priority": -9}), first.placement, 0.0)
+    c.started.append(later)
+    assert c.lowest("training") == -5  # one made after it does not
