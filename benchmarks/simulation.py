@@ -98,6 +98,7 @@ def main() -> None:
     )
     parser.add_argument("--million", action="store_true", help="add 1M jobs (~1 hour)")
     parser.add_argument("--skip-philly", action="store_true")
+    parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--fabrics", default=";".join(FABRICS), help="GPUs, ';'-separated")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args()
@@ -105,7 +106,8 @@ def main() -> None:
     if not args.skip_philly:
         whole_philly()
     sizes = [10_000, 100_000, 1_000_000] if args.million else [10_000, 100_000]
-    scaling(sizes, args.fabrics.split(";"), args.policies.split(","))
+    if not args.skip_scaling:
+        scaling(sizes, args.fabrics.split(";"), args.policies.split(","))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after: {os.getloadavg()[0]:.2f}; peak RSS {peak_mb:.0f} MB")
 

@@ -1,7 +1,8 @@
 """EASY backfilling's reservation: where and from when a blocked gang will start.
 
 Contract. Takes the capacity a blocked gang sees, the gang and the running gangs of its pool in
-release order (queue/running.py, read from the front only as far as needed).
+release order (queue/running.py), with their pods as flat arrays in that order
+(queue/released.py).
 Decides the hosts the gang would be placed on once enough running gangs have ended, releasing
 them in the order they are expected to end (unknown ends last, oldest start first), and the time
 that happens (the latest estimated end among them; inf when any is unknown). Among the
