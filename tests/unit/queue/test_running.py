@@ -16,7 +16,7 @@ from scheduler.placement.snapshot import usage_of
 from scheduler.queue import Backfill, Running, RunningGangs
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.released import Flat
-from scheduler.queue.reservation import _first_possible
+from scheduler.queue.reservation import _first_possible, _release_first
 from scheduler.queue.running import key_hash, release_key
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
@@ -237,3 +237,36 @@ def test_the_lowest_priority_is_fixed_at_the_first_question_of_a_cycle():
     later = Running("s2", low.model_copy(update={"priority": -9}), first.placement, 0.0)
     c.started.append(later)
     assert c.lowest("training") == -5  # one made after it does not
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_the_first_releases_are_given_back_as_gang_by_gang(extended):
+    rng = random.Random(11)
+    running = [placed(rng, n) for n in range(30)]
+    if extended:  # extended resources are not in the flat rows: given back gang by gang
+        running = [
+            Running(
+                r.key,
+                r.gang.model_copy(update={"extended_per_pod": {"example.com/nic": 1}}),
+                r.placement,
+                r.started_s,
+                r.tenant,
+                None,
+                r.end_s,
+            )
+            for r in running
+        ]
+    view = Snapshot(FABRIC)
+    for r in running:
+        view.apply(r.gang, r.placement)
+    order = RunningGangs(running).releases("training")
+    fast, slow = view.copy(), view.copy()
+    _release_first(fast, order, order.flat(FABRIC), 12)
+    for r in list(order)[:12]:
+        slow.release(r.gang, r.placement)
+    assert order.flat(FABRIC).extended == (30 if extended else 0)
+    for column in ("free_gpus", "free_cpu", "free_mem", "free_pods"):
+        assert getattr(fast, column).tolist() == getattr(slow, column).tolist()
+    assert {k: v.tolist() for k, v in fast.free_ext.items()} == {
+        k: v.tolist() for k, v in slow.free_ext.items()
+    }
