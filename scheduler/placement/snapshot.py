@@ -27,11 +27,9 @@ def _array(values: Sequence[int] | Array | None, default: Callable[[], Sequence[
 @dataclass(frozen=True)
 class Usage:
     """What a placed gang takes, pod by pod, read once (the queue releases the same running
-    gangs cycle after cycle): host indexes, GPUs, and the (GPU, CPU, memory) rows."""
+    gangs cycle after cycle): host indexes and the (GPU, CPU, memory) rows."""
 
-    hosts: tuple[int, ...]
-    gpus: tuple[int, ...]
-    at: Array
+    at: Array  # one host index per pod
     amounts: Array  # one row per pod: GPUs, CPU millicores, memory MiB
     extended: dict[str, tuple[Array, Array]]  # name -> (hosts, units), pods that take any
 
@@ -47,8 +45,6 @@ def usage_of(fabric: Fabric, gang: GangRequest, placement: Placement) -> Usage:
         for name, units in r.extended.items():
             extended.setdefault(name, []).append((h, units))
     return Usage(
-        hosts,
-        tuple(r.gpus for r in rows),
         np.asarray(hosts, dtype=np.int64),
         np.asarray([(r.gpus, r.cpu_milli, r.memory_mib) for r in rows], dtype=np.int64).reshape(
             -1, 3
@@ -139,7 +135,7 @@ class Snapshot:
 
     def apply_usages(self, usages: Sequence[Usage], sign: int = 1) -> None:
         """What several placed gangs take (usage_of), taken or given back in one pass."""
-        usages = [u for u in usages if u.hosts]
+        usages = [u for u in usages if len(u.at)]
         if not usages:
             return
         at = np.concatenate([u.at for u in usages])

@@ -3,7 +3,7 @@ reservation reads to find how many releases it takes before a gang could fit.
 
 Contract. Takes gangs with what they take on one fabric (Snapshot's Usage), inserted and
 removed one at a time at their place in release order (queue/running.py keeps that order).
-Gives, for the gangs in order: each pod's host, GPUs and (GPU, CPU, memory) row; each gang's
+Gives, for the gangs in order: each pod's host and (GPU, CPU, memory) row; each gang's
 GPUs and the pods before its end. Promises: the arrays are exactly the concatenation of the
 gangs' usages in release order (tests/unit/queue/test_running.py); inserting or removing a gang
 costs a copy of the arrays (C speed), never a pass in Python over the other gangs."""
@@ -25,7 +25,6 @@ def _empty(*shape: int) -> Array:
 @dataclass
 class Flat:
     hosts: Array = field(default_factory=_empty)  # per pod
-    gpus: Array = field(default_factory=_empty)  # per pod
     amounts: Array = field(default_factory=lambda: _empty(0, 3))  # per pod
     pods: Array = field(default_factory=_empty)  # per gang
     totals: Array = field(default_factory=_empty)  # per gang: its GPUs, every role's
@@ -37,12 +36,16 @@ class Flat:
         flat = cls()
         if usages:
             flat.hosts = np.concatenate([_empty(), *(u.at for u, _ in usages)])
-            flat.gpus = np.asarray([g for u, _ in usages for g in u.gpus], dtype=np.int64)
             flat.amounts = np.concatenate([_empty(0, 3), *(u.amounts for u, _ in usages)])
-            flat.pods = np.asarray([len(u.hosts) for u, _ in usages], dtype=np.int64)
+            flat.pods = np.asarray([len(u.at) for u, _ in usages], dtype=np.int64)
             flat.totals = np.asarray([total for _, total in usages], dtype=np.int64)
             flat.extended = sum(1 for u, _ in usages if u.extended)
         return flat
+
+    @property
+    def gpus(self) -> Array:
+        """GPUs per pod."""
+        return self.amounts[:, 0]
 
     def ends(self) -> Array:
         """Pods released by the end of each gang."""
@@ -52,9 +55,8 @@ class Flat:
         """A gang at position `at` of the release order."""
         pod = int(self.pods[:at].sum())
         self.hosts = np.insert(self.hosts, pod, usage.at)
-        self.gpus = np.insert(self.gpus, pod, usage.gpus)
         self.amounts = np.insert(self.amounts, pod, usage.amounts, axis=0)
-        self.pods = np.insert(self.pods, at, len(usage.hosts))
+        self.pods = np.insert(self.pods, at, len(usage.at))
         self.totals = np.insert(self.totals, at, total)
         self.extended += bool(usage.extended)
 
@@ -63,7 +65,6 @@ class Flat:
         pod = int(self.pods[:at].sum())
         span = np.arange(pod, pod + int(self.pods[at]))
         self.hosts = np.delete(self.hosts, span)
-        self.gpus = np.delete(self.gpus, span)
         self.amounts = np.delete(self.amounts, span, axis=0)
         self.pods = np.delete(self.pods, at)
         self.totals = np.delete(self.totals, at)
@@ -71,5 +72,5 @@ class Flat:
 
     def copy(self) -> Flat:
         return Flat(
-            self.hosts, self.gpus, self.amounts, self.pods, self.totals, self.extended
+            self.hosts, self.amounts, self.pods, self.totals, self.extended
         )  # arrays are replaced, never written in place: sharing them is safe

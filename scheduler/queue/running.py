@@ -4,12 +4,13 @@ Contract. Takes the running gangs one change at a time (`add`, `discard`: the si
 starts and ends) or a driver's whole list each cycle (`sync`: only the difference is applied).
 Answers, per pool, without looking at every running gang: the lowest running priority; a
 digest of the gangs that a gang of some priority and tenant may preempt; and EASY backfill's
-release order (estimated end, unknown ends last, then start, then key), read from its front
-only as far as a reservation needs. Why: a cycle that walked every running gang for these made
-a whole-trace replay quadratic (issue "Replays at the speed of the question"). Promises: every
-answer is the one a computation from scratch over the same gangs gives (the digest: equal
-exactly when the sets of gangs are equal, but for a 128-bit hash collision);
-tests/unit/queue/test_running.py checks each against it over seeded sequences of changes."""
+release order (estimated end, unknown ends last, then start, then key), read in place, and
+the same gangs pod by pod as flat arrays (queue/released.py). Why: a cycle that walked every
+running gang for these made a whole-trace replay quadratic (issue "Replays at the speed of the
+question"). Promises: every answer is the one a computation from scratch over the same gangs
+gives (the digest: equal exactly when the sets of gangs are equal, but for a 128-bit hash
+collision); tests/unit/queue/test_running.py checks each against it over seeded sequences of
+changes."""
 
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ class RunningGangs:
         self.discard(r.key)
         self.gangs[r.key] = r
         pool, priority = r.gang.pool, r.gang.priority
-        releases = self._releases.setdefault(pool, [])
-        at = bisect.bisect_left(releases, release_key(r))
-        releases.insert(at, release_key(r))
+        releases, key = self._releases.setdefault(pool, []), release_key(r)
+        at = bisect.bisect_left(releases, key)
+        releases.insert(at, key)
         if pool in self._flats and self._fabric is not None:
             self._flats[pool].insert(at, self.usage(r, self._fabric), r.gang.all_gpus)
         counts = self._priorities.setdefault(pool, {})
@@ -142,20 +143,19 @@ class RunningGangs:
 
 
 class ReleaseOrder(Sequence[Running]):
-    """Gangs in release order, merged from the index and a few more, made only as far as read."""
+    """Gangs in release order: the index's, with a few more (this cycle's starts) standing among
+    them at positions found once; read in place, nothing copied."""
 
     def __init__(
         self, index: RunningGangs, pool: str, keys: list[Release], extra: Sequence[Running]
     ) -> None:
         self._index = index
         self._pool = pool
-        self._flat: Flat | None = None
-        self._gangs = index.gangs
         self._keys = keys
         self._extra = sorted(extra, key=release_key)
-        self._made: list[Running] = []
-        self._i = 0  # next of `keys`
-        self._j = 0  # next of `_extra`
+        # where each extra gang stands in the merged order (each after those before it)
+        self._at = [bisect.bisect_left(keys, release_key(r)) + j for j, r in enumerate(self._extra)]
+        self._flat: Flat | None = None
 
     def __len__(self) -> int:
         return len(self._keys) + len(self._extra)
@@ -168,22 +168,20 @@ class ReleaseOrder(Sequence[Running]):
 
     def __getitem__(self, at: int | slice) -> Running | Sequence[Running]:
         if isinstance(at, slice):
-            _, stop, step = at.indices(len(self))
-            self._make(stop if step > 0 else len(self))
-            return self._made[at]
+            return [self[i] for i in range(*at.indices(len(self)))]
         if at < 0:
             at += len(self)
         if not 0 <= at < len(self):
             raise IndexError(at)
-        if not self._extra:  # the index's own order: read in place
-            return self._gangs[self._keys[at][2]]
-        self._make(at + 1)
-        return self._made[at]
+        j = bisect.bisect_left(self._at, at)  # extra gangs before this position
+        if j < len(self._at) and self._at[j] == at:
+            return self._extra[j]
+        return self._index.gangs[self._keys[at - j][2]]
 
     def usage(self, at: int, fabric: Fabric) -> Usage:
         """What the gang at this position takes (read once for the index's own gangs)."""
         r = self[at]
-        if self._gangs.get(r.key) is r:
+        if self._index.gangs.get(r.key) is r:
             return self._index.usage(r, fabric)
         return usage_of(fabric, r.gang, r.placement)
 
@@ -193,20 +191,7 @@ class ReleaseOrder(Sequence[Running]):
             flat = self._index.flat(self._pool, fabric)
             if self._extra:
                 flat = flat.copy()
-                for j, r in enumerate(self._extra):  # in order: each after those before it
-                    at = bisect.bisect_left(self._keys, release_key(r)) + j
+                for at, r in zip(self._at, self._extra, strict=True):
                     flat.insert(at, usage_of(fabric, r.gang, r.placement), r.gang.all_gpus)
             self._flat = flat
         return self._flat
-
-    def _make(self, n: int) -> None:
-        while len(self._made) < n:
-            if self._j < len(self._extra) and (
-                self._i == len(self._keys)
-                or release_key(self._extra[self._j]) < self._keys[self._i]
-            ):
-                self._made.append(self._extra[self._j])
-                self._j += 1
-            else:
-                self._made.append(self._gangs[self._keys[self._i][2]])
-                self._i += 1
