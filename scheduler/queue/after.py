@@ -35,6 +35,8 @@ class AfterWalk:
     defrag: Defrag
     at_once: PlaceConfig  # joint placement's and moves' rules: the queue's, less patience
     wait: Callable[[Cycle, Entry, Wait], None]
+    # whether a waiting gang may start by quota now (queue/teams.py)
+    admits: Callable[[Cycle, Entry], bool] = lambda _c, _entry: True
 
     def run(self, c: Cycle) -> None:
         self.together(c)
@@ -107,6 +109,8 @@ class AfterWalk:
         for key, wait in c.out.waiting.items():
             entry = self.entries.get(key)
             if entry is None or wait.reason is not WaitReason.UNPLACEABLE:
+                continue
+            if not self.admits(c, entry):
                 continue
             pool = entry.gang.pool
             if pool not in out or entry.order < self.entries[out[pool][0]].order:

@@ -66,6 +66,7 @@ from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, shape_key
+from scheduler.queue.teams import TeamQueues
 from scheduler.queue.types import (
     Decisions,
     Entry,
@@ -118,6 +119,7 @@ class SchedulingQueue:
             self._wait,
             self._start,
         )
+        self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
         self._after = AfterWalk(
             self.config,
             self._entries,
@@ -125,6 +127,7 @@ class SchedulingQueue:
             Defrag(self.config),
             self.config.at_once,
             self._wait,
+            self._teams.admitted,
         )
 
     # membership
@@ -135,10 +138,13 @@ class SchedulingQueue:
         arrival: float,
         tenant: str = "",
         estimate_s: float | None = None,
+        queue: str = "",
     ) -> None:
-        """Queue a gang (no-op when queued already)."""
+        """Queue a gang (no-op when queued already). `queue`: the queue its job names ("": its
+        tenant's, teams.Teams.queue_of)."""
         if key not in self._entries:
-            entry = self._entries[key] = Entry(key, gang, arrival, tenant, estimate_s)
+            entry = Entry(key, gang, arrival, tenant, estimate_s, queue)
+            self._entries[key] = entry
             shape, reused = self._shapes.take(shape_key(entry), (gang.priority, tenant))
             if reused:  # freed by a shape no gang has any more: what was known goes with it
                 self._views.memo.forget_shape(shape)
@@ -206,22 +212,23 @@ class SchedulingQueue:
         """One cycle. `running`: the driver's own RunningGangs, kept as gangs start and end
         (the simulator), or its whole list, indexed here by difference (the operator)."""
         idle = not self._entries and not self._lending.reclaim.pending
+        idle = idle and not self._teams.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric
             self._views.forget_fabric()
         c = self._new_cycle(now, snapshot, running)
+        self._teams.begin(c)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
             c.work.uplinks = self._uplinks(snapshot, c.running)
         self._preempting.settle(c.running)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()
         for entry in self._walker.walk(c):
-            try:
-                self._consider(c, entry)
-            except Exception as exc:  # one gang's surprise must not stop the others
-                c.out.failed[entry.key] = exc
+            self._consider_safely(c, entry)
+        self._teams.borrow(c, self._consider_safely)
+        self._teams.due(c)
         self._lending.run(c)
         self._after.run(c)
         for key, _ in c.out.starts:
@@ -237,8 +244,16 @@ class SchedulingQueue:
         self._running.sync(given)
         return Cycle(now, snapshot.copy(), given, self._running)
 
+    def _consider_safely(self, c: Cycle, entry: Entry) -> None:
+        try:
+            self._consider(c, entry)
+        except Exception as exc:  # one gang's surprise must not stop the others
+            c.out.failed[entry.key] = exc
+
     def _consider(self, c: Cycle, entry: Entry) -> None:
         if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):
+            return
+        if not self._teams.admits(c, entry):
             return
         p = c.pool(entry.gang.pool)
         if p.blocker is not None:
@@ -291,10 +306,13 @@ class SchedulingQueue:
             self._patient(c, entry, placement)
             return
         entry.failed_on, entry.recheck_at = None, math.inf
-        if self._preempting.preempt(c, entry, view):
+        if not c.borrowing and self._preempting.preempt(c, entry, view):
+            return
+        if self._teams.owed(c, entry):
             return
         wait = self._views.why(c, entry, view, placement.reason)
-        self._views.remember(c, v, entry, wait)
+        if not c.borrowing:  # a borrower's failure says nothing of what one within quota can do
+            self._views.remember(c, v, entry, wait)
         self._wait(c, entry, wait)
         if wait.reason in BLOCKING:
             self._block(c, entry, p, view, seen)
@@ -317,9 +335,12 @@ class SchedulingQueue:
         c.work.apply(entry.gang, placement)
         c.version += 1
         c.out.starts.append((entry.key, placement))
+        self._teams.started(c, entry)
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
-        started = Running(entry.key, entry.gang, placement, c.now, entry.tenant, None, end)
+        started = Running(
+            entry.key, entry.gang, placement, c.now, entry.tenant, None, end, queue=entry.queue
+        )
         c.running.append(started)
         c.started.append(started)
         entry.placeable_since = None
@@ -340,6 +361,8 @@ class SchedulingQueue:
             c.pool(entry.gang.pool).unplaceable += 1
 
     def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
+        if c.borrowing:  # a borrower holds no reservation and blocks no one
+            return
         if self.config.policy.backfill is Backfill.NONE:
             p.blocker = entry.gang.name
         elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:

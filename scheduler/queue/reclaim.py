@@ -29,6 +29,7 @@ from scheduler.queue.views import Views
 from scheduler.topology.fabric import Fabric
 
 PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
+LENT = "reclaiming its pool's hosts lent to"
 
 
 @dataclass(frozen=True)
@@ -57,24 +58,45 @@ class Reclaims:
             candidates = [
                 r for r in borrowed if r.key not in self.pending and uses_pool(c.work, r, pool)
             ]
-            if not candidates:
-                continue
-            view = self.views.view(c, entry).snapshot
-            found = self._choose(c, view, entry.gang, candidates, rules)
-            if found is not None:
-                self._begin(c, entry, found, rules)
+            if candidates:
+                self.claim(c, entry, candidates, rules.reclaim_within_s, LENT)
+
+    def claim(
+        self,
+        c: Cycle,
+        entry: Entry,
+        candidates: list[Running],
+        within_s: float,
+        why: str,
+        short: int = 0,
+    ) -> bool:
+        """Begin taking hosts back from `candidates` for `entry`, within `within_s`; their
+        GPUs freed must also cover `short` (quota owed back). False: no set of them makes
+        room."""
+        view = self.views.view(c, entry).snapshot
+        found = self._choose(c, view, entry.gang, candidates, within_s, short)
+        if found is None:
+            return False
+        self._begin(c, entry, found, within_s, why)
+        return True
 
     def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
         waiting = self.waiting(c, pool)
         return waiting[0] if waiting else None
 
     def _choose(
-        self, c: Cycle, view: Snapshot, gang: GangRequest, candidates: list[Running], rules: Rules
+        self,
+        c: Cycle,
+        view: Snapshot,
+        gang: GangRequest,
+        candidates: list[Running],
+        within_s: float,
+        short: int,
     ) -> tuple[list[Running], Placement] | None:
         if self.config.policy.lending is LendingMode.QUOTA:
             newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
-            return self._until_fits(view, gang, newest)
-        deadline = c.now + rules.reclaim_within_s
+            return self._until_fits(view, gang, newest, short)
+        deadline = c.now + within_s
 
         def cost(r: Running) -> tuple[bool, int, float, str]:
             """Those that lose nothing first (a checkpoint before the deadline), then the
@@ -82,18 +104,19 @@ class Reclaims:
             loss = loss_by(r, c.now, deadline)
             return loss > 0, -gpus_in_pool(view, r, gang.pool), loss, r.key
 
-        found = self._until_fits(view, gang, sorted(candidates, key=cost))
-        return None if found is None else self._spare(view, gang, *found)
+        found = self._until_fits(view, gang, sorted(candidates, key=cost), short)
+        return None if found is None else self._spare(view, gang, *found, short)
 
     def _until_fits(
-        self, view: Snapshot, gang: GangRequest, order: list[Running]
+        self, view: Snapshot, gang: GangRequest, order: list[Running], short: int
     ) -> tuple[list[Running], Placement] | None:
         need = gang.gpus - free_gpus(view, gang.pool)
         chosen: list[Running] = []
         for r in order:
             chosen.append(r)
             need -= gpus_in_pool(view, r, gang.pool)
-            if need > 0:
+            short -= r.gang.all_gpus
+            if need > 0 or short > 0:
                 continue
             placement = place_one(released(view, chosen), gang, self.config.at_once)
             if placement.placed:
@@ -101,32 +124,43 @@ class Reclaims:
         return None
 
     def _spare(
-        self, view: Snapshot, gang: GangRequest, chosen: list[Running], placement: Placement
+        self,
+        view: Snapshot,
+        gang: GangRequest,
+        chosen: list[Running],
+        placement: Placement,
+        short: int,
     ) -> tuple[list[Running], Placement]:
-        """Keep each victim that the gang fits without (the last one added is needed)."""
+        """Keep each victim that the gang fits without, and whose GPUs the quota owed back
+        does not need (the last one added is needed)."""
         if len(chosen) > PRUNE_MAX:
             return chosen, placement
         for r in list(reversed(chosen[:-1])):
             rest = [v for v in chosen if v is not r]
+            if sum(v.gang.all_gpus for v in rest) < short:
+                continue
             found = place_one(released(view, rest), gang, self.config.at_once)
             if found.placed:
                 chosen, placement = rest, found
         return chosen, placement
 
     def _begin(
-        self, c: Cycle, entry: Entry, found: tuple[list[Running], Placement], rules: Rules
+        self,
+        c: Cycle,
+        entry: Entry,
+        found: tuple[list[Running], Placement],
+        within_s: float,
+        why: str,
     ) -> None:
         victims, placement = found
-        grace = (
-            rules.reclaim_within_s if self.config.policy.lending is LendingMode.TOPOLOGY else 0.0
-        )
+        grace = within_s if self.config.policy.lending is LendingMode.TOPOLOGY else 0.0
         for r in victims:
             self.pending[r.key] = Reclaim(entry.key, c.now, c.now + grace)
         index = c.work.fabric.host_index
         hosts = frozenset(index[h] for h in placement.hosts())
         self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
         names = ", ".join(r.gang.name for r in victims)
-        wait = Wait(WaitReason.PREEMPTING, f"reclaiming its pool's hosts lent to {names}")
+        wait = Wait(WaitReason.PREEMPTING, f"{why} {names}")
         self.wait(c, entry, wait)
 
     def due(self, c: Cycle, borrowed: dict[str, Running]) -> None:

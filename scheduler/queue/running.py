@@ -21,12 +21,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from scheduler.placement.snapshot import Usage, usage_of
+from scheduler.queue.quotas import demand
 from scheduler.queue.released import Flat
 from scheduler.queue.types import Running
 from scheduler.topology.fabric import Fabric
 
 Release = tuple[float, float, str]  # estimated end (inf: unknown), start, key
 Bucket = tuple[str, int, str]  # pool, priority, tenant
+Owner = tuple[str, str, str]  # pool, tenant, queue named
 
 
 def release_key(r: Running) -> Release:
@@ -48,6 +50,8 @@ class RunningGangs:
         # when first asked for and then kept up to date with every change
         self._flats: dict[str, Flat] = {}
         self._fabric: Fabric | None = None
+        # what each owner uses (GPUs, millicores, MiB: queue/quotas.py), for quotas
+        self._demands: dict[Owner, list[int]] = {}
         for r in running:
             self.add(r)
 
@@ -70,6 +74,7 @@ class RunningGangs:
         counts = self._priorities.setdefault(pool, {})
         counts[priority] = counts.get(priority, 0) + 1
         self._toggle((pool, priority, r.tenant), r.key, 1)
+        self._count((pool, r.tenant, r.queue), r, 1)
 
     def discard(self, key: str) -> None:
         """A gang ends (no-op when not running)."""
@@ -88,6 +93,19 @@ class RunningGangs:
         if not counts[priority]:
             del counts[priority]
         self._toggle((pool, priority, r.tenant), key, -1)
+        self._count((pool, r.tenant, r.queue), r, -1)
+
+    def _count(self, owner: Owner, r: Running, sign: int) -> None:
+        found = self._demands.setdefault(owner, [0, 0, 0])
+        for i, v in enumerate(demand(r.gang)):
+            found[i] += sign * v
+        if not any(found):
+            del self._demands[owner]
+
+    def demands(self) -> dict[Owner, list[int]]:
+        """What the running gangs of each (pool, tenant, queue named) use: GPUs, millicores,
+        MiB."""
+        return self._demands
 
     def _toggle(self, bucket: Bucket, key: str, step: int) -> None:
         found = self._sets.setdefault(bucket, [0, 0])

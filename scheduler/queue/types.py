@@ -13,6 +13,7 @@ from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.policy import SchedulingPolicy
 from scheduler.pools import PoolSpec
+from scheduler.teams import Teams
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class QueueConfig:
     report_waits: bool = True
     # the pools' rules: what each lends and whether it borrows (pools.PoolSpec)
     pools: tuple[PoolSpec, ...] = ()
+    # the teams' queues, quotas and cohorts (teams.py; none: no quota holds anyone)
+    teams: Teams = field(default_factory=Teams)
 
     @classmethod
     def of(cls, report_waits: bool = True, **knobs: Any) -> QueueConfig:
@@ -75,6 +78,11 @@ class WaitReason(StrEnum):
     # larger than any part of the fabric its constraints allow, even with every host free:
     # waiting cannot help (it holds no reservation and blocks no one)
     NEVER_FITS = "NeverFits"
+    # its queue's quota, with what it may borrow, cannot cover it (queue/quotas.py)
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    # it may borrow, but the cohort's lendable capacity is in use, or borrowers ahead of it
+    # by fair share go first
+    WAITING_TO_BORROW = "WaitingToBorrow"
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,7 @@ class Entry:
     arrival: float
     tenant: str = ""
     estimate_s: float | None = None  # run time the submitter expects (EASY backfill)
+    queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
     placeable_since: float | None = None  # patience counts from here
     # patience: the view fingerprint it was found placeable on, and when to look again
     failed_on: bytes | None = None
@@ -121,6 +130,7 @@ class Running:
     # when the gang last said it checkpointed (the operator reads the job's signal); None:
     # every checkpoint_s from started_s (the simulator)
     checkpointed_s: float | None = None
+    queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
 
     @cached_property
     def movable(self) -> bool:
@@ -210,6 +220,9 @@ class Decisions:
     borrowed: set[str] = field(default_factory=set)
     reclaiming: dict[str, float] = field(default_factory=dict)
     lent: dict[str, int] = field(default_factory=dict)
+    # teams (queue/teams.py): starts beyond their queue's nominal quota, borrowed from its
+    # cohort (reclaimable; their reclaims are in `reclaiming` too)
+    beyond_quota: set[str] = field(default_factory=set)
 
     def wake(self, at: float) -> None:
         self.wake_at = min(self.wake_at, at)

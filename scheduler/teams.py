@@ -1,0 +1,155 @@
+"""Teams: queues with nominal quotas per pool, grouped under cohorts that lend and borrow.
+
+A queue owns a nominal quota of each pool (GPUs, and CPU and memory where given). Queues that
+name the same cohort lend one another what they do not use: up to each lender's
+`lendingLimit` (unset: all of its nominal quota), and up to each borrower's `borrowingLimit`
+(unset: no limit but the cohort's). The model is Kueue's ClusterQueue and cohort (nominal quota,
+borrowing and lending limits), so that numbers written for one mean the same in the other; what
+rackwise adds is how borrowed capacity is taken back (queue/teams.py). A gang belongs to the
+queue its job names, else to the queue that lists its namespace (its tenant), else to a queue of
+its tenant's name, else to the default queue; with none of these it is held (no queue, no
+quota). These are specs only: the accounting is queue/quotas.py."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Resource(StrEnum):
+    GPUS = "gpus"
+    CPU = "cpu"  # millicores, as GangRequest counts them
+    MEMORY = "memory"  # MiB
+
+
+Amounts = dict[Resource, int]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class PoolQuota(_Spec):
+    """What a queue owns of one pool. A resource absent from `nominal` is not limited for the
+    queue (GPUs are always limited: absent, nominal is 0 and the queue only borrows)."""
+
+    pool: str = Field(min_length=1, max_length=63, pattern=NAME)
+    nominal: dict[Resource, int] = Field(default_factory=dict)
+    borrowing_limit: dict[Resource, int] | None = Field(default=None, alias="borrowingLimit")
+    lending_limit: dict[Resource, int] | None = Field(default=None, alias="lendingLimit")
+
+    @model_validator(mode="after")
+    def _check(self) -> PoolQuota:
+        for name, amounts in self._all().items():
+            if any(v < 0 for v in amounts.values()):
+                raise ValueError(f"pool {self.pool}: {name} must not be negative")
+        for r, v in (self.lending_limit or {}).items():
+            if v > self.nominal.get(r, 0):
+                raise ValueError(f"pool {self.pool}: lendingLimit {r} exceeds its nominal quota")
+        return self
+
+    def _all(self) -> dict[str, dict[Resource, int]]:
+        return {
+            "nominal": self.nominal,
+            "borrowingLimit": self.borrowing_limit or {},
+            "lendingLimit": self.lending_limit or {},
+        }
+
+    def limits(self, r: Resource) -> bool:
+        return r is Resource.GPUS or r in self.nominal
+
+    def owned(self, r: Resource) -> int:
+        return self.nominal.get(r, 0)
+
+    def lendable(self, r: Resource) -> int:
+        """What the cohort may use of this queue's nominal quota."""
+        if self.lending_limit is None or r not in self.lending_limit:
+            return self.owned(r)
+        return self.lending_limit[r]
+
+    def guaranteed(self, r: Resource) -> int:
+        """What only this queue may use (nominal less what it lends)."""
+        return self.owned(r) - self.lendable(r)
+
+    def may_borrow(self, r: Resource) -> int | None:
+        """At most this much beyond nominal (None: no limit of its own)."""
+        if self.borrowing_limit is None or r not in self.borrowing_limit:
+            return None
+        return self.borrowing_limit[r]
+
+
+class QueueSpec(_Spec):
+    name: str = Field(min_length=1, max_length=63, pattern=NAME)
+    cohort: str | None = Field(default=None, max_length=63, pattern=NAME)
+    # fair sharing: what a queue borrows, divided by its weight, is what is compared
+    weight: float = Field(default=1.0, gt=0, le=1000)
+    # taking back what others borrow from it: at their checkpoints within this, else at it
+    reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
+    namespaces: tuple[str, ...] = ()
+    quotas: tuple[PoolQuota, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> QueueSpec:
+        pools = [q.pool for q in self.quotas]
+        if len(set(pools)) != len(pools):
+            raise ValueError(f"queue {self.name}: a pool is given twice")
+        return self
+
+    def quota(self, pool: str) -> PoolQuota:
+        for q in self.quotas:
+            if q.pool == pool:
+                return q
+        return PoolQuota(pool=pool)
+
+
+class Teams(_Spec):
+    """Every queue, and the queue of gangs that name none (None: they are held)."""
+
+    queues: tuple[QueueSpec, ...] = ()
+    default_queue: str | None = Field(default=None, alias="defaultQueue")
+
+    @model_validator(mode="after")
+    def _check(self) -> Teams:
+        names = [q.name for q in self.queues]
+        if len(set(names)) != len(names):
+            raise ValueError("two queues have the same name")
+        if self.default_queue is not None and self.default_queue not in names:
+            raise ValueError(f"default queue {self.default_queue!r} is not a queue")
+        seen: dict[str, str] = {}
+        for q in self.queues:
+            for ns in q.namespaces:
+                if ns in seen:
+                    raise ValueError(f"namespace {ns!r} is in queues {seen[ns]} and {q.name}")
+                seen[ns] = q.name
+        return self
+
+    @property
+    def on(self) -> bool:
+        return bool(self.queues)
+
+    @cached_property
+    def by_name(self) -> dict[str, QueueSpec]:
+        return {q.name: q for q in self.queues}
+
+    @cached_property
+    def _of_namespace(self) -> dict[str, str]:
+        return {ns: q.name for q in self.queues for ns in q.namespaces}
+
+    def members(self, cohort: str | None) -> tuple[QueueSpec, ...]:
+        return tuple(q for q in self.queues if cohort is not None and q.cohort == cohort)
+
+    def queue_of(self, queue: str, tenant: str) -> str | None:
+        """The queue a gang belongs to: the one it names, its namespace's, its tenant's own
+        name, the default; None when none of them is a queue."""
+        named = self.by_name
+        if queue:
+            return queue if queue in named else None
+        if tenant in self._of_namespace:
+            return self._of_namespace[tenant]
+        if tenant in named:
+            return tenant
+        return self.default_queue

@@ -1,0 +1,246 @@
+"""Queues with quotas, borrowing, fair share and reclaim: hand-computed cases.
+
+The fabric: one spine, four racks (r0-r3) of two 8-GPU hosts, 64 GPUs, all training. Tenants
+are queue names (teams.Teams.queue_of: a tenant named as a queue belongs to it)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from scheduler.model.policy import LendingMode
+from scheduler.placement import Snapshot
+from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
+from scheduler.queue.quotas import Ledger, Verdict, borrowing
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
+from tests.unit.queue.helpers import fabric, gang, running
+
+POOL = "training"
+G = Resource.GPUS
+
+
+def queue_spec(name: str, nominal: int, cohort: str | None = "c", **limits: int) -> QueueSpec:
+    borrow = {G: limits["borrow"]} if "borrow" in limits else None
+    lend = {G: limits["lend"]} if "lend" in limits else None
+    quota = PoolQuota(pool=POOL, nominal={G: nominal}, borrowing_limit=borrow, lending_limit=lend)
+    weight = limits.get("weight", 1)
+    return QueueSpec(name=name, cohort=cohort, quotas=(quota,), weight=weight)
+
+
+def teams_queue(
+    *queues: QueueSpec, mode: LendingMode = LendingMode.TOPOLOGY, within_s: float = 300.0
+) -> SchedulingQueue:
+    specs = tuple(q.model_copy(update={"reclaim_within_s": within_s}) for q in queues)
+    base = QueueConfig.of(lending=mode, max_attempts=64)
+    return SchedulingQueue(dataclasses.replace(base, teams=Teams(queues=specs)))
+
+
+def snap() -> Snapshot:
+    return Snapshot(fabric(blocks=1, racks=4, hosts=2))
+
+
+def add(q: SchedulingQueue, key: str, pods: int, tenant: str, gpus: int = 8, at: float = 0.0):
+    q.add(key, gang(key, pods, gpus=gpus), arrival=at, tenant=tenant)
+
+
+def test_a_gang_within_its_queues_quota_starts():
+    q = teams_queue(queue_spec("a", 16, cohort=None))
+    add(q, "j", 2, "a")
+    out = q.cycle(0.0, snap(), [])
+    assert [k for k, _ in out.starts] == ["j"]
+    assert out.beyond_quota == set()
+
+
+def test_a_gang_over_its_quota_is_held_with_the_queues_numbers():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16, cohort=None))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    add(q, "j", 1, "a")
+    out = q.cycle(0.0, s, held)
+    assert out.starts == []
+    wait = out.waiting["j"]
+    assert wait.reason is WaitReason.QUOTA_EXCEEDED
+    assert "16 of 16 GPUs in use, the gang needs 8" in wait.message
+
+
+def test_a_held_gang_blocks_no_one_behind_it():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16, cohort=None), queue_spec("b", 16, cohort=None))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    add(q, "first", 1, "a", at=0.0)
+    add(q, "second", 1, "b", at=1.0)
+    out = q.cycle(0.0, s, held)
+    assert [k for k, _ in out.starts] == ["second"]
+    assert out.reservations == {}
+
+
+def test_a_gang_of_no_queue_is_held_and_the_default_queue_takes_it_when_set():
+    q = teams_queue(queue_spec("a", 16, cohort=None))
+    add(q, "j", 1, "nobody")
+    assert q.cycle(0.0, snap(), []).waiting["j"].reason is WaitReason.QUOTA_EXCEEDED
+    base = QueueConfig.of()
+    teams = Teams(queues=(queue_spec("a", 16, cohort=None),), default_queue="a")
+    q2 = SchedulingQueue(dataclasses.replace(base, teams=teams))
+    add(q2, "j", 1, "nobody")
+    assert [k for k, _ in q2.cycle(0.0, snap(), []).starts] == ["j"]
+
+
+def test_borrowing_up_to_the_borrowing_limit_and_not_past_it():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16, borrow=8), queue_spec("b", 48))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    add(q, "borrows", 1, "a", at=0.0)
+    add(q, "too-far", 1, "a", at=1.0)
+    out = q.cycle(0.0, s, held)
+    assert [k for k, _ in out.starts] == ["borrows"]
+    assert out.beyond_quota == {"borrows"}
+    wait = out.waiting["too-far"]
+    assert wait.reason is WaitReason.QUOTA_EXCEEDED
+    assert "24 GPUs in use of 16 nominal + 8 borrowing limit" in wait.message
+
+
+def test_never_past_the_lenders_lending_limit():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16), queue_spec("b", 48, lend=8))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    add(q, "borrows", 1, "a", at=0.0)
+    add(q, "no-room", 1, "a", at=1.0)
+    out = q.cycle(0.0, s, held)
+    assert [k for k, _ in out.starts] == ["borrows"]
+    wait = out.waiting["no-room"]
+    assert wait.reason is WaitReason.WAITING_TO_BORROW
+    assert "cohort c has 0 GPUs left to lend to queue a, the gang needs 8" in wait.message
+
+
+def test_static_quotas_lend_nothing():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16), queue_spec("b", 48), mode=LendingMode.OFF)
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    add(q, "j", 1, "a")
+    out = q.cycle(0.0, s, held)
+    assert out.starts == []
+    assert out.waiting["j"].reason is WaitReason.QUOTA_EXCEEDED
+
+
+def test_gangs_within_quota_go_before_borrowers_whatever_their_order():
+    s = snap()
+    q = teams_queue(queue_spec("a", 0), queue_spec("b", 16, lend=8))
+    # a's gang came first but borrows; b's came later within its quota: 16 GPUs free, b's
+    # 16-GPU gang takes them, and a's borrowing waits (b's lendable 8 is now b's own use)
+    add(q, "a-borrows", 1, "a", at=0.0)
+    add(q, "b-own", 2, "b", at=1.0)
+    s2 = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    out = q.cycle(0.0, s2, [])
+    assert [k for k, _ in out.starts] == ["b-own"]
+    assert out.waiting["a-borrows"].reason is WaitReason.WAITING_TO_BORROW
+    del s
+
+
+def test_fair_share_with_weights_one_and_three_splits_what_is_lent_one_to_three():
+    # the lender lends 16 GPUs; a (weight 1) and b (weight 3) own nothing and each want 16
+    q = teams_queue(
+        queue_spec("lender", 64, lend=16),
+        queue_spec("a", 0, weight=1),
+        queue_spec("b", 0, weight=3),
+    )
+    for i in range(16):
+        add(q, f"a{i:02}", 1, "a", gpus=1, at=float(i))
+        add(q, f"b{i:02}", 1, "b", gpus=1, at=float(i) + 0.5)
+    out = q.cycle(0.0, snap(), [])
+    started = [k for k, _ in out.starts]
+    assert sum(k.startswith("a") for k in started) == 4
+    assert sum(k.startswith("b") for k in started) == 12
+    assert out.beyond_quota == set(started)
+
+
+def reclaim_setup() -> tuple[Snapshot, list[Running]]:
+    """o owns 32 and uses none; w owns 32 and uses it; b borrows: x (a whole rack, r3) and y1,
+    y2 (one host each in r1 and r2, beside w's). Checkpoints every 600 s from their starts."""
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1"], tenant="w"),
+        running(s, "w2", ["h1-0"], tenant="w"),
+        running(s, "w3", ["h2-0"], tenant="w"),
+        running(s, "x", ["h3-0", "h3-1"], tenant="b", started=0.0),
+        running(s, "y1", ["h1-1"], tenant="b", started=10.0),
+        running(s, "y2", ["h2-1"], tenant="b", started=20.0),
+    ]
+    held = [dataclasses.replace(r, checkpoint_s=600.0) for r in held]
+    return s, held
+
+
+def owner_queue(b_nominal: int, mode: LendingMode = LendingMode.TOPOLOGY) -> SchedulingQueue:
+    return teams_queue(
+        queue_spec("o", 32), queue_spec("w", 32), queue_spec("b", b_nominal), mode=mode
+    )
+
+
+def test_reclaim_frees_one_whole_rack_at_the_borrowers_checkpoint():
+    s, held = reclaim_setup()
+    q = owner_queue(0)
+    add(q, "owner", 2, "o", at=1000.0)
+    first = q.cycle(1000.0, s, held)
+    assert first.evictions == []  # x's next checkpoint (1200) falls before the deadline (1300)
+    assert first.reclaiming == {"x": 1300.0}
+    assert first.waiting["owner"].reason is WaitReason.PREEMPTING
+    due = q.cycle(1200.0, s, held)
+    assert [(e.victim, e.reclaimed, e.lost_gpu_s) for e in due.evictions] == [("x", True, 0.0)]
+    s.release(held[3].gang, held[3].placement)
+    after = q.cycle(1200.0, s, [r for r in held if r.key != "x"])
+    assert [k for k, _ in after.starts] == ["owner"]
+
+
+def test_the_kueue_style_baseline_evicts_the_newest_borrowers_at_once():
+    s, held = reclaim_setup()
+    q = owner_queue(0, LendingMode.QUOTA)
+    add(q, "owner", 2, "o", at=1000.0)
+    out = q.cycle(1000.0, s, held)
+    assert sorted(e.victim for e in out.evictions) == ["y1", "y2"]
+
+
+def test_a_gang_within_its_own_queues_quota_is_never_a_victim():
+    # b owns 16: x (started first, 16 GPUs) is within it; only y1 and y2 borrow
+    s, held = reclaim_setup()
+    q = teams_queue(queue_spec("o", 16), queue_spec("w", 32), queue_spec("b", 16))
+    add(q, "owner", 2, "o", at=1000.0)
+    first = q.cycle(1000.0, s, held)
+    assert set(first.reclaiming) == {"y1", "y2"}
+    due = q.cycle(1230.0, s, held)
+    assert sorted(e.victim for e in due.evictions) == ["y1", "y2"]
+
+
+@pytest.mark.parametrize(
+    ("used", "need", "verdict"),
+    [
+        ({"a": 0}, 16, Verdict.FITS),
+        ({"a": 16}, 8, Verdict.BORROWS),
+        ({"a": 16, "b": 48}, 8, Verdict.TO_BORROW),
+        ({"a": 0, "b": 64}, 8, Verdict.RECLAIM),
+        ({"a": 24}, 8, Verdict.EXCEEDS),
+    ],
+)
+def test_admission_verdicts(used: dict[str, int], need: int, verdict: Verdict) -> None:
+    teams = Teams(queues=(queue_spec("a", 16, borrow=8), queue_spec("b", 48)))
+    ledger = Ledger.of(teams, [(q, POOL, (n, 0, 0)) for q, n in used.items()])
+    found = ledger.admit("a", POOL, (need, 0, 0))
+    assert found.verdict is verdict
+    if verdict is Verdict.RECLAIM:
+        assert found.short == 8
+
+
+def test_borrowing_gangs_are_the_latest_started_beyond_nominal():
+    _, held = reclaim_setup()
+    teams = Teams(queues=(queue_spec("b", 16),))
+    queue_of = {r.key: ("b" if r.tenant == "b" else None) for r in held}
+    assert borrowing(teams, held, POOL, queue_of) == {"y1", "y2"}
+
+
+def test_cpu_is_limited_only_where_a_quota_gives_it():
+    quota = PoolQuota(pool=POOL, nominal={G: 64, Resource.CPU: 4000})
+    teams = Teams(queues=(QueueSpec(name="a", quotas=(quota,)),))
+    ledger = Ledger.of(teams, [])
+    assert ledger.admit("a", POOL, (8, 5000, 10**6)).verdict is Verdict.EXCEEDS
+    assert ledger.admit("a", POOL, (8, 3000, 10**6)).verdict is Verdict.FITS
+    no_cpu = Teams(queues=(queue_spec("a", 64, cohort=None),))
+    assert Ledger.of(no_cpu, []).admit("a", POOL, (8, 5000, 0)).verdict is Verdict.FITS
