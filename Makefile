@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test test-labels lint bench bench-pays bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator soak apiserver kind-up kind-e2e clean
+.PHONY: demo test test-labels lint bench bench-pays bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator bench-teams soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-pays bench-operator
+bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-pays bench-operator bench-teams
 
 bench-place: $(STAMP)
 	$(BIN)/python -m benchmarks.placement
@@ -95,6 +95,11 @@ bench-compare: $(STAMP)
 # where placement pays, under the demand model (docs/design.md): the modern mix on a
 # Llama-3-like fabric (1:7 between pods, F = 1) and on GB200 NVL72 racks, and the control (the
 # LLM mix on today's 2,560-GPU fabric, adaptive routing); 10 seeds each, ~17 min a line on 2 cores
+# teams' quotas on Philly's virtual clusters: none, static, Kueue-style and rackwise reclaim
+# (10 seeds, ~60 min on 2 cores; ARGS="--seeds 3" for a quicker look)
+bench-teams: $(STAMP)
+	$(BIN)/python -m benchmarks.teams $(ARGS)
+
 bench-pays: $(STAMP)
 	for s in modern-pods modern-nvl72 llm-mix-demand; do \
 		$(COMPARE) simulations/scenarios/$$s.yaml --seeds $(COMPARE_SEEDS) \

@@ -24,7 +24,14 @@ from scheduler.controller.runtime.gateway import (
     Gateway,
 )
 from scheduler.controller.runtime.leader import AlwaysLeader, Elector
-from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import (
+    GroupApi,
+    Node,
+    Pod,
+    PodGroup,
+    QueueObject,
+    TrainingJob,
+)
 from scheduler.controller.runtime.observability import Health, Metrics, configure_logging, serve
 
 Obj = dict[str, Any]
@@ -57,6 +64,14 @@ class Fenced:
 
     def jobs(self) -> list[TrainingJob]:
         return [TrainingJob.of(o) for o in self.gw.jobs()]
+
+    def queues(self) -> list[QueueObject]:
+        """Listed every cycle: a few cluster-scoped objects, changed rarely."""
+        return [QueueObject.of(o) for o in self.gw.queues()]
+
+    def patch_queue_status(self, name: str, status: Obj) -> None:
+        self._check()
+        self.gw.patch_queue_status(name, status)
 
     def podgroups(self) -> list[PodGroup]:
         """Both kinds: scheduler-plugins' and the Workload API's."""

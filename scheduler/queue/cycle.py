@@ -73,6 +73,15 @@ class Cycle:
     borrowing: bool = False
     within_quota: set[str] = field(default_factory=set)
     quota_held: set[str] = field(default_factory=set)
+    # per pool: shape -> the fewest pods of a gang of it held by quota this cycle (a quiet walk
+    # passes over the rest), changed with `quota_version`; per (queue, pool): gangs set aside
+    quota_known: dict[str, dict[int, int]] = field(default_factory=dict)
+    quota_version: int = 0
+    set_aside: dict[tuple[str, str], int] = field(default_factory=dict)
+    quota_masks: dict[str, tuple[tuple[int, int], Bools]] = field(default_factory=dict)
+    # per pool, the running gangs beyond their queue's quota; (queue, pool) that reclaimed
+    beyond: dict[str, list[Running]] = field(default_factory=dict)
+    reclaimed: set[tuple[str, str]] = field(default_factory=set)
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)

@@ -78,6 +78,7 @@ from scheduler.queue.types import (
 )
 from scheduler.queue.views import Views
 from scheduler.queue.walk import Walk
+from scheduler.teams import Teams
 from scheduler.topology import Fabric
 
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
@@ -164,6 +165,16 @@ class SchedulingQueue:
             self._crossings = Crossings(snapshot.fabric)
         return self._crossings.of(lambda: {r.key: r.placement for r in running})
 
+    # teams
+    def use_teams(self, teams: Teams) -> None:
+        """The teams' queues as they are now (the operator reads them every cycle)."""
+        self._teams.use(teams)
+
+    def team_numbers(self) -> dict[str, tuple[dict[str, list[int]], int, int]]:
+        """Per team queue: what its running gangs use per pool (GPUs, millicores, MiB), its
+        gangs waiting and running, as of the last cycle's running gangs."""
+        return self._teams.numbers(self._running, self._entries.values())
+
     def held(self) -> dict[str, Placement]:
         """Queued gangs holding hosts while they wait (for victims, a move, a reclaim): each
         with the placement it will start on."""
@@ -214,6 +225,8 @@ class SchedulingQueue:
         idle = not self._entries and not self._lending.reclaim.pending
         idle = idle and not self._teams.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:
+            if not isinstance(running, RunningGangs):  # its teams' numbers stay current
+                self._running.sync(running)
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
             self._fabric = snapshot.fabric

@@ -29,7 +29,7 @@ from enum import StrEnum
 
 from scheduler.model.gang import GangRequest
 from scheduler.queue.types import Running
-from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
+from scheduler.teams import QueueSpec, Resource, Teams
 
 RESOURCES = (Resource.GPUS, Resource.CPU, Resource.MEMORY)
 UNITS = {Resource.GPUS: "GPUs", Resource.CPU: "millicores", Resource.MEMORY: "MiB"}
@@ -61,116 +61,191 @@ class Admission:
     short: int = 0  # RECLAIM: GPUs to take back from borrowers
 
 
-@dataclass
-class Ledger:
-    """Use per (queue, pool), kept up to date through a cycle's starts."""
+@dataclass(frozen=True)
+class Limits:
+    """One queue's quota of one pool, per resource in RESOURCES' order (read once)."""
 
-    teams: Teams
-    used: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    queue: str
+    cohort: str | None
+    weight: float
+    limited: tuple[bool, ...]
+    nominal: tuple[int, ...]
+    lendable: tuple[int, ...]
+    guaranteed: tuple[int, ...]
+    borrow: tuple[int | None, ...]
 
     @classmethod
-    def of(cls, teams: Teams, usage: Iterable[tuple[str | None, str, Demand]]) -> Ledger:
+    def of(cls, spec: QueueSpec, pool: str) -> Limits:
+        q = spec.quota(pool)
+        return cls(
+            spec.name,
+            spec.cohort,
+            spec.weight,
+            tuple(q.limits(r) for r in RESOURCES),
+            tuple(q.owned(r) for r in RESOURCES),
+            tuple(q.lendable(r) for r in RESOURCES),
+            tuple(q.guaranteed(r) for r in RESOURCES),
+            tuple(q.may_borrow(r) for r in RESOURCES),
+        )
+
+    def claim(self, used: list[int], i: int) -> int:
+        """What this queue's use takes of its cohort's lendable capacity."""
+        return max(0, used[i] - self.guaranteed[i]) if self.limited[i] else 0
+
+
+@dataclass
+class Table:
+    """The teams' limits per (queue, pool) and cohorts' capacity per (cohort, pool)."""
+
+    teams: Teams
+    limits: dict[tuple[str, str], Limits] = field(default_factory=dict)
+    capacities: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+
+    def of(self, queue: str, pool: str) -> Limits:
+        found = self.limits.get((queue, pool))
+        if found is None:
+            found = self.limits[(queue, pool)] = Limits.of(self.teams.by_name[queue], pool)
+        return found
+
+    def capacity(self, cohort: str, pool: str) -> tuple[int, ...]:
+        found = self.capacities.get((cohort, pool))
+        if found is None:
+            members = [self.of(m.name, pool) for m in self.teams.members(cohort)]
+            found = tuple(
+                sum(m.lendable[i] for m in members if m.limited[i]) for i in range(len(RESOURCES))
+            )
+            self.capacities[(cohort, pool)] = found
+        return found
+
+
+@dataclass
+class Ledger:
+    """Use per (queue, pool), and each cohort's claims on what its members lend, kept up to
+    date through a cycle's starts."""
+
+    table: Table
+    used: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (cohort, pool)
+    version: int = 0
+    _memo: dict[tuple[str | None, str, Demand], tuple[int, Admission]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: Table | Teams, usage: Iterable[tuple[str | None, str, Demand]]) -> Ledger:
         """From (queue, pool, demand) triples; gangs of no queue count nowhere."""
-        out = cls(teams)
+        out = cls(table if isinstance(table, Table) else Table(table))
         for queue, pool, d in usage:
             if queue is not None:
                 out.add(queue, pool, d)
         return out
 
+    @property
+    def teams(self) -> Teams:
+        return self.table.teams
+
     def add(self, queue: str, pool: str, d: Demand, sign: int = 1) -> None:
+        if queue not in self.teams.by_name:
+            return
+        limits = self.table.of(queue, pool)
         found = self.used.setdefault((queue, pool), [0, 0, 0])
+        before = [limits.claim(found, i) for i in range(len(RESOURCES))]
         for i, v in enumerate(d):
             found[i] += sign * v
+        if limits.cohort is not None:
+            claims = self.claims.setdefault((limits.cohort, pool), [0, 0, 0])
+            for i in range(len(RESOURCES)):
+                claims[i] += limits.claim(found, i) - before[i]
+        self.version += 1
 
     def of_queue(self, queue: str, pool: str) -> list[int]:
         return self.used.get((queue, pool), [0, 0, 0])
 
     # admission
     def admit(self, queue: str | None, pool: str, d: Demand) -> Admission:
+        known = self._memo.get((queue, pool, d))
+        if known is not None and known[0] == self.version:
+            return known[1]
+        found = self._admit(queue, pool, d)
+        self._memo[(queue, pool, d)] = (self.version, found)
+        return found
+
+    def _admit(self, queue: str | None, pool: str, d: Demand) -> Admission:
         if queue is None:
             return Admission(Verdict.EXCEEDS, None, "it belongs to no queue, and none is default")
-        spec = self.teams.by_name[queue]
-        verdicts = [self._one(spec, pool, r, i, d[i]) for i, r in enumerate(RESOURCES)]
+        limits = self.table.of(queue, pool)
+        verdicts = [self._one(limits, pool, i, d[i]) for i in range(len(RESOURCES))]
         return min(verdicts, key=lambda a: _RANK[a.verdict])
 
-    def _one(self, spec: QueueSpec, pool: str, r: Resource, i: int, need: int) -> Admission:
-        pq = spec.quota(pool)
-        if not pq.limits(r) or need == 0:
-            return Admission(Verdict.FITS, spec.name)
-        after = self.of_queue(spec.name, pool)[i] + need
-        nominal = pq.owned(r)
-        over = after > nominal
+    def _one(self, limits: Limits, pool: str, i: int, need: int) -> Admission:
+        if not limits.limited[i] or need == 0:
+            return Admission(Verdict.FITS, limits.queue)
+        used = self.of_queue(limits.queue, pool)
+        after = used[i] + need
+        over = after > limits.nominal[i]
         if over:
-            refused = self._beyond(spec, pq, r, after, need)
+            refused = self._beyond(limits, pool, i, after, need)
             if refused is not None:
                 return refused
-        if spec.cohort is None:
-            return Admission(Verdict.FITS, spec.name)
-        room = self.room(spec.cohort, pool, r, i, spec.name)
-        claim = max(0, after - pq.guaranteed(r))
+        if limits.cohort is None:
+            return Admission(Verdict.FITS, limits.queue)
+        room = self.room(limits, pool, i)
+        claim = max(0, after - limits.guaranteed[i])
         if claim <= room:
-            return Admission(Verdict.BORROWS if over else Verdict.FITS, spec.name)
-        left = max(0, room - (claim - need))
+            return Admission(Verdict.BORROWS if over else Verdict.FITS, limits.queue)
+        r = RESOURCES[i]
         if over:
-            return Admission(Verdict.TO_BORROW, spec.name, self._no_room(spec, r, left, need))
+            left = max(0, room - limits.claim(used, i))
+            return Admission(Verdict.TO_BORROW, limits.queue, _no_room(limits, r, left, need))
         short = claim - room if r is Resource.GPUS else 0
-        return Admission(Verdict.RECLAIM, spec.name, self._owed(spec, r, claim - room), short)
+        return Admission(Verdict.RECLAIM, limits.queue, _owed(limits, r, claim - room), short)
 
-    def _beyond(
-        self, spec: QueueSpec, pq: PoolQuota, r: Resource, after: int, need: int
-    ) -> Admission | None:
-        unit, nominal = UNITS[r], pq.owned(r)
-        where = f"queue {spec.name} in pool {pq.pool}"
-        if spec.cohort is None:
+    def _beyond(self, limits: Limits, pool: str, i: int, after: int, need: int) -> Admission | None:
+        unit, nominal = UNITS[RESOURCES[i]], limits.nominal[i]
+        where = f"queue {limits.queue} in pool {pool}"
+        if limits.cohort is None:
             text = f"{where}: {after - need} of {nominal} {unit} in use, the gang needs {need}"
-            return Admission(Verdict.EXCEEDS, spec.name, text + "; no cohort to borrow from")
-        limit = pq.may_borrow(r)
+            return Admission(Verdict.EXCEEDS, limits.queue, text + "; no cohort to borrow from")
+        limit = limits.borrow[i]
         if limit is not None and after - nominal > limit:
             text = (
                 f"{where}: {after - need} {unit} in use of {nominal} nominal + {limit} "
                 f"borrowing limit, the gang needs {need}"
             )
-            return Admission(Verdict.EXCEEDS, spec.name, text)
+            return Admission(Verdict.EXCEEDS, limits.queue, text)
         return None
 
-    def room(self, cohort: str, pool: str, r: Resource, i: int, asking: str) -> int:
-        """What the cohort's members lend that no member but `asking` claims."""
-        capacity, claimed = 0, 0
-        for m in self.teams.members(cohort):
-            pq = m.quota(pool)
-            if not pq.limits(r):
-                continue
-            capacity += pq.lendable(r)
-            if m.name != asking:
-                claimed += max(0, self.of_queue(m.name, pool)[i] - pq.guaranteed(r))
-        return capacity - claimed
-
-    def capacity(self, cohort: str | None, pool: str, r: Resource) -> int:
-        members = self.teams.members(cohort)
-        return sum(m.quota(pool).lendable(r) for m in members if m.quota(pool).limits(r))
-
-    def _no_room(self, spec: QueueSpec, r: Resource, left: int, need: int) -> str:
-        return (
-            f"cohort {spec.cohort} has {left} {UNITS[r]} left to lend to queue {spec.name}, "
-            f"the gang needs {need}"
-        )
-
-    def _owed(self, spec: QueueSpec, r: Resource, short: int) -> str:
-        return (
-            f"queue {spec.name} is within its nominal quota but others borrow it: "
-            f"{short} {UNITS[r]} to take back"
-        )
+    def room(self, limits: Limits, pool: str, i: int) -> int:
+        """What the cohort's members lend that no member but this one claims."""
+        assert limits.cohort is not None
+        capacity = self.table.capacity(limits.cohort, pool)[i]
+        claims = self.claims.get((limits.cohort, pool), [0, 0, 0])[i]
+        mine = limits.claim(self.of_queue(limits.queue, pool), i)
+        return capacity - (claims - mine)
 
     # fair sharing
     def share(self, queue: str, pool: str, d: Demand = (0, 0, 0)) -> float:
         """The queue's dominant borrowed share with `d` added, over its weight."""
-        spec = self.teams.by_name[queue]
-        pq, used, top = spec.quota(pool), self.of_queue(queue, pool), 0.0
-        for i, r in enumerate(RESOURCES):
-            capacity = self.capacity(spec.cohort, pool, r)
-            if pq.limits(r) and capacity > 0:
-                top = max(top, max(0, used[i] + d[i] - pq.owned(r)) / capacity)
-        return top / spec.weight
+        limits, used, top = self.table.of(queue, pool), self.of_queue(queue, pool), 0.0
+        if limits.cohort is None:
+            return 0.0
+        capacity = self.table.capacity(limits.cohort, pool)
+        for i in range(len(RESOURCES)):
+            if limits.limited[i] and capacity[i] > 0:
+                top = max(top, max(0, used[i] + d[i] - limits.nominal[i]) / capacity[i])
+        return top / limits.weight
+
+
+def _no_room(limits: Limits, r: Resource, left: int, need: int) -> str:
+    return (
+        f"cohort {limits.cohort} has {left} {UNITS[r]} left to lend to queue {limits.queue}, "
+        f"the gang needs {need}"
+    )
+
+
+def _owed(limits: Limits, r: Resource, short: int) -> str:
+    return (
+        f"queue {limits.queue} is within its nominal quota but others borrow it: "
+        f"{short} {UNITS[r]} to take back"
+    )
 
 
 _RANK = {
@@ -196,7 +271,7 @@ def borrowing(
     for q, gangs in by_queue.items():
         nominal, total = teams.by_name[q].quota(pool).owned(Resource.GPUS), 0
         for r in sorted(gangs, key=lambda r: (r.started_s, r.key)):
-            total += demand(r.gang)[0]
+            total += r.gang.all_gpus
             if total > nominal:
                 out.add(r.key)
     return out

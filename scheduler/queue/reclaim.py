@@ -29,6 +29,7 @@ from scheduler.queue.views import Views
 from scheduler.topology.fabric import Fabric
 
 PRUNE_MAX = 12  # victims checked one by one for whether they can be spared
+TRIES = 16  # placements tried while victims are added, before the gang is said not to fit
 LENT = "reclaiming its pool's hosts lent to"
 
 
@@ -49,6 +50,10 @@ class Reclaims:
     lenders: Callable[[], dict[str, Rules]]
     waiting: Callable[[Cycle, str], list[Entry]]  # a pool's gangs its hosts did not start
     pending: dict[str, Reclaim] = field(default_factory=dict)  # borrowed gang -> its reclaim
+    # patient (pool lending): a victim runs until its checkpoint or the deadline; not
+    # (teams' quotas): until its checkpoint when one falls within the deadline, else it goes at
+    # once, the least work lost chosen first (waiting would lose more and delay the owner)
+    patient: bool = True
 
     def start(self, c: Cycle, borrowed: list[Running]) -> None:
         for pool, rules in self.lenders().items():
@@ -104,23 +109,37 @@ class Reclaims:
             loss = loss_by(r, c.now, deadline)
             return loss > 0, -gpus_in_pool(view, r, gang.pool), loss, r.key
 
-        found = self._until_fits(view, gang, sorted(candidates, key=cost), short)
+        def eager(r: Running) -> tuple[float, int, str]:
+            """The least work lost (none at a checkpoint before the deadline, else what it ran
+            since its last one, now), then the largest (fewest gangs)."""
+            loss = 0.0 if _checkpoints_by(r, c.now, deadline) else r.lost_gpu_s(c.now)
+            return loss, -gpus_in_pool(view, r, gang.pool), r.key
+
+        key = cost if self.patient else eager
+        found = self._until_fits(view, gang, sorted(candidates, key=key), short)
         return None if found is None else self._spare(view, gang, *found, short)
 
     def _until_fits(
         self, view: Snapshot, gang: GangRequest, order: list[Running], short: int
     ) -> tuple[list[Running], Placement] | None:
+        """The shortest prefix of `order` whose release makes room (and covers `short`), each
+        victim released once into one copy of the view; at most `TRIES` placements tried."""
         need = gang.gpus - free_gpus(view, gang.pool)
         chosen: list[Running] = []
+        freed, tries = view.copy(), 0
         for r in order:
             chosen.append(r)
+            freed.release(r.gang, r.placement)
             need -= gpus_in_pool(view, r, gang.pool)
             short -= r.gang.all_gpus
             if need > 0 or short > 0:
                 continue
-            placement = place_one(released(view, chosen), gang, self.config.at_once)
+            placement = place_one(freed, gang, self.config.at_once)
             if placement.placed:
                 return chosen, placement
+            tries += 1
+            if tries >= TRIES:
+                return None
         return None
 
     def _spare(
@@ -155,7 +174,9 @@ class Reclaims:
         victims, placement = found
         grace = within_s if self.config.policy.lending is LendingMode.TOPOLOGY else 0.0
         for r in victims:
-            self.pending[r.key] = Reclaim(entry.key, c.now, c.now + grace)
+            # not patient: waiting past now is worth it only for a checkpoint within the grace
+            stay = grace if self.patient or _checkpoints_by(r, c.now, c.now + grace) else 0.0
+            self.pending[r.key] = Reclaim(entry.key, c.now, c.now + stay)
         index = c.work.fabric.host_index
         hosts = frozenset(index[h] for h in placement.hosts())
         self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
@@ -211,6 +232,10 @@ def evict_at(r: Running, rc: Reclaim, now: float) -> float:
     if last is not None and last >= rc.started - 1e-9:
         return now
     return min(rc.deadline, r.next_checkpoint(now))
+
+
+def _checkpoints_by(r: Running, now: float, deadline: float) -> bool:
+    return r.next_checkpoint(now) <= deadline or r.last_checkpoint(now) == now
 
 
 def loss_by(r: Running, now: float, deadline: float) -> float:

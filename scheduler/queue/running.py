@@ -52,6 +52,9 @@ class RunningGangs:
         self._fabric: Fabric | None = None
         # what each owner uses (GPUs, millicores, MiB: queue/quotas.py), for quotas
         self._demands: dict[Owner, list[int]] = {}
+        self.version = 0  # moves with every change
+        # each owner's gangs in start order (quotas: the latest started borrow first)
+        self._starts: dict[Owner, list[tuple[float, str]]] = {}
         for r in running:
             self.add(r)
 
@@ -64,6 +67,7 @@ class RunningGangs:
     def add(self, r: Running) -> None:
         """A gang starts (or changes: the old entry is replaced)."""
         self.discard(r.key)
+        self.version += 1
         self.gangs[r.key] = r
         pool, priority = r.gang.pool, r.gang.priority
         releases, key = self._releases.setdefault(pool, []), release_key(r)
@@ -81,6 +85,7 @@ class RunningGangs:
         r = self.gangs.pop(key, None)
         if r is None:
             return
+        self.version += 1
         pool, priority = r.gang.pool, r.gang.priority
         releases = self._releases[pool]
         at = bisect.bisect_left(releases, release_key(r))
@@ -96,11 +101,22 @@ class RunningGangs:
         self._count((pool, r.tenant, r.queue), r, -1)
 
     def _count(self, owner: Owner, r: Running, sign: int) -> None:
+        starts = self._starts.setdefault(owner, [])
+        if sign > 0:
+            bisect.insort(starts, (r.started_s, r.key))
+        else:
+            del starts[bisect.bisect_left(starts, (r.started_s, r.key))]
+            if not starts:
+                del self._starts[owner]
         found = self._demands.setdefault(owner, [0, 0, 0])
         for i, v in enumerate(demand(r.gang)):
             found[i] += sign * v
         if not any(found):
             del self._demands[owner]
+
+    def latest(self, owner: Owner) -> Iterator[tuple[float, str]]:
+        """The owner's gangs, the latest started first: (start, key)."""
+        return reversed(self._starts.get(owner, []))
 
     def demands(self) -> dict[Owner, list[int]]:
         """What the running gangs of each (pool, tenant, queue named) use: GPUs, millicores,

@@ -75,4 +75,5 @@ def shape_of(entry: Entry) -> tuple[object, ...]:
         # roles are placed after the workers: a gang whose roles find no room is unplaceable
         tuple(r.model_dump_json() for r in g.roles),
         entry.tenant,
+        entry.queue,
     )

@@ -24,18 +24,32 @@ ledger); a gang within its queue's quota is never a reclaim victim."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from scheduler.model.policy import LendingMode
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
-from scheduler.queue.quotas import Admission, Ledger, Verdict, borrowing, demand
+from scheduler.queue.order import NEVER
+from scheduler.queue.quotas import (
+    Admission,
+    Demand,
+    Ledger,
+    Table,
+    Verdict,
+    demand,
+)
 from scheduler.queue.reclaim import Reclaims
+from scheduler.queue.running import RunningGangs
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
+from scheduler.teams import Teams
 
 RECLAIMED = "reclaiming its queue's quota from"
+CANDIDATES = 256  # borrowing gangs a reclaim chooses among, the latest started first
 WAITS = {
     Verdict.EXCEEDS: WaitReason.QUOTA_EXCEEDED,
     Verdict.TO_BORROW: WaitReason.WAITING_TO_BORROW,
@@ -51,17 +65,59 @@ class TeamQueues:
     wait: Callable[[Cycle, Entry, Wait], None]
     reclaim: Reclaims = field(init=False)
 
+    # (shape, queue) -> the running gangs' version and fewest pods a reclaim found no room for
+    failed: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    teams: Teams = field(init=False)
+    table: Table = field(init=False)  # the teams' limits, read once per Teams
+
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
             self.config, self.entries, self.pins, self.views, self.wait, dict, lambda _c, _p: []
         )
+        self.reclaim.patient = False
+        self.use(self.config.teams)
+
+    def use(self, teams: Teams) -> None:
+        """The teams as they are now (the operator reads its Queue objects every cycle)."""
+        if getattr(self, "teams", None) != teams:
+            self.teams = teams
+            self.table = Table(teams)
 
     @property
     def on(self) -> bool:
-        return self.config.teams.on
+        return self.teams.on
 
     def queue_of(self, queue: str, tenant: str) -> str | None:
-        return self.config.teams.queue_of(queue, tenant)
+        return self.teams.queue_of(queue, tenant)
+
+    def numbers(
+        self, running: RunningGangs, waiting: Iterable[Entry]
+    ) -> dict[str, tuple[dict[str, list[int]], int, int]]:
+        """Per queue: use per pool, gangs waiting, gangs running."""
+        out: dict[str, tuple[dict[str, list[int]], int, int]] = {}
+
+        def of(name: str | None) -> tuple[dict[str, list[int]], int, int] | None:
+            if name is None:
+                return None
+            return out.setdefault(name, ({}, 0, 0))
+
+        for (pool, tenant, queue), d in running.demands().items():
+            found = of(self.queue_of(queue, tenant))
+            if found is not None:
+                used = found[0].setdefault(pool, [0, 0, 0])
+                for i, v in enumerate(d):
+                    used[i] += v
+        for r in running:
+            name = self.queue_of(r.queue, r.tenant)
+            found = of(name)
+            if name is not None and found is not None:
+                out[name] = (found[0], found[1], found[2] + 1)
+        for entry in waiting:
+            name = self._queue(entry)
+            found = of(name)
+            if name is not None and found is not None:
+                out[name] = (found[0], found[1] + 1, found[2])
+        return out
 
     # the cycle's ledger
     def begin(self, c: Cycle) -> None:
@@ -74,16 +130,16 @@ class TeamQueues:
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:
-                usage.append((self._queue(entry), entry.gang.pool, demand(entry.gang)))
+                usage.append((self._queue(entry), entry.gang.pool, _demand(entry)))
                 c.quota_held.add(key)
-        c.ledger = Ledger.of(self.config.teams, usage)
+        c.ledger = Ledger.of(self.table, usage)
 
     def _queue(self, entry: Entry) -> str | None:
         return self.queue_of(entry.queue, entry.tenant)
 
     def started(self, c: Cycle, entry: Entry) -> None:
         if c.ledger is not None and entry.key not in c.quota_held:
-            c.ledger.add(self._queue(entry) or "", entry.gang.pool, demand(entry.gang))
+            c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
         if c.borrowing:
             c.out.beyond_quota.add(entry.key)
 
@@ -92,56 +148,81 @@ class TeamQueues:
         """Whether the gang goes on to placement now; otherwise it waits or is set aside."""
         if c.ledger is None or c.borrowing or entry.key in self.pins.pins:
             return True
-        found = c.ledger.admit(self._queue(entry), entry.gang.pool, demand(entry.gang))
+        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
         if found.verdict is Verdict.BORROWS and self._lends():
-            c.borrowers.append(entry)
-            self.wait(c, entry, Wait(WaitReason.WAITING_TO_BORROW, _turn(found)))
+            self._set_aside(c, entry, found)
         elif found.verdict is Verdict.BORROWS:
-            self.wait(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, _static(found)))
+            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, _static(found)))
         elif found.verdict is Verdict.RECLAIM:
             self._owed(c, entry, found)
         else:
-            self.wait(c, entry, _held(found))
+            self._held(c, entry, _wait(found))
         return False
+
+    def _set_aside(self, c: Cycle, entry: Entry, found: Admission) -> None:
+        """To borrow after the walk: at most the pool's tries per queue (no more could be
+        placed); the rest wait, and gangs of its shape no smaller are known to."""
+        queue = found.queue or ""
+        n = c.set_aside.get((queue, entry.gang.pool), 0)
+        wait = Wait(WaitReason.WAITING_TO_BORROW, _turn(found))
+        if n >= self.config.policy.max_attempts:
+            self._held(c, entry, wait)
+            return
+        c.set_aside[(queue, entry.gang.pool)] = n + 1
+        c.borrowers.append(entry)
+        self.wait(c, entry, wait)
+
+    def _held(self, c: Cycle, entry: Entry, wait: Wait) -> None:
+        """It waits by quota, as every later gang of its shape with no fewer pods does this
+        cycle (use only grows within a cycle): a quiet walk passes over them (walk.py)."""
+        self.wait(c, entry, wait)
+        known = c.quota_known.setdefault(entry.gang.pool, {})
+        if entry.gang.pods < known.get(entry.shape, NEVER):
+            known[entry.shape] = entry.gang.pods
+            c.quota_version += 1
 
     def _lends(self) -> bool:
         return self.config.policy.lending is not LendingMode.OFF
 
     # borrowing after the walk
     def borrow(self, c: Cycle, consider: Callable[[Cycle, Entry], None]) -> None:
+        """The gangs set aside, the queue of least share after its next gang first: one
+        queue's admission changes only its own share, so a heap keeps the order."""
         if c.ledger is None or not c.borrowers:
             return
         ledger, queues = c.ledger, self._by_queue(c.borrowers)
+        heap = [(*self._fair(ledger, q, gangs[0]), q) for q, gangs in queues.items()]
+        heapq.heapify(heap)
         c.borrowing = True
         try:
-            while queues:
-                name = min(queues, key=lambda q: self._fair(ledger, q, queues[q][0]))
-                entry = queues[name].pop(0)
-                if not queues[name]:
-                    del queues[name]
-                self._try_borrow(c, ledger, entry, consider)
+            while heap:
+                *_, name = heapq.heappop(heap)
+                gangs = queues[name]
+                self._try_borrow(c, ledger, gangs.popleft(), consider)
+                if gangs:
+                    heapq.heappush(heap, (*self._fair(ledger, name, gangs[0]), name))
         finally:
             c.borrowing = False
 
-    def _by_queue(self, entries: list[Entry]) -> dict[str, list[Entry]]:
-        out: dict[str, list[Entry]] = {}
+    def _by_queue(self, entries: list[Entry]) -> dict[str, deque[Entry]]:
+        out: dict[str, deque[Entry]] = {}
         for entry in entries:
-            out.setdefault(self._queue(entry) or "", []).append(entry)
+            out.setdefault(self._queue(entry) or "", deque()).append(entry)
         return out
 
     def _fair(self, ledger: Ledger, queue: str, head: Entry) -> tuple[float, tuple[object, ...]]:
-        share = ledger.share(queue, head.gang.pool, demand(head.gang))
+        share = ledger.share(queue, head.gang.pool, _demand(head))
         return share, head.order
 
     def _try_borrow(
         self, c: Cycle, ledger: Ledger, entry: Entry, consider: Callable[[Cycle, Entry], None]
     ) -> None:
-        found = ledger.admit(self._queue(entry), entry.gang.pool, demand(entry.gang))
+        found = ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
         if found.verdict not in (Verdict.BORROWS, Verdict.FITS):
-            self.wait(c, entry, _held(found))
+            self.wait(c, entry, _wait(found))
             return
         c.out.waiting.pop(entry.key, None)
         consider(c, entry)
@@ -155,31 +236,75 @@ class TeamQueues:
         return self._claim(c, entry, 0)
 
     def _owed(self, c: Cycle, entry: Entry, found: Admission) -> None:
-        if not self._claim(c, entry, found.short):
-            self.wait(c, entry, Wait(WaitReason.WAITING_TO_BORROW, found.message))
+        """Within its quota, which others borrow: one reclaim begun per queue and pool per
+        cycle (as Kueue preempts for one workload per ClusterQueue per cycle); the queue's
+        later gangs wait for it."""
+        key = (found.queue or "", entry.gang.pool)
+        tried = key in c.reclaimed or self._failed_on(c, entry)
+        c.reclaimed.add(key)
+        if not tried and self._claim(c, entry, found.short):
+            return
+        if not tried:  # nothing running changes: no reclaim of this shape and size can
+            self.failed[(entry.shape, entry.queue)] = (c.index.version, entry.gang.pods)
+        self._held(c, entry, Wait(WaitReason.WAITING_TO_BORROW, found.message))
+
+    def _failed_on(self, c: Cycle, entry: Entry) -> bool:
+        known = self.failed.get((entry.shape, entry.queue))
+        return known is not None and known[0] == c.index.version and known[1] <= entry.gang.pods
 
     def _claim(self, c: Cycle, entry: Entry, short: int) -> bool:
         if not self._lends():
             return False
         pool = entry.gang.pool
-        queue_of = {r.key: self.queue_of(r.queue, r.tenant) for r in c.running}
-        beyond = borrowing(self.config.teams, c.running, pool, queue_of)
         candidates = [
             r
-            for r in c.running
-            if r.key in beyond and r.key not in c.evicted and r.key not in self.reclaim.pending
+            for r in self._borrowing(c, pool)
+            if r.key not in c.evicted and r.key not in self.reclaim.pending
         ]
         if not candidates:
             return False
-        spec = self.config.teams.by_name[self._queue(entry) or ""]
+        spec = self.teams.by_name[self._queue(entry) or ""]
         return self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short)
+
+    def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
+        """The running gangs of the pool beyond their queue's quota (quotas.borrowing), read
+        off the index from each queue's latest start back (once per cycle; this cycle's own
+        starts are not among them yet)."""
+        found = c.beyond.get(pool)
+        if found is None:
+            found = c.beyond[pool] = self._beyond(c.index, pool)
+        return found
+
+    def _beyond(self, index: RunningGangs, pool: str) -> list[Running]:
+        """At most `CANDIDATES`, the latest started first across queues (bounded work: a
+        pool where thousands of gangs borrow is not read whole every cycle)."""
+        owners: dict[str, list[tuple[str, str, str]]] = {}
+        for owner in index.demands():
+            name = self.queue_of(owner[2], owner[1])
+            if owner[0] == pool and name is not None:
+                owners.setdefault(name, []).append(owner)
+        streams = [self._latest(index, pool, name, mine) for name, mine in owners.items()]
+        merged = heapq.merge(*streams, key=lambda r: (r.started_s, r.key), reverse=True)
+        return list(itertools.islice(merged, CANDIDATES))
+
+    def _latest(
+        self, index: RunningGangs, pool: str, name: str, owners: list[tuple[str, str, str]]
+    ) -> Iterator[Running]:
+        """A queue's gangs beyond its nominal GPUs, the latest started first."""
+        left = sum(index.demands()[o][0] for o in owners) - self.table.of(name, pool).nominal[0]
+        for _, key in heapq.merge(*(index.latest(o) for o in owners), reverse=True):
+            if left <= 0:
+                return
+            r = index.gangs[key]
+            yield r
+            left -= r.gang.all_gpus
 
     def admitted(self, c: Cycle, entry: Entry) -> bool:
         """Whether a gang that waited may start now by quota, within its queue's nominal (joint
         placement and moves start gangs after the walk, and never by borrowing)."""
         if c.ledger is None:
             return True
-        found = c.ledger.admit(self._queue(entry), entry.gang.pool, demand(entry.gang))
+        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
         return found.verdict is Verdict.FITS
 
     def due(self, c: Cycle) -> None:
@@ -199,9 +324,15 @@ def _turn(found: Admission) -> str:
     )
 
 
+def _demand(entry: Entry) -> Demand:
+    if entry.demand is None:
+        entry.demand = demand(entry.gang)
+    return entry.demand
+
+
 def _static(found: Admission) -> str:
     return f"queue {found.queue} is at its nominal quota, and quotas are static (no borrowing)"
 
 
-def _held(found: Admission) -> Wait:
+def _wait(found: Admission) -> Wait:
     return Wait(WAITS.get(found.verdict, WaitReason.WAITING_TO_BORROW), found.message)

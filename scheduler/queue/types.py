@@ -111,6 +111,8 @@ class Entry:
     # queue order: priority (higher first), arrival, name, key; fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
     shape: int = field(init=False, default=-1)  # its shape id while queued (queue/shapes.py)
+    # what it asks of its queue's quota: GPUs, millicores, MiB (queue/quotas.demand), once
+    demand: tuple[int, int, int] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.order = (-self.gang.priority, self.arrival, self.gang.name, self.key)

@@ -23,7 +23,7 @@ from scheduler.model.policy import Backfill
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, first
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import Bools, PoolOrder
+from scheduler.queue.order import NEVER, Bools, PoolOrder
 from scheduler.queue.shapes import ShapeIds
 from scheduler.queue.types import Entry, QueueConfig
 from scheduler.queue.views import Views
@@ -84,9 +84,13 @@ class Walk:
         if p.blocker is not None:
             return special
         blocked, why = self._known_blocked(c, pool, order)
+        held = self._quota_held(c, pool, order)
         need = np.zeros(len(order) - i, dtype=np.bool_)
         if p.attempts < self.config.policy.max_attempts:
-            need |= ~blocked[i:]
+            need |= ~(blocked[i:] | held[i:])
+        # a gang its quota holds blocks no one and is not tried: the first blocked and the
+        # first unplaceable ones are among the others
+        blocked, why = blocked & ~held, why & ~held
         if p.reservation is None and self.config.policy.backfill is not Backfill.GREEDY:
             first(need, blocked[i:])
         wants_blocked = (
@@ -99,6 +103,23 @@ class Walk:
         if special is None or (found is not None and found < special):
             return found
         return special
+
+    def _quota_held(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
+        """Per position: held by its queue's quota, as a gang of its shape with no more pods
+        was this cycle (queue/teams.py)."""
+        known = c.quota_known.get(pool)
+        if not known:
+            return np.zeros(len(order), dtype=np.bool_)
+        state = (c.quota_version, len(order))
+        cached = c.quota_masks.get(pool)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        fewest = np.full(len(self.shapes), NEVER, dtype=np.int64)
+        for shape, pods in known.items():
+            fewest[shape] = pods
+        held = order.pods >= fewest[order.shapes]
+        c.quota_masks[pool] = (state, held)
+        return held
 
     def _held_in(self, c: Cycle, pool: str) -> bool:
         """Whether a preemptor or a moved gang holds hosts of this pool (views then differ

@@ -10,7 +10,13 @@ from scheduler.simulation.metrics import policy_metrics
 from scheduler.simulation.protocol import Ratio, ratios
 from scheduler.simulation.report import write_jobs, write_metrics, write_plots, write_reports
 from scheduler.simulation.runner import Progress, Task, run_all
-from scheduler.simulation.scenario import Scenario, build_jobs, build_topology, seed_jobs
+from scheduler.simulation.scenario import (
+    Scenario,
+    build_jobs,
+    build_topology,
+    seed_jobs,
+    with_teams,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ def simulate(
     progress: Progress | None = None,
 ) -> Outcome:
     spec = build_topology(scenario, base)
+    scenario = with_teams(scenario, base, spec)
     jobs, bad_rows = build_jobs(scenario, base, scenario.seed)
     seeds = [scenario.seed + i for i in range(scenario.seeds)]
     drawn = {seed: seed_jobs(scenario, base, spec, seed) for seed in seeds}

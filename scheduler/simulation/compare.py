@@ -34,7 +34,7 @@ from scheduler.simulation.protocol import (
     ratios,
 )
 from scheduler.simulation.runner import Task
-from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs
+from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs, with_teams
 from scheduler.simulation.sweep import Key
 
 ORACLE_POLICY = "kueue-best-fit"
@@ -95,6 +95,7 @@ def plan(policies: Sequence[str], variants: Sequence[str], oracle: bool) -> list
 
 def tasks(scenario: Scenario, base: Path, seeds: Sequence[int], rows: list[Row]) -> dict[Key, Task]:
     spec = build_topology(scenario, base)
+    scenario = with_teams(scenario, base, spec)
     out: dict[Key, Task] = {}
     for seed in seeds:
         jobs = seed_jobs(scenario, base, spec, seed)

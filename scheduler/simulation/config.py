@@ -11,6 +11,7 @@ from scheduler.model.policy import SchedulingPolicy
 from scheduler.pools import PoolSpec
 from scheduler.queue import QueueConfig
 from scheduler.simulation.profiles import CommShare, FabricProfile, RestartCost
+from scheduler.teams import Teams
 
 
 class Failures(BaseModel):
@@ -55,6 +56,9 @@ class SimConfig(BaseModel):
     # each pool's objective and what it lends or borrows (pools.PoolSpec, as in the operator's
     # config); a pool not named here neither lends nor borrows
     pool_rules: tuple[PoolSpec, ...] = ()
+    # the teams' queues, quotas and cohorts (teams.py; none: no quotas), as in the operator's
+    # Queue objects; jobs belong to them by their tenant
+    teams: Teams = Teams()
 
     @classmethod
     def of(cls, **flat: Any) -> SimConfig:
@@ -96,4 +100,4 @@ def queue_config(config: SimConfig, policy: str) -> QueueConfig:
         seed=config.seed,
         report_bound=ours,
     )
-    return QueueConfig(place, config.report_waits, config.pool_rules)
+    return QueueConfig(place, config.report_waits, config.pool_rules, config.teams)

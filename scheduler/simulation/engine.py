@@ -32,6 +32,7 @@ from scheduler.simulation.config import SimConfig, queue_config
 from scheduler.simulation.fabricload import fabric_load
 from scheduler.simulation.records import JobState, SimResult
 from scheduler.simulation.trace import TraceJob
+from scheduler.teams import Resource
 from scheduler.topology.fabric import Fabric
 
 FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)  # order of events at the same instant
@@ -64,6 +65,9 @@ def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimCo
     nvlink = np.bincount(fabric.columns[Tier.NVLINK], fabric.gpus)
     result.nvlink_gpus = int(nvlink[real].max()) if real else 0
     result.warmup_s = config.warmup_s
+    result.entitled = {
+        q.name: sum(p.owned(Resource.GPUS) for p in q.quotas) for q in config.teams.queues
+    }
     last = max((s.job.submit_s for s in states), default=0.0)
     result.window = (min(config.warmup_s, last), last)
     return result
@@ -149,7 +153,7 @@ class Simulation:
 
     def _handle(self, event: Event, now: float) -> int:
         if event.kind == ARRIVAL:
-            self._enqueue(self.states[event.payload])
+            self._enqueue(self.states[event.payload], now)
         elif event.kind == FINISH:
             state = self.states[event.payload]
             if state.placement is not None and event.time == state.due:
@@ -163,12 +167,15 @@ class Simulation:
         # WAKE: the queue asked to be called (patience or backoff ends); the cycle follows
         return 0
 
-    def _enqueue(self, state: JobState) -> None:
+    def _enqueue(self, state: JobState, now: float) -> None:
         """Queued by priority, then arrival; restarted jobs keep their original place. The
         estimate EASY backfilling uses is the trace's run time (users' own estimates are
         worse: this favours backfilling)."""
         job = state.job
-        self.queue.add(job.id, state.gang, float(state.order), estimate_s=state.work_left)
+        self.queue.add(
+            job.id, state.gang, float(state.order), job.tenant, estimate_s=state.work_left
+        )
+        self._tenant(job, now, 0, state.gang.all_gpus)
 
     def _cycle(self, now: float) -> None:
         started = time.perf_counter()
@@ -191,7 +198,9 @@ class Simulation:
 
     def begin(self, key: str, placement: Placement, now: float) -> None:
         self.queue.remove(key)
-        self._start(self.by_key[key], placement, now)
+        state = self.by_key[key]
+        self._tenant(state.job, now, 0, -state.gang.all_gpus)
+        self._start(state, placement, now)
 
     def preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
         """Evicted for a higher-priority gang: the work since the last checkpoint is lost."""
@@ -201,7 +210,7 @@ class Simulation:
         state.restarts += 1
         state.preemptions += 1
         self.result.evictions.append((now, eviction))
-        self._enqueue(state)
+        self._enqueue(state, now)
 
     def move(self, state: JobState, move: Move, now: float) -> None:
         """Stopped at a checkpoint and queued again (its new hosts are held for it): the work
@@ -211,7 +220,7 @@ class Simulation:
         state.work_left -= max(0.0, worked - move.since_checkpoint_s)
         state.moves += 1
         self.result.moves.append((now, move))
-        self._enqueue(state)
+        self._enqueue(state, now)
 
     def _start(self, state: JobState, placement: Placement, now: float) -> None:
         self.snapshot.apply(state.gang, placement)
@@ -235,10 +244,12 @@ class Simulation:
                 state.gang,
                 placement,
                 started_s=state.progress_at,
+                tenant=state.job.tenant,
                 checkpoint_s=self.config.checkpoint_s,
                 end_s=state.progress_at + state.run_work,
             )
         )
+        self._tenant(state.job, now, state.gang.all_gpus, 0)
         for h in hosts:
             self.on_host.setdefault(h, set()).add(state.order)
         self._busy(state.gang.pool, state.gang.all_gpus, now)
@@ -287,6 +298,7 @@ class Simulation:
         state.placement = None
         self.running.discard(state.job.id)
         self._busy(state.gang.pool, -state.gang.all_gpus, now)
+        self._tenant(state.job, now, -state.gang.all_gpus, 0)
         for order in self.load.stop(state.order):
             if self.states[order].placement is not None:
                 self._rerate(self.states[order], now)
@@ -296,6 +308,12 @@ class Simulation:
         """GPUs the gang holds on hosts of another pool (lent to its own)."""
         by_pool = pods_by_pool(self.fabric, placement)
         return sum(n for pool, n in by_pool.items() if pool != gang.pool) * gang.gpus_per_pod
+
+    def _tenant(self, job: TraceJob, now: float, gpus: int, waiting: int) -> None:
+        """A tenant's GPUs in use and GPUs its waiting gangs ask change (when jobs have
+        tenants)."""
+        if job.tenant:
+            self.result.tenants.append((now, job.tenant, gpus, waiting))
 
     def _busy(self, pool: str, delta: int, now: float) -> None:
         self.busy[pool] = self.busy.get(pool, 0) + delta
@@ -319,7 +337,7 @@ class Simulation:
             kept = math.floor(worked / every) * every
             state.work_left -= kept
             state.restarts += 1
-            self._enqueue(state)
+            self._enqueue(state, now)
         self.snapshot.down.add(host)
         assert self.config.failures is not None  # failures are drawn only when configured
         self.push(now + self.config.failures.mttr_s, REPAIR, host)

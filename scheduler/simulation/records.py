@@ -83,3 +83,7 @@ class SimResult:
     premiums: list[float] = field(default_factory=list)  # J traded for less breakage, per start
     # GPU-seconds gangs ran on hosts lent to their pool (queue/lending.py)
     borrowed_gpu_s: float = 0.0
+    # per tenant, as it happened: (time, tenant, change of GPUs in use, of GPUs waiting)
+    tenants: list[tuple[float, str, int, int]] = field(default_factory=list)
+    # the teams' nominal GPUs per tenant's queue (simulation/tenants.py measures against them)
+    entitled: dict[str, int] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from scheduler.placement import POLICIES
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import from_lingjun_csv, generate, load_topology
 
 
@@ -92,6 +93,16 @@ class TraceSource(Strict):
         return self
 
 
+class TraceTeams(Strict):
+    """Every tenant of the traces a queue of one cohort, owning a part of `pool`'s GPUs
+    proportional to its share of the traces' GPU-time (largest remainders), as a platform
+    would size teams' quotas from what they used."""
+
+    pool: str = "training"
+    cohort: str = "all"
+    reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
+
+
 class Scenario(SimConfig):
     """A comparison's setup: what the runs are (SimConfig's fields: the scheduling policy, the
     fabric model, checkpoints, failures, warm-up, the first seed) and what they run on."""
@@ -109,6 +120,8 @@ class Scenario(SimConfig):
     # seeds: each one a draw of arrival jitter and failures, the same for every policy
     seeds: int = Field(default=1, ge=1)
     jitter_minutes: float = Field(default=0.0, ge=0)
+    # queues from the traces' tenants (None: `teams` as given, or none)
+    teams_from_trace: TraceTeams | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -130,6 +143,44 @@ class Scenario(SimConfig):
         """One run's config: the scenario's own, at `seed` (the scenario's first by default)."""
         own = {k: getattr(self, k) for k in SimConfig.model_fields}
         return SimConfig(**{**own, "seed": self.seed if seed is None else seed})
+
+
+def with_teams(scenario: Scenario, base: Path, spec: TopologySpec) -> Scenario:
+    """The scenario with its queues made from its traces' tenants, when it asks for that."""
+    rule = scenario.teams_from_trace
+    if rule is None:
+        return scenario
+    jobs, _ = build_jobs(scenario, base, scenario.seed, spec)
+    gpus = sum(h.gpus for h in spec.hosts if h.pool == rule.pool)
+    used: dict[str, float] = {}
+    for j in jobs:
+        if j.tenant:
+            used[j.tenant] = used.get(j.tenant, 0.0) + j.gpus * j.duration_s
+    nominal = largest_remainders(used, gpus)
+    queues = tuple(
+        QueueSpec(
+            name=t,
+            cohort=rule.cohort,
+            reclaim_within_s=rule.reclaim_within_s,
+            quotas=(PoolQuota(pool=rule.pool, nominal={Resource.GPUS: n}),),
+        )
+        for t, n in sorted(nominal.items())
+    )
+    return scenario.model_copy(update={"teams": Teams(queues=queues)})
+
+
+def largest_remainders(weights: dict[str, float], total: int) -> dict[str, int]:
+    """`total` split in proportion to `weights`, in whole units, the remainders to the largest
+    fractions (then by name)."""
+    whole = sum(weights.values())
+    if whole <= 0:
+        return dict.fromkeys(weights, 0)
+    exact = {k: total * w / whole for k, w in weights.items()}
+    out = {k: int(v) for k, v in exact.items()}
+    left = total - sum(out.values())
+    for k in sorted(exact, key=lambda k: (out[k] - exact[k], k))[:left]:
+        out[k] += 1
+    return out
 
 
 def load_scenario(path: Path) -> tuple[Scenario, Path]:

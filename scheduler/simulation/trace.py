@@ -46,6 +46,9 @@ class TraceJob(BaseModel):
     # parallel shape, and the model whose size sets its bytes and compute per step
     shape: ParallelShape | None = None
     model: Model | None = None
+    # the team that submitted it (Philly: its virtual cluster); a queue of that name owns it
+    # (teams.Teams.queue_of)
+    tenant: str = Field(default="", max_length=63)
 
     def gang(self, gpus_per_host: int) -> GangRequest:
         pods = self.pods or pods_for(self.gpus, gpus_per_host)
@@ -136,6 +139,7 @@ def _philly(row: dict[str, Any], line: int) -> TraceJob:
         submit_s=(submitted - _EPOCH).total_seconds(),
         duration_s=max(float(row["duration"]), 1.0),
         gpus=int(row["num_gpus"]),
+        tenant=row.get("cluster") or "",
     )
 
 

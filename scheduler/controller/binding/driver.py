@@ -21,6 +21,7 @@ import structlog
 
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podgroup.members import QUEUE_LABEL
 from scheduler.controller.podgroup.runner import Binding, GroupRunner, Waiting
 from scheduler.controller.pods.nominate import Nominations, spread
 from scheduler.controller.runtime import status as st
@@ -89,8 +90,11 @@ class QueueDriver:
         state: ClusterState | None,
         report: CycleReport,
         groups: dict[str, Waiting],
+        teams: bool = False,
     ) -> None:
-        """Every waiting gang, pod group or TrainingJob, goes into the queue the same way."""
+        """Every waiting gang, pod group or TrainingJob, goes into the queue the same way.
+        With teams' quotas (`teams`), the queue is told the running gangs every cycle, so that
+        their Queues' numbers hold even when nothing waits."""
         waiting = {**groups, **{uid: w for uid, (_, w) in pending.items()}}
         report.pending += len(waiting)
         depth = dict.fromkeys(self.config.pool_names, 0)
@@ -106,7 +110,8 @@ class QueueDriver:
             return
         if not len(self.queue):
             self.status.marked = set()  # no waiting gang: no move is wanted
-            return  # nothing waits: no need to describe every running gang to the queue
+            if not teams:
+                return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
         decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
         apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
@@ -152,6 +157,7 @@ class QueueDriver:
             placement,
             started,
             tenant=view.namespace,
+            queue=view.obj.meta.labels.get(QUEUE_LABEL, ""),
             checkpoint_s=seconds(spec.checkpoint_interval_seconds),
             end_s=None if expected is None else started + expected,
             checkpointed_s=self._checkpointed(view),

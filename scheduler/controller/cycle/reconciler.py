@@ -32,15 +32,24 @@ from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.cycle.teams import Numbers, QueueObjects
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
 from scheduler.controller.pods.affinity import Running, resolve_gang
 from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations, owned_by
-from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import (
+    GroupApi,
+    Node,
+    Pod,
+    PodGroup,
+    QueueObject,
+    TrainingJob,
+)
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.trainingjob.controller import Pending, TrainingJobs
 from scheduler.controller.trainingjob.launch import Launch, Launcher
@@ -48,6 +57,7 @@ from scheduler.controller.trainingjob.pods import pod
 from scheduler.controller.trainingjob.status import JobStatus
 from scheduler.controller.trainingjob.translate import InvalidSpecError, JobView
 from scheduler.queue import SchedulingQueue
+from scheduler.teams import Teams
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -62,6 +72,8 @@ class Api(Protocol):
     def pods(self) -> list[Pod]: ...
     def jobs(self) -> list[TrainingJob]: ...
     def podgroups(self) -> list[PodGroup]: ...
+    def queues(self) -> list[QueueObject]: ...
+    def patch_queue_status(self, name: str, status: Obj) -> None: ...
     def create_pod(self, namespace: str, body: Obj) -> None: ...
     def bind(self, namespace: str, pod: str, node: str) -> None: ...
     def delete_pod(self, namespace: str, pod: str) -> None: ...
@@ -97,6 +109,8 @@ class Reconciler:
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
         self.queue = SchedulingQueue(config.queue())
         self.place_config = self.queue.config.place
+        self.teams = QueueObjects(config, metrics)  # the teams' Queue objects
+        self.wall = wall
         self.recorder = Recorder(api, identity)
         self.launcher = Launcher(
             create=api.create_pod,
@@ -165,6 +179,9 @@ class Reconciler:
         self._made(report)
         nodes, pods = self.api.nodes(), self.api.pods()
         self.refusals.begin()
+        queues = self.api.queues()
+        teams = self.teams.read(queues)
+        self.queue.use_teams(teams)
         jobs = [self.status.fresh(j) for j in self.refusals.served(self.api.jobs())]
         groups = collect(pods, self.api.podgroups(), self.config)
         groups = [
@@ -195,7 +212,8 @@ class Reconciler:
         if state is not None:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
-        self.driver.place(pending, running, state, report, waiting)
+        self.driver.place(pending, running, state, report, waiting, teams.on)
+        self._publish(queues, teams)
         self.driver.nominations.sync(pods)
         self._launch(report)
         refs = {g.ref().uid for g in groups}
@@ -203,6 +221,19 @@ class Reconciler:
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report
+
+    def _publish(self, queues: list[QueueObject], teams: Teams) -> None:
+        """Each Queue's numbers and condition, written when they changed (its own failure is
+        logged, the cycle goes on)."""
+        if not queues:
+            return
+        numbers = {
+            name: Numbers(used, pending, admitted)
+            for name, (used, pending, admitted) in self.queue.team_numbers().items()
+        }
+        write = functools.partial(self.calls.attempt, self.api.patch_queue_status)
+        now = st.stamp(self.wall())
+        self.teams.publish(queues, teams, numbers, write, now)
 
     def _forget(self, live: set[str]) -> None:
         """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""

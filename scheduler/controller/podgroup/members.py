@@ -42,6 +42,7 @@ Obj = dict[str, Any]
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POOL_LABEL = "rackwise.io/pool"
+QUEUE_LABEL = "rackwise.io/queue"  # the team Queue a job or group belongs to (teams.py)
 ROLE_LABEL = "rackwise.io/role"  # names a pod set other than the workers (else set-<i>)
 INDEX = "batch.kubernetes.io/job-completion-index"
 OURS = "rackwise.io/"
@@ -71,6 +72,15 @@ class Members:
     def label(self) -> str:
         """namespace/name, and the member's name when it is placed on its own."""
         return f"{self.namespace}/{self.name}" + (f"/{self.alone}" if self.alone else "")
+
+    @property
+    def queue(self) -> str:
+        """The Queue its PodGroup's label, else its pods', names ("": its namespace's)."""
+        if self.podgroup is not None and self.podgroup.meta.labels.get(QUEUE_LABEL):
+            return self.podgroup.meta.labels[QUEUE_LABEL]
+        return next(
+            (p.meta.labels[QUEUE_LABEL] for p in self.pods if QUEUE_LABEL in p.meta.labels), ""
+        )
 
     @property
     def kind(self) -> str:

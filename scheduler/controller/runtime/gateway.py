@@ -19,6 +19,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
+QUEUES = "queues"  # rackwise.io/v1alpha1 Queue, cluster-scoped
 API_VERSION = f"{GROUP}/{VERSION}"
 PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")  # scheduler-plugins' PodGroup
 WORKLOAD_PODGROUP_API = ("scheduling.k8s.io", "v1alpha2", "podgroups")  # the Workload API's
@@ -120,6 +121,27 @@ class Gateway:
     def jobs(self) -> list[Obj]:
         return list(
             self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)["items"]
+        )
+
+    def queues(self) -> list[Obj]:
+        """The teams' Queues; none where the CRD is not installed (no quotas)."""
+        try:
+            return list(
+                self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, QUEUES)["items"]
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def patch_queue_status(self, name: str, status: Obj) -> None:
+        self._call(
+            self.custom.patch_cluster_custom_object_status,
+            GROUP,
+            VERSION,
+            QUEUES,
+            name,
+            {"status": status},
         )
 
     def podgroups(self, api: tuple[str, str, str] = PODGROUP_API) -> list[Obj]:

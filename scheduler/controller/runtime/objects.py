@@ -421,6 +421,21 @@ class TrainingJob:
         return f"{self.meta.namespace}/{self.meta.name}"
 
 
+@dataclass(frozen=True)
+class QueueObject:
+    """A Queue (rackwise.io/v1alpha1, cluster-scoped): a team's quotas; read by
+    controller/teams.py."""
+
+    meta: Meta
+    spec: Obj | None  # as written (None: not an object)
+    status: Obj
+
+    @classmethod
+    def of(cls, obj: Obj) -> QueueObject:
+        spec = obj.get("spec", {})
+        return cls(Meta.of(obj), spec if isinstance(spec, dict) else None, _part(obj, "status"))
+
+
 class GroupApi(StrEnum):
     """The two PodGroup kinds, easily confused by name: scheduler-plugins' coscheduling CRD
     (pods join by label) and the Kubernetes Workload API's (alpha in 1.35-1.36; pods join by

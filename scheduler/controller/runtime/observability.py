@@ -98,6 +98,18 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
         self.pending = Gauge("rackwise_pending_gangs", "Gangs waiting", registry=self.registry)
+        self.queue_gpus = Gauge(
+            "rackwise_queue_gpus",
+            "A team Queue's GPUs: nominal, used, borrowed (beyond nominal)",
+            ["queue", "kind"],
+            registry=self.registry,
+        )
+        self.queue_gangs = Gauge(
+            "rackwise_queue_gangs",
+            "A team Queue's gangs: pending, admitted",
+            ["queue", "state"],
+            registry=self.registry,
+        )
         self.ignored = Gauge(
             "rackwise_ignored_objects",
             "TrainingJobs and pod groups rackwise does not schedule, by reason",

@@ -22,7 +22,7 @@ import structlog
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.podgroup.members import Members
+from scheduler.controller.podgroup.members import QUEUE_LABEL, Members
 from scheduler.controller.podgroup.runner import (
     GroupRunner,
     Waiting,
@@ -221,7 +221,8 @@ class TrainingJobs:
         members = Members(view.namespace, view.name, ordered, None)
         expected = seconds(view.spec.expected_runtime_seconds)
         created = st.created(view.obj.meta)
-        return Waiting(view.uid, members, view.gang, ordered, created, expected)
+        queue = view.obj.meta.labels.get(QUEUE_LABEL, "")
+        return Waiting(view.uid, members, view.gang, ordered, created, expected, queue)
 
     def _pod_failed(self, view: JobView, pods: list[Pod]) -> None:
         """The whole gang restarts (its pods deleted, queued again in its place) until the

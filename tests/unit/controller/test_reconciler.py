@@ -13,7 +13,14 @@ import pytest
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import CycleReport, Reconciler
 from scheduler.controller.runtime.gateway import ApiError
-from scheduler.controller.runtime.objects import GroupApi, Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import (
+    GroupApi,
+    Node,
+    Pod,
+    PodGroup,
+    QueueObject,
+    TrainingJob,
+)
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
@@ -32,6 +39,7 @@ class MemoryApi:
         self.pod_objs: dict[tuple[str, str], Obj] = {}
         self.job_objs: dict[str, Obj] = {}
         self.podgroup_objs: list[Obj] = []
+        self.queue_objs: dict[str, Obj] = {}  # team Queues by name
         self.workload_podgroup_objs: list[Obj] = []  # scheduling.k8s.io/v1alpha2 PodGroups
         self.reject: set[str] = set()  # pod names the API server refuses
         self.unserved: set[str] = set()  # namespaces the operator may not write to
@@ -48,6 +56,12 @@ class MemoryApi:
 
     def jobs(self) -> list[TrainingJob]:
         return [TrainingJob.of(j) for j in self.job_objs.values()]
+
+    def queues(self) -> list[QueueObject]:
+        return [QueueObject.of(q) for q in self.queue_objs.values()]
+
+    def patch_queue_status(self, name: str, status: Obj) -> None:
+        self.queue_objs[name]["status"] = status
 
     def podgroups(self) -> list[PodGroup]:
         plugins = [PodGroup.of(g) for g in self.podgroup_objs]

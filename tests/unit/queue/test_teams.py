@@ -244,3 +244,47 @@ def test_cpu_is_limited_only_where_a_quota_gives_it():
     assert ledger.admit("a", POOL, (8, 3000, 10**6)).verdict is Verdict.FITS
     no_cpu = Teams(queues=(queue_spec("a", 64, cohort=None),))
     assert Ledger.of(no_cpu, []).admit("a", POOL, (8, 5000, 0)).verdict is Verdict.FITS
+
+
+def test_a_borrower_that_cannot_be_placed_holds_no_reservation():
+    s = snap()
+    # b's quota says more than the fabric has (as a Kueue quota may): a's borrowing of 32 GPUs
+    # is within the cohort's room, but only 16 GPUs are free
+    q = teams_queue(queue_spec("a", 0), queue_spec("b", 96))
+    held = [running(s, "r", ["h0-0", "h0-1", "h1-0", "h1-1", "h2-0", "h2-1"], tenant="b")]
+    add(q, "too-big", 4, "a")
+    out = q.cycle(0.0, s, held)
+    assert out.waiting["too-big"].reason is WaitReason.UNPLACEABLE
+    assert out.reservations == {}
+
+
+def test_reclaim_takes_back_what_the_quota_owes_where_hosts_are_free():
+    # the cohort owns 48 of the 64 GPUs: w uses its 32, b borrows o's 16 (two gangs), and 16
+    # GPUs no quota covers are free; o's gang fits those hosts, but its quota is owed first
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1", "h1-0", "h1-1"], tenant="w"),
+        running(s, "b1", ["h2-0"], tenant="b", started=10.0),
+        running(s, "b2", ["h2-1"], tenant="b", started=20.0),
+    ]
+    q = teams_queue(queue_spec("o", 16), queue_spec("w", 32), queue_spec("b", 0))
+    add(q, "owner", 2, "o")
+    out = q.cycle(100.0, s, held)
+    # neither declares checkpoints: waiting would only lose more, so both go at once
+    assert sorted(e.victim for e in out.evictions) == ["b1", "b2"]
+    assert all(e.reclaimed for e in out.evictions)
+    assert out.starts == []
+
+
+def test_a_borrower_whose_checkpoint_falls_after_the_deadline_goes_at_once():
+    # x checkpoints at 600 s intervals from 0: at 1000 s its next (1200) is past a 100 s
+    # deadline, so it is evicted now, losing the 400 s since its last checkpoint
+    s, held = reclaim_setup()
+    q = teams_queue(queue_spec("o", 32), queue_spec("w", 32), queue_spec("b", 0), within_s=100.0)
+    add(q, "owner", 2, "o", at=1000.0)
+    out = q.cycle(1000.0, s, held)
+    assert out.reclaiming == {}
+    lost = {e.victim: e.lost_gpu_s for e in out.evictions}
+    assert lost  # y1 and y2 (checkpoints at 610, 620: 390 and 380 s lost) before x (400 s)
+    assert sorted(lost) == ["y1", "y2"]
+    assert lost["y1"] == pytest.approx(390 * 8)

@@ -8,10 +8,12 @@ import random
 
 import pytest
 
+from scheduler.model.policy import LendingMode
 from scheduler.queue import Backfill
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.trace import TraceJob
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric, generate
 
 FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
@@ -60,3 +62,46 @@ def test_quiet_cycles_decide_what_full_cycles_decide(policy, seed, backfill):
     full = decisions(policy, seed, quiet=False, backfill=backfill)
     assert len(quiet[0]) > 100
     assert quiet == full
+
+
+def teams() -> Teams:
+    def queue(name: str, gpus: int, **extra: object) -> QueueSpec:
+        quota = PoolQuota(pool="training", nominal={Resource.GPUS: gpus}, **extra)
+        return QueueSpec(name=name, cohort="all", quotas=(quota,))
+
+    return Teams(
+        queues=(
+            queue("a", 96),
+            queue("b", 64, borrowing_limit={Resource.GPUS: 32}),
+            queue("c", 32, lending_limit={Resource.GPUS: 16}),
+        )
+    )
+
+
+def with_tenants(jobs: list[TraceJob], seed: int) -> list[TraceJob]:
+    rng = random.Random(seed)
+    return [j.model_copy(update={"tenant": rng.choice("abc")}) for j in jobs]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("lending", list(LendingMode))
+def test_quiet_cycles_decide_what_full_cycles_decide_under_quotas(seed, lending):
+    """Gangs held by quota are passed over by shape; borrowers set aside, at most the pool's
+    tries per queue; the decisions are those of cycles that look at every gang."""
+
+    def run(quiet: bool):
+        config = SimConfig.of(
+            seed=seed,
+            checkpoint_minutes=20,
+            report_waits=not quiet,
+            max_attempts=4,
+            lending=lending,
+        ).model_copy(update={"teams": teams()})
+        result = Simulation(FABRIC, with_tenants(overload(seed), seed), "rackwise", config).run()
+        return result.starts, result.evictions
+
+    quiet, full = run(True), run(False)
+    assert len(quiet[0]) > 100
+    assert quiet == full
+    if lending is not LendingMode.OFF:
+        assert any(e.reclaimed for _, e in quiet[1])

@@ -1,0 +1,209 @@
+"""Queue objects in, the teams the scheduling queue admits by, and each Queue's numbers out.
+
+Contract. Takes, every cycle, the Queue objects (rackwise.io/v1alpha1, cluster-scoped) and gives
+the teams (teams.Teams) made of those that are valid; an invalid one (unknown pool, bad
+quantity, a namespace another Queue already lists) is left out and says why in its Ready
+condition, the others go on. No Queue at all: no quotas. After the cycle it writes each Queue's
+status when it changed: nominal, used and borrowed GPUs (every pool summed, and per pool with
+CPU and memory), gangs pending and admitted, and the Ready condition; and the same as metrics.
+Promises: one bad Queue never changes what the others admit; a status is written only when
+something in it changed (a condition keeps its lastTransitionTime while its status holds)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.runtime.objects import Condition, QueueObject, conditions_of, find
+from scheduler.controller.runtime.observability import Metrics
+from scheduler.controller.runtime.quantity import MI, QuantityError, parse
+from scheduler.queue.quotas import RESOURCES
+from scheduler.teams import QueueSpec, Resource, Teams
+
+Obj = dict[str, Any]
+log = structlog.get_logger("rackwise")
+FIELDS = {
+    "nominal": "nominal",
+    "borrowingLimit": "borrowing_limit",
+    "lendingLimit": "lending_limit",
+}
+
+
+class InvalidQueueError(ValueError):
+    pass
+
+
+StatusWriter = Callable[[str, Obj], object]  # a Queue's name and its new status
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """What a queue uses and waits for, from the scheduling queue's view after a cycle."""
+
+    used: dict[str, list[int]] = field(default_factory=dict)  # pool -> GPUs, millicores, MiB
+    pending: int = 0
+    admitted: int = 0
+
+
+@dataclass
+class QueueObjects:
+    config: OperatorConfig
+    metrics: Metrics
+    errors: dict[str, str] = field(default_factory=dict)  # queue -> why it is left out
+
+    def read(self, objects: list[QueueObject]) -> Teams:
+        self.errors = {}
+        valid: list[QueueSpec] = []
+        claimed: dict[str, str] = {}
+        for obj in sorted(objects, key=lambda o: o.meta.name):
+            try:
+                spec = self._spec(obj)
+                _no_overlap(spec, claimed)
+            except InvalidQueueError as exc:
+                self.errors[obj.meta.name] = str(exc)
+                continue
+            valid.append(spec)
+            claimed.update(dict.fromkeys(spec.namespaces, spec.name))
+        default = self.config.default_queue
+        names = {q.name for q in valid}
+        return Teams(queues=tuple(valid), default_queue=default if default in names else None)
+
+    def _spec(self, obj: QueueObject) -> QueueSpec:
+        spec = obj.spec
+        if spec is None:
+            raise InvalidQueueError("spec is not an object")
+        pools = {p.name for p in self.config.pool_list}
+        quotas = spec.get("quotas") or []
+        if not isinstance(quotas, list):
+            raise InvalidQueueError("spec.quotas is not a list")
+        for q in quotas:
+            if not isinstance(q, dict) or q.get("pool") not in pools:
+                pool = q.get("pool") if isinstance(q, dict) else q
+                raise InvalidQueueError(f"unknown pool {pool!r}; pools are {sorted(pools)}")
+        try:
+            return QueueSpec.model_validate(
+                {
+                    "name": obj.meta.name,
+                    **{k: v for k, v in spec.items() if k != "quotas"},
+                    "quotas": [_quota(q) for q in quotas],
+                }
+            )
+        except (ValidationError, QuantityError) as exc:
+            raise InvalidQueueError(_first(exc)) from exc
+
+    def publish(
+        self,
+        objects: list[QueueObject],
+        teams: Teams,
+        numbers: dict[str, Numbers],
+        write: StatusWriter,
+        now: str,
+    ) -> None:
+        specs = teams.by_name
+        for obj in objects:
+            name = obj.meta.name
+            status = self._status(specs.get(name), numbers.get(name, Numbers()), name, obj, now)
+            if status != obj.status:
+                write(name, status)
+
+    def _status(
+        self, spec: QueueSpec | None, n: Numbers, name: str, obj: QueueObject, now: str
+    ) -> Obj:
+        error = self.errors.get(name)
+        ready = _condition(obj, error, now)
+        if spec is None:
+            return {**obj.status, "conditions": [ready]}
+        nominal = {q.pool: q.owned(Resource.GPUS) for q in spec.quotas}
+        pools = sorted(set(nominal) | set(n.used))
+        used = {p: n.used.get(p, [0, 0, 0]) for p in pools}
+        borrowed = sum(max(0, used[p][0] - nominal.get(p, 0)) for p in pools)
+        self._measure(name, sum(nominal.values()), used, borrowed, n)
+        return {
+            "nominalGPUs": sum(nominal.values()),
+            "usedGPUs": sum(u[0] for u in used.values()),
+            "borrowedGPUs": borrowed,
+            "pendingGangs": n.pending,
+            "admittedGangs": n.admitted,
+            "pools": [_pool(p, spec, used[p]) for p in pools],
+            "conditions": [ready],
+        }
+
+    def _measure(
+        self, name: str, nominal: int, used: dict[str, list[int]], borrowed: int, n: Numbers
+    ) -> None:
+        gpus = self.metrics.queue_gpus
+        gpus.labels(queue=name, kind="nominal").set(nominal)
+        gpus.labels(queue=name, kind="used").set(sum(u[0] for u in used.values()))
+        gpus.labels(queue=name, kind="borrowed").set(borrowed)
+        self.metrics.queue_gangs.labels(queue=name, state="pending").set(n.pending)
+        self.metrics.queue_gangs.labels(queue=name, state="admitted").set(n.admitted)
+
+
+def _quota(q: Obj) -> Obj:
+    out: Obj = {"pool": q.get("pool")}
+    for key in FIELDS:
+        if q.get(key) is not None:
+            out[key] = _amounts(q[key], key)
+    unknown = set(q) - {"pool", *FIELDS}
+    if unknown:
+        raise InvalidQueueError(f"unknown quota fields {sorted(unknown)}")
+    return out
+
+
+def _amounts(given: object, where: str) -> dict[str, int]:
+    if not isinstance(given, dict):
+        raise InvalidQueueError(f"{where} is not an object")
+    out: dict[str, int] = {}
+    for key, value in given.items():
+        if key == Resource.GPUS:
+            out[key] = _count(value, where)
+        elif key == Resource.CPU:
+            out[key] = int((parse(value) * 1000).to_integral_value(ROUND_CEILING))
+        elif key == Resource.MEMORY:
+            out[key] = int((parse(value) / Decimal(MI)).to_integral_value(ROUND_CEILING))
+        else:
+            raise InvalidQueueError(f"{where}: unknown resource {key!r} (gpus, cpu, memory)")
+    return out
+
+
+def _count(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidQueueError(f"{where}.gpus must be a whole number of GPUs, not {value!r}")
+    return value
+
+
+def _no_overlap(spec: QueueSpec, claimed: dict[str, str]) -> None:
+    for ns in spec.namespaces:
+        if ns in claimed:
+            raise InvalidQueueError(f"namespace {ns!r} belongs to queue {claimed[ns]} already")
+
+
+def _first(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}"
+    return str(exc)
+
+
+def _pool(pool: str, spec: QueueSpec, used: list[int]) -> Obj:
+    q = spec.quota(pool)
+    return {
+        "pool": pool,
+        "nominal": {str(r): q.owned(r) for r in RESOURCES if q.limits(r)},
+        "used": {"gpus": used[0], "cpu": f"{used[1]}m", "memory": f"{used[2]}Mi"},
+    }
+
+
+def _condition(obj: QueueObject, error: str | None, now: str) -> Obj:
+    status = "False" if error else "True"
+    old = find(conditions_of(obj.status), "Ready")
+    since = old.since if old is not None and old.status == status and old.since else now
+    reason = "InvalidSpec" if error else "Valid"
+    return Condition("Ready", status, reason, error or "quotas in force", since).body()

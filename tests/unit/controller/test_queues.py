@@ -1,0 +1,83 @@
+"""Team Queues in the operator, over the in-memory API: a job over its queue's quota waits with
+QuotaExceeded and the Queue's numbers; a bad Queue says why and harms no other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.unit.controller.test_reconciler import Driven, MemoryApi, api, clock, reconciler
+
+__all__ = ["api", "clock", "reconciler"]  # fixtures
+
+Obj = dict[str, Any]
+
+
+def queue(api: MemoryApi, name: str, gpus: int, **spec: Any) -> None:
+    quotas = spec.pop("quotas", [{"pool": "training", "nominal": {"gpus": gpus}}])
+    api.queue_objs[name] = {
+        "apiVersion": "rackwise.io/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"q-{name}"},
+        "spec": {"quotas": quotas, **spec},
+    }
+
+
+def status(api: MemoryApi, name: str) -> Obj:
+    return api.queue_objs[name].get("status") or {}
+
+
+def run(reconciler: Driven, cycles: int = 3) -> None:
+    for _ in range(cycles):
+        reconciler.cycle()
+
+
+def test_a_job_over_its_queues_quota_waits_and_the_queue_counts_it(api, reconciler):
+    queue(api, "team-a", 16, namespaces=["default"])
+    api.submit("first", 2)
+    api.submit("second", 1, at="2026-12-01T00:00:05Z")
+    run(reconciler)
+    assert api.reason("first") == "Placed"
+    assert api.reason("second") == "QuotaExceeded"
+    found = status(api, "team-a")
+    numbers = {k: found[k] for k in ("nominalGPUs", "usedGPUs", "borrowedGPUs")}
+    assert numbers == {"nominalGPUs": 16, "usedGPUs": 16, "borrowedGPUs": 0}
+    assert (found["pendingGangs"], found["admittedGangs"]) == (1, 1)
+    ready = found["conditions"][0]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Valid")
+
+
+def test_a_jobs_queue_label_names_its_queue(api, reconciler):
+    queue(api, "small", 8, namespaces=["default"])
+    queue(api, "big", 64)
+    api.submit("labelled", 2)
+    api.job_objs["labelled"]["metadata"]["labels"] = {"rackwise.io/queue": "big"}
+    run(reconciler)
+    assert api.reason("labelled") == "Placed"
+    assert status(api, "big")["usedGPUs"] == 16
+    assert status(api, "small")["usedGPUs"] == 0
+
+
+def test_a_bad_queue_says_why_and_the_others_keep_their_quotas(api, reconciler):
+    queue(api, "good", 16, namespaces=["default"])
+    queue(api, "bad", 0, quotas=[{"pool": "no-such-pool", "nominal": {"gpus": 8}}])
+    queue(api, "worse", 0, quotas=[{"pool": "training", "nominal": {"gpus": "many"}}])
+    api.submit("job", 2)
+    run(reconciler)
+    assert api.reason("job") == "Placed"
+    for name, words in (("bad", "unknown pool 'no-such-pool'"), ("worse", "whole number")):
+        ready = status(api, name)["conditions"][0]
+        assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+        assert words in ready["message"]
+
+
+def test_no_queue_means_no_quota(api, reconciler):
+    api.submit("free", 4)
+    run(reconciler)
+    assert api.reason("free") == "Placed"
+
+
+def test_once_queues_exist_a_job_of_no_queue_waits_unless_a_default_is_set(api, reconciler):
+    queue(api, "other", 64, namespaces=["elsewhere"])
+    api.submit("orphan", 1)
+    run(reconciler)
+    assert api.reason("orphan") == "QuotaExceeded"
