@@ -175,6 +175,11 @@ class SchedulingQueue:
         gangs waiting and running, as of the last cycle's running gangs."""
         return self._teams.numbers(self._running, self._entries.values())
 
+    def beyond_quota(self) -> dict[str, str]:
+        """Running gangs (of the last cycle's list) beyond their queue's nominal quota, each
+        with its queue: those a reclaim may take."""
+        return self._teams.beyond_all(self._running)
+
     def held(self) -> dict[str, Placement]:
         """Queued gangs holding hosts while they wait (for victims, a move, a reclaim): each
         with the placement it will start on."""

@@ -275,14 +275,28 @@ class TeamQueues:
             found = c.beyond[pool] = self._beyond(c.index, pool)
         return found
 
-    def _beyond(self, index: RunningGangs, pool: str) -> list[Running]:
-        """At most `CANDIDATES`, the latest started first across queues (bounded work: a
-        pool where thousands of gangs borrow is not read whole every cycle)."""
+    def beyond_all(self, index: RunningGangs) -> dict[str, str]:
+        """Every running gang beyond its queue's nominal quota, with its queue."""
+        if not self.on:
+            return {}
+        out: dict[str, str] = {}
+        for pool in {owner[0] for owner in index.demands()}:
+            for name, mine in self._owners(index, pool).items():
+                out.update((r.key, name) for r in self._latest(index, pool, name, mine))
+        return out
+
+    def _owners(self, index: RunningGangs, pool: str) -> dict[str, list[tuple[str, str, str]]]:
         owners: dict[str, list[tuple[str, str, str]]] = {}
         for owner in index.demands():
             name = self.queue_of(owner[2], owner[1])
             if owner[0] == pool and name is not None:
                 owners.setdefault(name, []).append(owner)
+        return owners
+
+    def _beyond(self, index: RunningGangs, pool: str) -> list[Running]:
+        """At most `CANDIDATES`, the latest started first across queues (bounded work: a
+        pool where thousands of gangs borrow is not read whole every cycle)."""
+        owners = self._owners(index, pool)
         streams = [self._latest(index, pool, name, mine) for name, mine in owners.items()]
         merged = heapq.merge(*streams, key=lambda r: (r.started_s, r.key), reverse=True)
         return list(itertools.islice(merged, CANDIDATES))

@@ -236,8 +236,9 @@ class QueueDriver:
         owner = gangs.get(eviction.preemptor)
         lender = owner.pool if owner is not None else "its lender"
         lost = eviction.lost_gpu_s / 3600
+        what = "the quota it borrowed" if view.uid in self.status.beyond else "the hosts it lent"
         message = (
-            f"{lender} took back the hosts it lent, for {owner.name if owner else 'its own gang'}; "
+            f"{lender} took back {what}, for {owner.name if owner else 'its own gang'}; "
             f"{lost:.2f} GPU-hours since its last checkpoint lost; queued again in {view.gang.pool}"
         )
         self.calls.delete(pods)
@@ -306,6 +307,7 @@ class _CycleEffects:
         offset = self.r.wall() - self.r.clock()
         self.r.status.reclaiming = {k: at + offset for k, at in decisions.reclaiming.items()}
         self.r.status.node_pools = self.state.fabric.host_pool
+        self.r.status.beyond = self.r.queue.beyond_quota()
         self.r.metrics.lending(decisions.lent)
 
     def fail(self, key: str, exc: Exception) -> None:

@@ -60,6 +60,8 @@ class JobStatus:
     # lending: job uid -> the deadline of its reclaim (this cycle); node -> its pool
     reclaiming: dict[str, float] = field(default_factory=dict)
     node_pools: dict[str, str] = field(default_factory=dict)
+    # teams: job uid -> the Queue whose nominal quota it runs beyond (borrowed in its cohort)
+    beyond: dict[str, str] = field(default_factory=dict)
 
     def forget(self, live: set[str]) -> None:
         self.written = {u: s for u, s in self.written.items() if u in live}
@@ -107,7 +109,7 @@ class JobStatus:
             {self.node_pools.get(str(n), view.gang.pool) for n in nodes} - {view.gang.pool}
         )
         if not lenders:
-            return []
+            return self._beyond_quota(view)
         out = [
             self.cond(
                 view, "Borrowed", True, "Borrowed", f"runs on hosts lent by {', '.join(lenders)}"
@@ -117,6 +119,22 @@ class JobStatus:
         if deadline is not None:
             by = st.stamp(deadline)
             message = f"{', '.join(lenders)} takes its hosts back at its next checkpoint, by {by}"
+            out.append(self.cond(view, "Reclaimed", True, "Reclaiming", message))
+        return out
+
+    def _beyond_quota(self, view: JobView) -> list[Condition]:
+        """Borrowed: it runs beyond its Queue's nominal quota, on quota its cohort lends (taken
+        back when a lender's gang within its own quota needs it); Reclaimed while that is under
+        way."""
+        queue = self.beyond.get(view.uid)
+        if queue is None:
+            return []
+        message = f"runs beyond queue {queue}'s nominal quota, on quota its cohort lends"
+        out = [self.cond(view, "Borrowed", True, "BeyondQuota", message)]
+        deadline = self.reclaiming.get(view.uid)
+        if deadline is not None:
+            by = st.stamp(deadline)
+            message = f"its cohort takes the quota back at its next checkpoint, by {by}"
             out.append(self.cond(view, "Reclaimed", True, "Reclaiming", message))
         return out
 
