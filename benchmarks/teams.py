@@ -114,13 +114,12 @@ def main() -> None:
     rows = args.rows.split(",")
     todo = tasks(args.scenario, args.seeds, rows)
     start = time.perf_counter()
-    done = 0
+    done: set[tuple[str, int]] = set()
 
     def tell(key: tuple[str, int], n: int, total: int) -> None:
-        nonlocal done
-        if n == total:
-            done += 1
-            print(f"  {key[0]} seed {key[1]} done ({done}/{len(todo)})", flush=True)
+        if n == total and key not in done:
+            done.add(key)
+            print(f"  {key[0]} seed {key[1]} done ({len(done)}/{len(todo)})", flush=True)
 
     found = dict(in_processes(measure, todo, args.workers, tell))
     print(f"{args.scenario.name}: {args.seeds} seeds, {time.perf_counter() - start:.0f} s")

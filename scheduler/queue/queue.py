@@ -46,7 +46,7 @@ through the API server."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
@@ -66,7 +66,7 @@ from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, shape_key
-from scheduler.queue.teams import TeamQueues
+from scheduler.queue.teams import Charge, TeamQueues
 from scheduler.queue.types import (
     Decisions,
     Entry,
@@ -166,9 +166,10 @@ class SchedulingQueue:
         return self._crossings.of(lambda: {r.key: r.placement for r in running})
 
     # teams
-    def use_teams(self, teams: Teams) -> None:
-        """The teams' queues as they are now (the operator reads them every cycle)."""
-        self._teams.use(teams)
+    def use_teams(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
+        """The teams' queues as they are now (the operator reads them every cycle), and what
+        gangs not in the running list hold (queue/teams.py, `use`)."""
+        self._teams.use(teams, charged)
 
     def team_numbers(self) -> dict[str, tuple[dict[str, list[int]], int, int]]:
         """Per team queue: what its running gangs use per pool (GPUs, millicores, MiB), its

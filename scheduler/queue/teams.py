@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.model.policy import LendingMode
@@ -49,6 +49,7 @@ from scheduler.queue.views import Views
 from scheduler.teams import Teams
 
 RECLAIMED = "reclaiming its queue's quota from"
+Charge = tuple[str, str, str, Demand]  # queue named, tenant, pool, demand
 CANDIDATES = 256  # borrowing gangs a reclaim chooses among, the latest started first
 WAITS = {
     Verdict.EXCEEDS: WaitReason.QUOTA_EXCEEDED,
@@ -69,6 +70,7 @@ class TeamQueues:
     failed: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
     teams: Teams = field(init=False)
     table: Table = field(init=False)  # the teams' limits, read once per Teams
+    charged: tuple[Charge, ...] = ()
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
@@ -77,11 +79,14 @@ class TeamQueues:
         self.reclaim.patient = False
         self.use(self.config.teams)
 
-    def use(self, teams: Teams) -> None:
-        """The teams as they are now (the operator reads its Queue objects every cycle)."""
+    def use(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
+        """The teams as they are now (the operator reads its Queue objects every cycle), and
+        gangs the driver does not list as running that hold resources all the same (running
+        pod groups): (queue named, tenant, pool, demand) each, charged to their queue."""
         if getattr(self, "teams", None) != teams:
             self.teams = teams
             self.table = Table(teams)
+        self.charged = tuple(charged)
 
     @property
     def on(self) -> bool:
@@ -93,31 +98,31 @@ class TeamQueues:
     def numbers(
         self, running: RunningGangs, waiting: Iterable[Entry]
     ) -> dict[str, tuple[dict[str, list[int]], int, int]]:
-        """Per queue: use per pool, gangs waiting, gangs running."""
-        out: dict[str, tuple[dict[str, list[int]], int, int]] = {}
-
-        def of(name: str | None) -> tuple[dict[str, list[int]], int, int] | None:
-            if name is None:
-                return None
-            return out.setdefault(name, ({}, 0, 0))
-
-        for (pool, tenant, queue), d in running.demands().items():
-            found = of(self.queue_of(queue, tenant))
-            if found is not None:
-                used = found[0].setdefault(pool, [0, 0, 0])
-                for i, v in enumerate(d):
-                    used[i] += v
-        for r in running:
-            name = self.queue_of(r.queue, r.tenant)
-            found = of(name)
-            if name is not None and found is not None:
-                out[name] = (found[0], found[1], found[2] + 1)
-        for entry in waiting:
-            name = self._queue(entry)
-            found = of(name)
-            if name is not None and found is not None:
-                out[name] = (found[0], found[1] + 1, found[2])
-        return out
+        """Per queue: use per pool (GPUs, millicores, MiB), gangs waiting, gangs running (the
+        charged ones included)."""
+        used: dict[str, dict[str, list[int]]] = {}
+        counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
+        owners = [
+            (queue, tenant, pool, (d[0], d[1], d[2]))
+            for (pool, tenant, queue), d in running.demands().items()
+        ]
+        for queue, tenant, pool, amounts in [*owners, *self.charged]:
+            name = self.queue_of(queue, tenant)
+            if name is not None:
+                mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
+                for i, v in enumerate(amounts):
+                    mine[i] += v
+        ones = [(r.queue, r.tenant, 1) for r in running]
+        ones += [(q, tenant, 1) for q, tenant, _, _ in self.charged]
+        ones += [(e.queue, e.tenant, 0) for e in waiting]
+        for queue, tenant, runs in ones:
+            name = self.queue_of(queue, tenant)
+            if name is not None:
+                counts.setdefault(name, [0, 0])[runs] += 1
+        names = set(used) | set(counts)
+        return {
+            n: (used.get(n, {}), counts.get(n, [0, 0])[0], counts.get(n, [0, 0])[1]) for n in names
+        }
 
     # the cycle's ledger
     def begin(self, c: Cycle) -> None:
@@ -127,6 +132,7 @@ class TeamQueues:
             (self.queue_of(queue, tenant), pool, (d[0], d[1], d[2]))
             for (pool, tenant, queue), d in c.index.demands().items()
         ]
+        usage += [(self.queue_of(q, tenant), pool, d) for q, tenant, pool, d in self.charged]
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:

@@ -179,7 +179,7 @@ class Env:
 
 def reset(env: Env, spec: TopologySpec) -> None:
     env.kubectl("delete", "tj", "--all", "--all-namespaces", "--wait=false")
-    kinds = "jobs.batch,statefulsets,deployments,podgroups"
+    kinds = "jobs.batch,statefulsets,deployments,podgroups,queues.rackwise.io"
     env.kubectl("delete", kinds, "--all", "--all-namespaces", "--wait=false", check=False)
     env.kubectl(
         "delete",

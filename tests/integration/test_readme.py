@@ -55,6 +55,8 @@ def test_each_readme_example_reaches_the_state_the_readme_shows(env: Env, index:
     for doc in docs:
         env.apply(doc)
     for doc in docs:
+        if doc["kind"] == "TrainingJob":
+            env.wait_placed(doc["metadata"]["name"])
         if doc["kind"] == "PodGroup":
             group, size = doc["metadata"]["name"], doc["spec"]["minMember"]
             env.wait(f"{group} bound", lambda g=group, n=size: bound(env, g, n))

@@ -32,7 +32,7 @@ from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.cycle.teams import Numbers, QueueObjects
+from scheduler.controller.cycle.teams import Numbers, QueueObjects, charged
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
 from scheduler.controller.pods.affinity import Running, resolve_gang
@@ -181,13 +181,13 @@ class Reconciler:
         self.refusals.begin()
         queues = self.api.queues()
         teams = self.teams.read(queues)
-        self.queue.use_teams(teams)
         jobs = [self.status.fresh(j) for j in self.refusals.served(self.api.jobs())]
         groups = collect(pods, self.api.podgroups(), self.config)
         groups = [
             g for g in groups if self.refusals.may(g.namespace, g.key, f"pod group {g.label}")
         ]
         self.refusals.count()
+        self.queue.use_teams(teams, charged(groups, self.config) if teams.on else ())
         self.expect.settle(pods)
         state = self.builder.build(nodes, pods)
         self.nodewatch.watch(nodes, state)

@@ -20,10 +20,12 @@ import structlog
 from pydantic import ValidationError
 
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podgroup.members import POOL_LABEL, Members
 from scheduler.controller.runtime.objects import Condition, QueueObject, conditions_of, find
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
 from scheduler.queue.quotas import RESOURCES
+from scheduler.queue.teams import Charge
 from scheduler.teams import QueueSpec, Resource, Teams
 
 Obj = dict[str, Any]
@@ -143,6 +145,23 @@ class QueueObjects:
         gpus.labels(queue=name, kind="borrowed").set(borrowed)
         self.metrics.queue_gangs.labels(queue=name, state="pending").set(n.pending)
         self.metrics.queue_gangs.labels(queue=name, state="admitted").set(n.admitted)
+
+
+def charged(groups: list[Members], config: OperatorConfig) -> list[Charge]:
+    """What running pod groups hold, per group: its Queue label, namespace, pool and the GPUs,
+    millicores and MiB its bound members request (the queue is not told of them as running
+    gangs, but their quota is spent)."""
+    out: list[Charge] = []
+    for members in groups:
+        bound = [p for p in members.bound if p.requests is not None]
+        if not bound:
+            continue
+        pool = bound[0].meta.labels.get(POOL_LABEL, "training")
+        gpus = sum(int(p.requests.get(config.gpu_resource, 0)) for p in bound if p.requests)
+        cpu = sum(int(p.requests.get("cpu", 0) * 1000) for p in bound if p.requests)
+        memory = sum(int(p.requests.get("memory", 0) / MI) for p in bound if p.requests)
+        out.append((members.queue, members.namespace, pool, (gpus, cpu, memory)))
+    return out
 
 
 def _quota(q: Obj) -> Obj:

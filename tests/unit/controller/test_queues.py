@@ -81,3 +81,19 @@ def test_once_queues_exist_a_job_of_no_queue_waits_unless_a_default_is_set(api, 
     api.submit("orphan", 1)
     run(reconciler)
     assert api.reason("orphan") == "QuotaExceeded"
+
+
+def test_a_running_pod_group_spends_its_queues_quota(api, reconciler):
+    queue(api, "team", 16, namespaces=["default"])
+    for rank in range(2):
+        api.add_member("g", rank, at="2026-12-01T00:00:01Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    run(reconciler)
+    assert all(p["spec"].get("nodeName") for p in api.members("g"))
+    api.submit("late", 1, at="2026-12-01T00:00:09Z")
+    run(reconciler)
+    assert api.reason("late") == "QuotaExceeded"
+    found = status(api, "team")
+    assert (found["usedGPUs"], found["admittedGangs"], found["pendingGangs"]) == (16, 1, 1)
