@@ -82,6 +82,7 @@ class Cycle:
     # per pool, the running gangs beyond their queue's quota; (queue, pool) that reclaimed
     beyond: dict[str, list[Running]] = field(default_factory=dict)
     reclaimed: set[tuple[str, str]] = field(default_factory=set)
+    positions: dict[str, int] = field(default_factory=dict)  # queue -> its gangs looked at
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)

@@ -154,18 +154,20 @@ class TeamQueues:
         """Whether the gang goes on to placement now; otherwise it waits or is set aside."""
         if c.ledger is None or c.borrowing or entry.key in self.pins.pins:
             return True
-        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
+        queue = self._queue(entry)
+        c.positions[queue or ""] = c.positions.get(queue or "", 0) + 1
+        found = c.ledger.admit(queue, entry.gang.pool, _demand(entry))
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
         if found.verdict is Verdict.BORROWS and self._lends():
             self._set_aside(c, entry, found)
         elif found.verdict is Verdict.BORROWS:
-            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, _static(found)))
+            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, _static(found)), found.queue)
         elif found.verdict is Verdict.RECLAIM:
             self._owed(c, entry, found)
         else:
-            self._held(c, entry, _wait(found))
+            self._held(c, entry, _wait(found), found.queue)
         return False
 
     def _set_aside(self, c: Cycle, entry: Entry, found: Admission) -> None:
@@ -175,16 +177,16 @@ class TeamQueues:
         n = c.set_aside.get((queue, entry.gang.pool), 0)
         wait = Wait(WaitReason.WAITING_TO_BORROW, _turn(found))
         if n >= self.config.policy.max_attempts:
-            self._held(c, entry, wait)
+            self._held(c, entry, wait, found.queue)
             return
         c.set_aside[(queue, entry.gang.pool)] = n + 1
         c.borrowers.append(entry)
-        self.wait(c, entry, wait)
+        self.wait(c, entry, _placed(c, found, wait))
 
-    def _held(self, c: Cycle, entry: Entry, wait: Wait) -> None:
+    def _held(self, c: Cycle, entry: Entry, wait: Wait, queue: str | None = None) -> None:
         """It waits by quota, as every later gang of its shape with no fewer pods does this
         cycle (use only grows within a cycle): a quiet walk passes over them (walk.py)."""
-        self.wait(c, entry, wait)
+        self.wait(c, entry, _placed(c, Admission(Verdict.EXCEEDS, queue), wait))
         known = c.quota_known.setdefault(entry.gang.pool, {})
         if entry.gang.pods < known.get(entry.shape, NEVER):
             known[entry.shape] = entry.gang.pods
@@ -252,7 +254,7 @@ class TeamQueues:
             return
         if not tried:  # nothing running changes: no reclaim of this shape and size can
             self.failed[(entry.shape, entry.queue)] = (c.index.version, entry.gang.pods)
-        self._held(c, entry, Wait(WaitReason.WAITING_TO_BORROW, found.message))
+        self._held(c, entry, Wait(WaitReason.WAITING_TO_BORROW, found.message), found.queue)
 
     def _failed_on(self, c: Cycle, entry: Entry) -> bool:
         known = self.failed.get((entry.shape, entry.queue))
@@ -342,6 +344,14 @@ def _turn(found: Admission) -> str:
         f"queue {found.queue} is at its nominal quota: it borrows after the gangs within "
         "theirs, by fair share"
     )
+
+
+def _placed(c: Cycle, found: Admission, wait: Wait) -> Wait:
+    """The wait with the gang's place among its queue's gangs this cycle (queue order)."""
+    if found.queue is None:
+        return wait
+    n = c.positions.get(found.queue, 0)
+    return Wait(wait.reason, f"{wait.message}; number {n} in queue {found.queue}")
 
 
 def _demand(entry: Entry) -> Demand:

@@ -62,6 +62,19 @@ def test_a_gang_over_its_quota_is_held_with_the_queues_numbers():
     wait = out.waiting["j"]
     assert wait.reason is WaitReason.QUOTA_EXCEEDED
     assert "16 of 16 GPUs in use, the gang needs 8" in wait.message
+    assert wait.message.endswith("number 1 in queue a")
+
+
+def test_a_held_gang_says_its_place_among_its_queues_gangs():
+    s = snap()
+    q = teams_queue(queue_spec("a", 16, cohort=None))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    for i in range(3):
+        add(q, f"j{i}", 1, "a", at=float(i))
+    out = q.cycle(0.0, s, held)
+    assert [out.waiting[f"j{i}"].message.rsplit(";", 1)[1] for i in range(3)] == [
+        f" number {i + 1} in queue a" for i in range(3)
+    ]
 
 
 def test_a_held_gang_blocks_no_one_behind_it():
