@@ -7,8 +7,8 @@ name the same cohort lend one another what they do not use: up to each lender's
 borrowing and lending limits), so that numbers written for one mean the same in the other; what
 rackwise adds is how borrowed capacity is taken back (queue/teams.py). A gang belongs to the
 queue its job names, else to the queue that lists its namespace (its tenant), else to a queue of
-its tenant's name, else to the default queue; with none of these it is held (no queue, no
-quota). These are specs only: the accounting is queue/quotas.py."""
+its tenant's name, else to the queue marked `default`; with none of these it is held (no queue,
+no quota). These are specs only: the accounting is queue/quotas.py."""
 
 from __future__ import annotations
 
@@ -90,6 +90,8 @@ class QueueSpec(_Spec):
     # taking back what others borrow from it: at their checkpoints within this, else at it
     reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
     namespaces: tuple[str, ...] = ()
+    # the queue of gangs that name none and whose namespace no queue lists (one at most)
+    default: bool = False
     quotas: tuple[PoolQuota, ...] = ()
 
     @model_validator(mode="after")
@@ -107,18 +109,18 @@ class QueueSpec(_Spec):
 
 
 class Teams(_Spec):
-    """Every queue, and the queue of gangs that name none (None: they are held)."""
+    """Every queue; gangs of none go to the one marked `default` (none: they are held)."""
 
     queues: tuple[QueueSpec, ...] = ()
-    default_queue: str | None = Field(default=None, alias="defaultQueue")
 
     @model_validator(mode="after")
     def _check(self) -> Teams:
         names = [q.name for q in self.queues]
         if len(set(names)) != len(names):
             raise ValueError("two queues have the same name")
-        if self.default_queue is not None and self.default_queue not in names:
-            raise ValueError(f"default queue {self.default_queue!r} is not a queue")
+        defaults = [q.name for q in self.queues if q.default]
+        if len(defaults) > 1:
+            raise ValueError(f"more than one default queue: {', '.join(defaults)}")
         seen: dict[str, str] = {}
         for q in self.queues:
             for ns in q.namespaces:
@@ -126,6 +128,10 @@ class Teams(_Spec):
                     raise ValueError(f"namespace {ns!r} is in queues {seen[ns]} and {q.name}")
                 seen[ns] = q.name
         return self
+
+    @cached_property
+    def default_queue(self) -> str | None:
+        return next((q.name for q in self.queues if q.default), None)
 
     @property
     def on(self) -> bool:

@@ -96,9 +96,6 @@ class OperatorConfig(BaseModel):
     priority_classes: dict[int, str] = Field(default_factory=dict, alias="priorityClasses")
     # a pod group whose PodGroup sets no scheduleTimeoutSeconds is reported incomplete after this
     group_timeout_s: float = Field(default=300.0, gt=0, alias="groupTimeoutSeconds")
-    # the Queue of jobs and pod groups that name none and whose namespace no Queue lists
-    # (controller/cycle/teams.py); unset, they wait (QuotaExceeded) once any Queue exists
-    default_queue: str | None = Field(default=None, alias="defaultQueue")
     # the largest gang accepted; larger jobs are InvalidSpec
     max_gang_pods: int = Field(default=10_000, ge=1, alias="maxGangPods")
     # TrainingJob pod creations in flight at once, shared by every gang whose pods are made

@@ -94,13 +94,12 @@ class TraceSource(Strict):
 
 
 class TraceTeams(Strict):
-    """Every tenant of the traces a queue of one cohort, owning a part of `pool`'s GPUs
-    proportional to its share of the traces' GPU-time (largest remainders), as a platform
-    would size teams' quotas from what they used."""
+    """Every tenant of the traces a queue like `like` (its cohort, weight, deadline), owning a
+    part of `pool`'s GPUs proportional to its share of the traces' GPU-time (largest
+    remainders), as a platform would size teams' quotas from what they used."""
 
     pool: str = "training"
-    cohort: str = "all"
-    reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
+    like: QueueSpec = QueueSpec(name="each-tenant", cohort="all")
 
 
 class Scenario(SimConfig):
@@ -158,11 +157,11 @@ def with_teams(scenario: Scenario, base: Path, spec: TopologySpec) -> Scenario:
             used[j.tenant] = used.get(j.tenant, 0.0) + j.gpus * j.duration_s
     nominal = largest_remainders(used, gpus)
     queues = tuple(
-        QueueSpec(
-            name=t,
-            cohort=rule.cohort,
-            reclaim_within_s=rule.reclaim_within_s,
-            quotas=(PoolQuota(pool=rule.pool, nominal={Resource.GPUS: n}),),
+        rule.like.model_copy(
+            update={
+                "name": t,
+                "quotas": (PoolQuota(pool=rule.pool, nominal={Resource.GPUS: n}),),
+            }
         )
         for t, n in sorted(nominal.items())
     )

@@ -26,6 +26,8 @@ DIFFERENT = {
     "NVLink domains per host of a generated fabric (GenerateSpec)",
     "pool": "the node label key of pools (LabelKeys) and the pool a trace's jobs go to",
     "load": "a scenario's offered load and a trace's arrival compression factor",
+    "reclaim_within_s": "each owner's own deadline for taking back what it lent: a lending pool's "
+    "(pools.Lending) and a team queue's (teams.QueueSpec)",
     "seed": "a run's seed (failures, background hosts, solver) and the seed of one placement "
     "call, which the simulator sets from its run's",
 }

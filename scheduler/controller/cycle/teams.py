@@ -67,14 +67,13 @@ class QueueObjects:
             try:
                 spec = self._spec(obj)
                 _no_overlap(spec, claimed)
+                _one_default(spec, valid)
             except InvalidQueueError as exc:
                 self.errors[obj.meta.name] = str(exc)
                 continue
             valid.append(spec)
             claimed.update(dict.fromkeys(spec.namespaces, spec.name))
-        default = self.config.default_queue
-        names = {q.name for q in valid}
-        return Teams(queues=tuple(valid), default_queue=default if default in names else None)
+        return Teams(queues=tuple(valid))
 
     def _spec(self, obj: QueueObject) -> QueueSpec:
         spec = obj.spec
@@ -201,6 +200,12 @@ def _no_overlap(spec: QueueSpec, claimed: dict[str, str]) -> None:
     for ns in spec.namespaces:
         if ns in claimed:
             raise InvalidQueueError(f"namespace {ns!r} belongs to queue {claimed[ns]} already")
+
+
+def _one_default(spec: QueueSpec, valid: list[QueueSpec]) -> None:
+    first = next((q.name for q in valid if q.default), None)
+    if spec.default and first is not None:
+        raise InvalidQueueError(f"queue {first} is the default already")
 
 
 def _first(exc: Exception) -> str:

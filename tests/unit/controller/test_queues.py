@@ -97,3 +97,17 @@ def test_a_running_pod_group_spends_its_queues_quota(api, reconciler):
     assert api.reason("late") == "QuotaExceeded"
     found = status(api, "team")
     assert (found["usedGPUs"], found["admittedGangs"], found["pendingGangs"]) == (16, 1, 1)
+
+
+def test_the_queue_marked_default_takes_jobs_of_no_queue_and_only_one_may_be(api, reconciler):
+    queue(api, "catch-all", 16, default=True)
+    queue(api, "second", 16, default=True)
+    api.submit("orphan", 1)
+    run(reconciler)
+    assert api.reason("orphan") == "Placed"
+    assert status(api, "catch-all")["usedGPUs"] == 8
+    ready = status(api, "second")["conditions"][0]
+    assert (ready["status"], ready["message"]) == (
+        "False",
+        "queue catch-all is the default already",
+    )

@@ -93,7 +93,8 @@ def test_a_gang_of_no_queue_is_held_and_the_default_queue_takes_it_when_set():
     add(q, "j", 1, "nobody")
     assert q.cycle(0.0, snap(), []).waiting["j"].reason is WaitReason.QUOTA_EXCEEDED
     base = QueueConfig.of()
-    teams = Teams(queues=(queue_spec("a", 16, cohort=None),), default_queue="a")
+    default = queue_spec("a", 16, cohort=None).model_copy(update={"default": True})
+    teams = Teams(queues=(default,))
     q2 = SchedulingQueue(dataclasses.replace(base, teams=teams))
     add(q2, "j", 1, "nobody")
     assert [k for k, _ in q2.cycle(0.0, snap(), []).starts] == ["j"]
