@@ -18,6 +18,7 @@ measurement, not a test."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import time
@@ -27,6 +28,7 @@ from benchmarks.common import table
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import Snapshot, place_one
 from scheduler.queue import Decisions, QueueConfig, Running, SchedulingQueue
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric, generate
 
 # gang sizes (GPUs) and their share of gangs on a 100k-GPU fabric: our stated assumption
@@ -62,7 +64,7 @@ def fill(fabric: Fabric, seed: int, ended: float) -> tuple[Snapshot, list[Runnin
     return snapshot, running
 
 
-def queue(joint: int, seed: int) -> SchedulingQueue:
+def queue(joint: int, seed: int, teams: bool = False) -> SchedulingQueue:
     config = QueueConfig.of(
         report_waits=False,
         seed=seed,
@@ -72,16 +74,40 @@ def queue(joint: int, seed: int) -> SchedulingQueue:
         joint_gangs=joint,
         defrag_moves_per_hour=4.0,
     )
+    if teams:
+        config = dataclasses.replace(config, teams=TEAMS)
     return SchedulingQueue(config)
 
 
-def two_cycles(snapshot: Snapshot, running: list[Running], joint: int, seed: int) -> Result:
+# --teams: four teams of one cohort, each owning a quarter of the fabric's GPUs; running and
+# queued gangs dealt to them in turn (queue/teams.py: admission, borrowing, reclaim)
+TEAMS = Teams(
+    queues=tuple(
+        QueueSpec(
+            name=f"t{i}",
+            cohort="all",
+            quotas=(PoolQuota(pool="training", nominal={Resource.GPUS: 100_352 // 4}),),
+        )
+        for i in range(4)
+    )
+)
+
+
+def team(i: int) -> str:
+    return f"t{i % 4}"
+
+
+def two_cycles(
+    snapshot: Snapshot, running: list[Running], joint: int, seed: int, teams: bool = False
+) -> Result:
     """The first cycle on a fresh backlog, then the next one after its starts are applied."""
     rng = random.Random(f"backlog/{seed}")
     backlog = {f"b{i}": draw(rng, f"b{i}") for i in range(BACKLOG)}
-    q = queue(joint, seed)
+    q = queue(joint, seed, teams)
     for i, (key, gang) in enumerate(backlog.items()):
-        q.add(key, gang, arrival=float(i))
+        q.add(key, gang, arrival=float(i), tenant=team(i) if teams else "")
+    if teams:
+        running = [dataclasses.replace(r, tenant=team(i)) for i, r in enumerate(running)]
     work = snapshot.copy()
     first, took = timed(q, work, running)
     for key, placement in first.starts:
@@ -123,7 +149,7 @@ def row(ended: str, label: str, results: list[Result]) -> list[object]:
     ]
 
 
-def scenario(fabric: Fabric, ended: float, seeds: int) -> list[list[object]]:
+def scenario(fabric: Fabric, ended: float, seeds: int, teams: bool) -> list[list[object]]:
     """Table rows for one share of ended gangs: joint placement on, then off, same states."""
     on: list[Result] = []
     off: list[Result] = []
@@ -137,8 +163,8 @@ def scenario(fabric: Fabric, ended: float, seeds: int) -> list[list[object]]:
             f"GPUs taken (filled in {filled:.0f} s)",
             flush=True,
         )
-        on.append(two_cycles(snapshot, running, QueueConfig().policy.joint_gangs, seed))
-        off.append(two_cycles(snapshot, running, 0, seed))
+        on.append(two_cycles(snapshot, running, QueueConfig().policy.joint_gangs, seed, teams))
+        off.append(two_cycles(snapshot, running, 0, seed, teams))
     return [row(f"{ended:.0%}", "on (8 gangs)", on), row(f"{ended:.0%}", "off", off)]
 
 
@@ -147,9 +173,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--teams", action="store_true", help="four teams' quotas (TEAMS)")
     args = parser.parse_args()
     fabric = Fabric(generate(blocks=16, racks=98, hosts=8, gpus=8))
-    rows = [r for ended in ENDED for r in scenario(fabric, ended, args.seeds)]
+    rows = [r for ended in ENDED for r in scenario(fabric, ended, args.seeds, args.teams)]
     heads = ["ended", "joint placement", "first p50 ms", "first max ms", "second max ms"]
     heads += ["starts", "waits", "J saved", "re-placed", "joined", "marked"]
     print(f"\n{BACKLOG} gangs queued, {args.seeds} seeds (means per seed after the times)")

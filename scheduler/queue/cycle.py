@@ -81,7 +81,7 @@ class Cycle:
     quota_masks: dict[str, tuple[tuple[int, int], Bools]] = field(default_factory=dict)
     # per pool, the running gangs beyond their queue's quota; (queue, pool) that reclaimed
     beyond: dict[str, list[Running]] = field(default_factory=dict)
-    reclaimed: set[tuple[str, str]] = field(default_factory=set)
+    reclaimed: dict[tuple[str, str], int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)  # queue -> its gangs looked at
 
     def pool(self, name: str) -> Pool:

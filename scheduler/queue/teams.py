@@ -50,6 +50,7 @@ from scheduler.teams import Teams
 
 RECLAIMED = "reclaiming its queue's quota from"
 Charge = tuple[str, str, str, Demand]  # queue named, tenant, pool, demand
+RECLAIMS = 8  # reclaims begun per queue and pool per cycle
 CANDIDATES = 256  # borrowing gangs a reclaim chooses among, the latest started first
 WAITS = {
     Verdict.EXCEEDS: WaitReason.QUOTA_EXCEEDED,
@@ -244,12 +245,12 @@ class TeamQueues:
         return self._claim(c, entry, 0)
 
     def _owed(self, c: Cycle, entry: Entry, found: Admission) -> None:
-        """Within its quota, which others borrow: one reclaim begun per queue and pool per
-        cycle (as Kueue preempts for one workload per ClusterQueue per cycle); the queue's
-        later gangs wait for it."""
+        """Within its quota, which others borrow: at most `RECLAIMS` reclaims begun per queue
+        and pool per cycle (Kueue preempts for one workload per ClusterQueue per cycle, but
+        its cycles come at every admission); the queue's later gangs wait for them."""
         key = (found.queue or "", entry.gang.pool)
-        tried = key in c.reclaimed or self._failed_on(c, entry)
-        c.reclaimed.add(key)
+        tried = c.reclaimed.get(key, 0) >= RECLAIMS or self._failed_on(c, entry)
+        c.reclaimed[key] = c.reclaimed.get(key, 0) + 1
         if not tried and self._claim(c, entry, found.short):
             return
         if not tried:  # nothing running changes: no reclaim of this shape and size can
