@@ -102,39 +102,29 @@ class JobStatus:
         self.set(view, phase, conditions, old.placement)
 
     def _lending(self, view: JobView, pods: list[Pod]) -> list[Condition]:
-        """Borrowed: it runs on hosts another pool lent to its own; Reclaimed: that pool wants
-        them back, by the deadline (earlier at its next checkpoint)."""
+        """Borrowed: it runs on hosts another pool lent to its own, or beyond its Queue's
+        nominal quota on quota its cohort lends; Reclaimed: the lender wants them back, by the
+        deadline (earlier at its next checkpoint)."""
         nodes = {p.node for p in pods}
         lenders = sorted(
             {self.node_pools.get(str(n), view.gang.pool) for n in nodes} - {view.gang.pool}
         )
-        if not lenders:
-            return self._beyond_quota(view)
-        out = [
-            self.cond(
-                view, "Borrowed", True, "Borrowed", f"runs on hosts lent by {', '.join(lenders)}"
-            )
-        ]
-        deadline = self.reclaiming.get(view.uid)
-        if deadline is not None:
-            by = st.stamp(deadline)
-            message = f"{', '.join(lenders)} takes its hosts back at its next checkpoint, by {by}"
-            out.append(self.cond(view, "Reclaimed", True, "Reclaiming", message))
-        return out
-
-    def _beyond_quota(self, view: JobView) -> list[Condition]:
-        """Borrowed: it runs beyond its Queue's nominal quota, on quota its cohort lends (taken
-        back when a lender's gang within its own quota needs it); Reclaimed while that is under
-        way."""
         queue = self.beyond.get(view.uid)
-        if queue is None:
+        if lenders:
+            reason, how = "Borrowed", f"runs on hosts lent by {', '.join(lenders)}"
+            back = f"{', '.join(lenders)} takes its hosts back"
+        elif queue is not None:
+            reason, how = (
+                "BeyondQuota",
+                f"runs beyond queue {queue}'s nominal quota, on quota its cohort lends",
+            )
+            back = "its cohort takes the quota back"
+        else:
             return []
-        message = f"runs beyond queue {queue}'s nominal quota, on quota its cohort lends"
-        out = [self.cond(view, "Borrowed", True, "BeyondQuota", message)]
+        out = [self.cond(view, "Borrowed", True, reason, how)]
         deadline = self.reclaiming.get(view.uid)
         if deadline is not None:
-            by = st.stamp(deadline)
-            message = f"its cohort takes the quota back at its next checkpoint, by {by}"
+            message = f"{back} at its next checkpoint, by {st.stamp(deadline)}"
             out.append(self.cond(view, "Reclaimed", True, "Reclaiming", message))
         return out
 
