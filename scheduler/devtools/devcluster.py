@@ -58,6 +58,13 @@ def install(cluster: LocalCluster, namespaces: tuple[str, ...] = ("default",)) -
     )
     cluster.kubectl(
         "create",
+        "clusterrolebinding",
+        "rackwise-queues-user",
+        "--clusterrole=rackwise-queues",
+        user,
+    )
+    cluster.kubectl(
+        "create",
         "rolebinding",
         "rackwise-leader-election-user",
         "-n",

@@ -115,6 +115,11 @@ def test_operator_rbac_is_namespaced_for_writes():
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
     reads = {v for rule in roles["rackwise-operator"]["rules"] for v in rule["verbs"]}
     assert reads == {"list", "watch"}  # cluster-wide: reads only
+    # but the status of team Queues, cluster-scoped objects: that and nothing else
+    queues = roles["rackwise-queues"]["rules"]
+    assert queues == [
+        {"apiGroups": ["rackwise.io"], "resources": ["queues/status"], "verbs": ["patch"]}
+    ]
     writes = roles["rackwise-workloads"]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
     assert {b["metadata"]["namespace"] for b in bindings} == {"default", "rackwise-system"}
@@ -134,7 +139,7 @@ def undescribed(node: dict, path: str = "") -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("crd", ["trainingjob.yaml", "podgroup.yaml"])
+@pytest.mark.parametrize("crd", ["trainingjob.yaml", "podgroup.yaml", "queue.yaml"])
 def test_every_schema_field_says_what_it_means(crd):
     """`kubectl explain` prints sentences for every field, not just a type."""
     doc = yaml.safe_load((MANIFESTS / "base/crds" / crd).read_text())
