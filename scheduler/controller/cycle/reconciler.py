@@ -40,6 +40,7 @@ from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
+from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations, owned_by
 from scheduler.controller.runtime.objects import (
@@ -110,6 +111,7 @@ class Reconciler:
         self.queue = SchedulingQueue(config.queue())
         self.place_config = self.queue.config.place
         self.teams = QueueObjects(config, metrics)  # the teams' Queue objects
+        self.last_teams = Teams()  # as last read (kept when a listing fails)
         self.wall = wall
         self.recorder = Recorder(api, identity)
         self.launcher = Launcher(
@@ -179,8 +181,7 @@ class Reconciler:
         self._made(report)
         nodes, pods = self.api.nodes(), self.api.pods()
         self.refusals.begin()
-        queues = self.api.queues()
-        teams = self.teams.read(queues)
+        queues, teams = self._teams()
         jobs = [self.status.fresh(j) for j in self.refusals.served(self.api.jobs())]
         groups = collect(pods, self.api.podgroups(), self.config)
         groups = [
@@ -221,6 +222,17 @@ class Reconciler:
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report
+
+    def _teams(self) -> tuple[list[QueueObject], Teams]:
+        """The Queues and the teams they make; when they cannot be read, the teams last read
+        stay in force (no quota is dropped for a failed list) and nothing is written."""
+        try:
+            queues = self.api.queues()
+        except ApiError as exc:
+            log.warning("queues could not be read; the last ones stay in force", error=str(exc))
+            return [], self.last_teams
+        self.last_teams = self.teams.read(queues)
+        return queues, self.last_teams
 
     def _publish(self, queues: list[QueueObject], teams: Teams) -> None:
         """Each Queue's numbers and condition, written when they changed (its own failure is

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.controller.runtime.gateway import ApiError
 from tests.unit.controller.test_reconciler import Driven, MemoryApi, api, clock, reconciler
 
 __all__ = ["api", "clock", "reconciler"]  # fixtures
@@ -111,3 +112,16 @@ def test_the_queue_marked_default_takes_jobs_of_no_queue_and_only_one_may_be(api
         "False",
         "queue catch-all is the default already",
     )
+
+
+def test_queues_that_cannot_be_listed_leave_the_last_ones_in_force(api, reconciler):
+    queue(api, "team-a", 8, namespaces=["default"])
+    run(reconciler, 1)
+
+    def refused() -> list[object]:
+        raise ApiError(403, "queues are forbidden")
+
+    api.queues = refused  # type: ignore[method-assign]
+    api.submit("big", 2)
+    run(reconciler)
+    assert api.reason("big") == "QuotaExceeded"
