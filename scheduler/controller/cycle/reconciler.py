@@ -40,9 +40,9 @@ from scheduler.controller.pods.nominate import Nominations
 from scheduler.controller.pods.podwhy import PendingPods
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
-from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations, owned_by
+from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import (
     GroupApi,
     Node,
