@@ -1,15 +1,17 @@
 """Taking lent hosts back for the pool that lent them (part of queue/lending.py).
 
 Contract. Takes, each cycle, the lending pools' rules, the borrowed gangs running and the
-lender's first waiting gang. `start`: when borrowed gangs hold hosts that gang needs, chooses
-the victims (`topology`: those that lose nothing, their checkpoint falling before the deadline,
-first; then the largest, for the fewest gangs; each one the gang fits without is spared;
-`quota`: the newest, until it fits), pins the gang to the hosts that frees (holds.py) and
-records each victim's reclaim. `due`: evicts each victim at its first checkpoint since its
-reclaim began or at the deadline, whichever comes first (`quota`: at once), and says when to
-look again. Promises: no victim is evicted after its deadline; every eviction names the gang it
-makes room for, the work it loses, and how long it waited; a reclaim whose owner left is
-dropped, and the borrowed gang runs on."""
+lender's first waiting gang (or, through `claim`, any owner and its candidates: team queues,
+queue/teams.py, which are not `patient`: there a victim without a checkpoint before the
+deadline leaves at once, the least work lost chosen first). `start`: when borrowed gangs hold
+hosts that gang needs, chooses the victims (`topology`: those that lose nothing, their
+checkpoint falling before the deadline, first; then the largest, for the fewest gangs; each one
+the gang fits without is spared; `quota`: the newest, until it fits), pins the gang to the
+hosts that frees (holds.py) and records each victim's reclaim. `due`: evicts each victim at its
+first checkpoint since its reclaim began or at the deadline, whichever comes first (`quota`: at
+once), and says when to look again. Promises: no victim is evicted after its deadline; every
+eviction names the gang it makes room for, the work it loses, and how long it waited; a reclaim
+whose owner left is dropped, and the borrowed gang runs on."""
 
 from __future__ import annotations
 

@@ -14,10 +14,13 @@ hosts while they wait counted as using theirs). Decides:
   reservation or blocks anyone; a start that borrows is reported (`Decisions.beyond_quota`);
 - reclaim: a gang within its nominal quota that cannot start, by quota (others borrow what its
   queue lends) or by placement, takes hosts back from gangs that borrow (quotas.borrowing: never
-  one within its own queue's quota), chosen as pool lending chooses (queue/reclaim.py:
-  `topology`, those whose checkpoint falls before the owner's `reclaimWithinSeconds` first, then
-  the largest, each one not needed spared; `quota`, Kueue's: the newest, at once), evicted at
-  their checkpoints or at the deadline; the gang is pinned to the hosts that frees.
+  one within its own queue's quota; at most `CANDIDATES`, the latest started first), chosen by
+  pool lending's chooser (queue/reclaim.py) in the order `topology` gives quotas: the least work
+  lost first (a borrower whose checkpoint falls within the owner's `reclaimWithinSeconds` leaves
+  at it, one without leaves at once), then the largest, each one not needed spared; `quota`
+  (Kueue's): the newest, at once. The gang is pinned to the hosts that frees; at most `RECLAIMS`
+  reclaims begin per queue and pool per cycle, and one that found no room is not tried again
+  for that shape and size until the running gangs change.
 With `lending: off` (static quotas) nothing is borrowed. Promises: no start takes a queue past
 its nominal quota plus borrowing limit nor its cohort past its capacity (on the cycle's
 ledger); a gang within its queue's quota is never a reclaim victim."""

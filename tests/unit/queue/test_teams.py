@@ -302,3 +302,29 @@ def test_a_borrower_whose_checkpoint_falls_after_the_deadline_goes_at_once():
     assert lost  # y1 and y2 (checkpoints at 610, 620: 390 and 380 s lost) before x (400 s)
     assert sorted(lost) == ["y1", "y2"]
     assert lost["y1"] == pytest.approx(390 * 8)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_indexed_borrowers_are_those_a_walk_from_scratch_finds(seed):
+    """Which running gangs borrow, read off the index from each queue's latest start back, is
+    quotas.borrowing's from-scratch answer, over seeded sets of gangs of three queues."""
+    import random
+
+    rng = random.Random(seed)
+    s = Snapshot(fabric(blocks=2, racks=4, hosts=4))
+    hosts = [h.name for h in s.fabric.hosts]
+    rng.shuffle(hosts)
+    held = []
+    for i in range(rng.randint(3, 12)):
+        take, hosts = hosts[: rng.randint(1, 3)], hosts[3:]
+        if not take:
+            break
+        r = running(s, f"g{i}", take, tenant=rng.choice("abc"), started=rng.uniform(0, 100))
+        held.append(r)
+    specs = (queue_spec("a", 16), queue_spec("b", 8), queue_spec("c", 0))
+    q = teams_queue(*specs)
+    add(q, "probe", 1, "a")
+    q.cycle(0.0, s, held)
+    teams = Teams(queues=specs)
+    queue_of = {r.key: r.tenant for r in held}
+    assert set(q.beyond_quota()) == borrowing(teams, held, POOL, queue_of)
