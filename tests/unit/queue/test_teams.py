@@ -328,3 +328,23 @@ def test_the_indexed_borrowers_are_those_a_walk_from_scratch_finds(seed):
     teams = Teams(queues=specs)
     queue_of = {r.key: r.tenant for r in held}
     assert set(q.beyond_quota()) == borrowing(teams, held, POOL, queue_of)
+
+
+def test_a_gang_whose_hold_lapses_is_admitted_on_its_own_quota_not_twice():
+    """Held hosts (here: a pin whose hosts never come free) count as the gang's use while it
+    waits; when the hold lapses, the gang is admitted without its own demand counted already."""
+    from scheduler.model import Placement, PlacementStatus, PodAssignment
+    from scheduler.queue.holds import PIN_PATIENCE_S
+
+    s = snap()
+    blocker = [running(s, "other", ["h0-0", "h0-1"], tenant="nobody")]
+    q = teams_queue(queue_spec("a", 16, cohort=None))
+    add(q, "j", 2, "a")
+    pods = tuple(PodAssignment(rank=i, host=h) for i, h in enumerate(["h0-0", "h0-1"]))
+    pinned = Placement(gang="j", policy="test", status=PlacementStatus.PLACED, pods=pods)
+    index = s.fabric.host_index
+    q._pins.hold("j", pinned, frozenset(index[h] for h in ("h0-0", "h0-1")), frozenset())
+    first = q.cycle(0.0, s, blocker)
+    assert first.waiting["j"].reason is WaitReason.PREEMPTING
+    later = q.cycle(PIN_PATIENCE_S + 1.0, s, blocker)
+    assert [k for k, _ in later.starts] == ["j"]
