@@ -67,17 +67,23 @@ class PoolOrder:
         i = bisect.bisect_left(self.orders, entry.order)
         return i if i < len(self.keys) and self.keys[i] == entry.key else None
 
+    def reaching(self, fewest: dict[int, int], shapes: int) -> Bools:
+        """Per entry: whether its shape has a threshold in `fewest` and it has at least that
+        many pods (`shapes`: how many shape ids there are)."""
+        at = np.full(shapes, NEVER, dtype=np.int64)
+        for shape, pods in fewest.items():
+            at[shape] = pods
+        return self.pods >= at[self.shapes]
+
     def known_blocked(
         self, known: dict[int, Known], shapes: int, among: Bools | None = None
     ) -> tuple[Bools, Bools]:
         """Per entry (those marked in `among`, default all): blocked by what is `known` of its
         shape on one view, and whether that is for want of room (Unplaceable)."""
-        fewest = np.full(shapes, NEVER, dtype=np.int64)
         unplaceable = np.zeros(shapes, dtype=np.bool_)
         for shape, k in known.items():
-            fewest[shape] = k.pods
             unplaceable[shape] = k.reason is WaitReason.UNPLACEABLE
-        blocked = self.pods >= fewest[self.shapes]
+        blocked = self.reaching({shape: k.pods for shape, k in known.items()}, shapes)
         why = unplaceable[self.shapes]
         if among is not None:
             blocked &= among

@@ -10,25 +10,23 @@ gang of a queue and pool, one of:
 - TO_BORROW (WaitingToBorrow): it may borrow, but the cohort's lendable capacity is in use;
 - RECLAIM: within nominal, but others borrow what the queue lends: `short` GPUs must be taken
   back from borrowing gangs first.
-Per resource (GPUs always; CPU and memory where the queue's quota gives them) the cohort's
-capacity is the sum of its members' lendable quota (nominal, or the lending limit), and a
-member's claim on it is what it uses beyond what it keeps for itself (nominal less lendable),
-as Kueue counts them. `share` is a queue's dominant borrowed share (beyond nominal, over the
-cohort's capacity, by resource, the largest) divided by its weight: fair sharing orders
-borrowers by it. `borrowing` says which running gangs borrow: a queue's gangs in start order
-are within quota while their running sum stays within its nominal GPUs; the rest borrow, and
-only they may be reclaimed. Promises: a gang admitted FITS or BORROWS never takes a queue past
-its nominal plus borrowing limit, nor a cohort past its capacity, on the usage given; every
-verdict but FITS and BORROWS carries a message with the numbers that decide it."""
+Per resource (GPUs always; CPU and memory where the queue's quota gives them) the cohort's capacity
+is the sum of its members' lendable quota (nominal, or the lending limit), and a member's claim on
+it is what it uses beyond what it keeps for itself (nominal less lendable), as Kueue counts them.
+`share` is a queue's dominant borrowed share (beyond nominal, over the cohort's capacity, by
+resource, the largest) divided by its weight: fair sharing orders borrowers by it. (Which running
+gangs borrow, and so may be reclaimed, is queue/teams.py's: a queue's gangs in start order fill its
+nominal GPUs, the rest borrow.) Promises: a gang admitted FITS or BORROWS never takes a queue past
+its nominal plus borrowing limit, nor a cohort past its capacity, on the usage given; every verdict
+but FITS and BORROWS carries a message with the numbers that decide it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scheduler.model.gang import GangRequest
-from scheduler.queue.types import Running
 from scheduler.teams import QueueSpec, Resource, Teams
 
 RESOURCES = (Resource.GPUS, Resource.CPU, Resource.MEMORY)
@@ -255,23 +253,3 @@ _RANK = {
     Verdict.BORROWS: 3,
     Verdict.FITS: 4,
 }
-
-
-def borrowing(
-    teams: Teams, running: Iterable[Running], pool: str, queue_of: Mapping[str, str | None]
-) -> set[str]:
-    """The running gangs of `pool` beyond their queue's nominal GPUs, the latest started
-    first: their queue's earlier gangs fill its nominal quota (`queue_of`: gang key -> queue)."""
-    by_queue: dict[str, list[Running]] = {}
-    for r in running:
-        q = queue_of.get(r.key)
-        if r.gang.pool == pool and q is not None:
-            by_queue.setdefault(q, []).append(r)
-    out: set[str] = set()
-    for q, gangs in by_queue.items():
-        nominal, total = teams.by_name[q].quota(pool).owned(Resource.GPUS), 0
-        for r in sorted(gangs, key=lambda r: (r.started_s, r.key)):
-            total += r.gang.all_gpus
-            if total > nominal:
-                out.add(r.key)
-    return out

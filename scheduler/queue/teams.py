@@ -13,14 +13,14 @@ hosts while they wait counted as using theirs). Decides:
   each admitted again on the ledger as it then is and placed; no borrower preempts, holds a
   reservation or blocks anyone; a start that borrows is reported (`Decisions.beyond_quota`);
 - reclaim: a gang within its nominal quota that cannot start, by quota (others borrow what its
-  queue lends) or by placement, takes hosts back from gangs that borrow (quotas.borrowing: never
-  one within its own queue's quota; at most `CANDIDATES`, the latest started first), chosen by
-  pool lending's chooser (queue/reclaim.py) in the order `topology` gives quotas: the least work
-  lost first (a borrower whose checkpoint falls within the owner's `reclaimWithinSeconds` leaves
-  at it, one without leaves at once), then the largest, each one not needed spared; `quota`
-  (Kueue's): the newest, at once. The gang is pinned to the hosts that frees; at most `RECLAIMS`
-  reclaims begin per queue and pool per cycle, and one that found no room is not tried again
-  for that shape and size until the running gangs change.
+  queue lends) or by placement, takes hosts back from gangs that borrow (never one within its own
+  queue's quota: a queue's gangs in start order fill its nominal GPUs, the rest borrow; at most
+  `CANDIDATES`, the latest started first), chosen by pool lending's chooser (queue/reclaim.py) in
+  the order `topology` gives quotas: the least work lost first (a borrower whose checkpoint falls
+  within the owner's `reclaimWithinSeconds` leaves at it, one without leaves at once), then the
+  largest, each one not needed spared; `quota` (Kueue's): the newest, at once. The gang is pinned
+  to the hosts that frees; at most `RECLAIMS` reclaims begin per queue and pool per cycle, and one
+  that found no room is not tried again for that shape and size until the running gangs change.
 With `lending: off` (static quotas) nothing is borrowed. Promises: no start takes a queue past
 its nominal quota plus borrowing limit nor its cohort past its capacity (on the cycle's
 ledger); a gang within its queue's quota is never a reclaim victim."""
@@ -78,9 +78,15 @@ class TeamQueues:
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
-            self.config, self.entries, self.pins, self.views, self.wait, dict, lambda _c, _p: []
+            self.config,
+            self.entries,
+            self.pins,
+            self.views,
+            self.wait,
+            dict,
+            lambda _c, _p: [],
+            patient=False,
         )
-        self.reclaim.patient = False
         self.use(self.config.teams)
 
     def use(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
@@ -106,12 +112,7 @@ class TeamQueues:
         charged ones included)."""
         used: dict[str, dict[str, list[int]]] = {}
         counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
-        owners = [
-            (queue, tenant, pool, (d[0], d[1], d[2]))
-            for (pool, tenant, queue), d in running.demands().items()
-        ]
-        for queue, tenant, pool, amounts in [*owners, *self.charged]:
-            name = self.queue_of(queue, tenant)
+        for name, pool, amounts in self._uses(running):
             if name is not None:
                 mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
                 for i, v in enumerate(amounts):
@@ -128,15 +129,16 @@ class TeamQueues:
             n: (used.get(n, {}), counts.get(n, [0, 0])[0], counts.get(n, [0, 0])[1]) for n in names
         }
 
+    def _uses(self, running: RunningGangs) -> list[tuple[str | None, str, Demand]]:
+        """(queue, pool, demand) of each owner of running gangs and of each charged group."""
+        owners = [(q, t, pool, (d[0], d[1], d[2])) for (pool, t, q), d in running.demands().items()]
+        return [(self.queue_of(q, t), pool, d) for q, t, pool, d in [*owners, *self.charged]]
+
     # the cycle's ledger
     def begin(self, c: Cycle) -> None:
         if not self.on:
             return
-        usage = [
-            (self.queue_of(queue, tenant), pool, (d[0], d[1], d[2]))
-            for (pool, tenant, queue), d in c.index.demands().items()
-        ]
-        usage += [(self.queue_of(q, tenant), pool, d) for q, tenant, pool, d in self.charged]
+        usage = self._uses(c.index)
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:
@@ -188,12 +190,12 @@ class TeamQueues:
             return
         c.set_aside[(queue, entry.gang.pool)] = n + 1
         c.borrowers.append(entry)
-        self.wait(c, entry, _placed(c, found, wait))
+        self.wait(c, entry, _placed(c, found.queue, wait))
 
     def _held(self, c: Cycle, entry: Entry, wait: Wait, queue: str | None = None) -> None:
         """It waits by quota, as every later gang of its shape with no fewer pods does this
         cycle (use only grows within a cycle): a quiet walk passes over them (walk.py)."""
-        self.wait(c, entry, _placed(c, Admission(Verdict.EXCEEDS, queue), wait))
+        self.wait(c, entry, _placed(c, queue, wait))
         known = c.quota_known.setdefault(entry.gang.pool, {})
         if entry.gang.pods < known.get(entry.shape, NEVER):
             known[entry.shape] = entry.gang.pods
@@ -282,9 +284,9 @@ class TeamQueues:
         return self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short)
 
     def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
-        """The running gangs of the pool beyond their queue's quota (quotas.borrowing), read
-        off the index from each queue's latest start back (once per cycle; this cycle's own
-        starts are not among them yet)."""
+        """The running gangs of the pool beyond their queue's quota, read off the index from
+        each queue's latest start back (once per cycle; this cycle's own starts are not among
+        them yet)."""
         found = c.beyond.get(pool)
         if found is None:
             found = c.beyond[pool] = self._beyond(c.index, pool)
@@ -353,12 +355,11 @@ def _turn(found: Admission) -> str:
     )
 
 
-def _placed(c: Cycle, found: Admission, wait: Wait) -> Wait:
+def _placed(c: Cycle, queue: str | None, wait: Wait) -> Wait:
     """The wait with the gang's place among its queue's gangs this cycle (queue order)."""
-    if found.queue is None:
+    if queue is None:
         return wait
-    n = c.positions.get(found.queue, 0)
-    return Wait(wait.reason, f"{wait.message}; number {n} in queue {found.queue}")
+    return Wait(wait.reason, f"{wait.message}; number {c.positions.get(queue, 0)} in queue {queue}")
 
 
 def _demand(entry: Entry) -> Demand:

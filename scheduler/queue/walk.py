@@ -23,7 +23,7 @@ from scheduler.model.policy import Backfill
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, first
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import NEVER, Bools, PoolOrder
+from scheduler.queue.order import Bools, PoolOrder
 from scheduler.queue.shapes import ShapeIds
 from scheduler.queue.types import Entry, QueueConfig
 from scheduler.queue.views import Views
@@ -114,10 +114,7 @@ class Walk:
         cached = c.quota_masks.get(pool)
         if cached is not None and cached[0] == state:
             return cached[1]
-        fewest = np.full(len(self.shapes), NEVER, dtype=np.int64)
-        for shape, pods in known.items():
-            fewest[shape] = pods
-        held = order.pods >= fewest[order.shapes]
+        held = order.reaching(known, len(self.shapes))
         c.quota_masks[pool] = (state, held)
         return held
 

@@ -6,6 +6,7 @@ Each test starts from an empty cluster with the nodes it asks for."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import urllib.error
@@ -51,29 +52,39 @@ OPERATOR_PORT = free_port()
 GRACE_S = 5.0
 
 
+@contextlib.contextmanager
+def operating(
+    cluster: LocalCluster, admin: AdminGateway, config: OperatorConfig, port: int
+) -> Iterator[threading.Event]:
+    """The operator (in this process, as the token user) and the fake kubelet, until the block
+    ends; the event stops them."""
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=run, args=(config, cluster.operator_kubeconfig, port, stop), daemon=True
+        ),
+        threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=40)
+
+
 @pytest.fixture(scope="session")
 def operator(cluster: LocalCluster, admin: AdminGateway) -> Iterator[threading.Event]:
-    stop = threading.Event()
     # moves at checkpoints on: only jobs that report a checkpoint (test_defrag.py) are moved
     config = OperatorConfig(
         resync_s=1.0,
         node_grace_s=GRACE_S,
         scheduling=SchedulingPolicy(defrag_moves_per_hour=60),
     )
-    threads = [
-        threading.Thread(
-            target=run,
-            args=(config, cluster.operator_kubeconfig, OPERATOR_PORT, stop),
-            daemon=True,
-        ),
-        threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
-    ]
-    for thread in threads:
-        thread.start()
-    yield stop
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=40)
+    with operating(cluster, admin, config, OPERATOR_PORT) as stop:
+        yield stop
 
 
 class Env:

@@ -4,21 +4,19 @@ placed there. Its own cluster and operator: the lending rules are this operator'
 
 from __future__ import annotations
 
-import threading
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.operator import run
 from scheduler.controller.runtime.gateway import AdminGateway
 from scheduler.devtools.cluster import LocalCluster, free_port
 from scheduler.devtools.devcluster import install
-from scheduler.devtools.fake import create_nodes, run_kubelet
+from scheduler.devtools.fake import create_nodes
 from scheduler.pools import Lending, PoolSpec
 from scheduler.topology import generate
-from tests.integration.conftest import Env, training_job
+from tests.integration.conftest import Env, operating, training_job
 
 pytestmark = pytest.mark.apiserver
 
@@ -42,24 +40,13 @@ SPEC = generate(
 @pytest.fixture(scope="module")
 def lending_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     local = LocalCluster.start(tmp_path_factory.mktemp("lending"))
-    stop = threading.Event()
     config = OperatorConfig(resync_s=1.0, pool_list=POOLS)
     try:
         install(local)
         admin = AdminGateway(local.admin_kubeconfig)
         create_nodes(admin, SPEC, config)
-        threads = [
-            threading.Thread(
-                target=run, args=(config, local.operator_kubeconfig, PORT, stop), daemon=True
-            ),
-            threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
-        yield Env(local, admin)
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=40)
+        with operating(local, admin, config, PORT):
+            yield Env(local, admin)
     finally:
         local.stop()
 

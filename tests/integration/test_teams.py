@@ -6,19 +6,17 @@ resumed, as an admission controller (Kueue) would flip it. Its own cluster and o
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.operator import run
 from scheduler.controller.runtime.gateway import AdminGateway
 from scheduler.devtools.cluster import LocalCluster, free_port
 from scheduler.devtools.devcluster import install
-from scheduler.devtools.fake import create_nodes, run_kubelet
+from scheduler.devtools.fake import create_nodes
 from scheduler.topology import generate
-from tests.integration.conftest import Env, training_job
+from tests.integration.conftest import Env, operating, training_job
 
 pytestmark = pytest.mark.apiserver
 
@@ -47,7 +45,6 @@ spec:
 @pytest.fixture(scope="module")
 def teams_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     local = LocalCluster.start(tmp_path_factory.mktemp("teams"))
-    stop = threading.Event()
     config = OperatorConfig(resync_s=1.0)
     try:
         for team in TEAMS:
@@ -58,18 +55,8 @@ def teams_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         )
         admin = AdminGateway(local.admin_kubeconfig)
         create_nodes(admin, SPEC, config)
-        threads = [
-            threading.Thread(
-                target=run, args=(config, local.operator_kubeconfig, free_port(), stop), daemon=True
-            ),
-            threading.Thread(target=run_kubelet, args=(admin, stop, 0.3), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
-        yield Env(local, admin)
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=40)
+        with operating(local, admin, config, free_port()):
+            yield Env(local, admin)
     finally:
         local.stop()
 

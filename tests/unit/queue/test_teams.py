@@ -12,7 +12,7 @@ import pytest
 from scheduler.model.policy import LendingMode
 from scheduler.placement import Snapshot
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
-from scheduler.queue.quotas import Ledger, Verdict, borrowing
+from scheduler.queue.quotas import Ledger, Verdict
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from tests.unit.queue.helpers import fabric, gang, running
 
@@ -166,6 +166,26 @@ def test_fair_share_with_weights_one_and_three_splits_what_is_lent_one_to_three(
     assert sum(k.startswith("a") for k in started) == 4
     assert sum(k.startswith("b") for k in started) == 12
     assert out.beyond_quota == set(started)
+
+
+def borrowing(
+    teams: Teams, running: list[Running], pool: str, queue_of: dict[str, str | None]
+) -> set[str]:
+    """From scratch: the running gangs of `pool` beyond their queue's nominal GPUs, their
+    queue's earlier-started gangs filling its quota first (`queue_of`: gang key -> queue)."""
+    by_queue: dict[str, list[Running]] = {}
+    for r in running:
+        q = queue_of.get(r.key)
+        if r.gang.pool == pool and q is not None:
+            by_queue.setdefault(q, []).append(r)
+    out: set[str] = set()
+    for q, gangs in by_queue.items():
+        nominal, total = teams.by_name[q].quota(pool).owned(Resource.GPUS), 0
+        for r in sorted(gangs, key=lambda r: (r.started_s, r.key)):
+            total += r.gang.all_gpus
+            if total > nominal:
+                out.add(r.key)
+    return out
 
 
 def reclaim_setup() -> tuple[Snapshot, list[Running]]:
