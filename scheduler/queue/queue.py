@@ -66,7 +66,7 @@ from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, shape_key
-from scheduler.queue.teams import Charge, TeamQueues
+from scheduler.queue.teams import Charge, Numbers, TeamQueues
 from scheduler.queue.types import (
     Decisions,
     Entry,
@@ -171,10 +171,16 @@ class SchedulingQueue:
         gangs not in the running list hold (queue/teams.py, `use`)."""
         self._teams.use(teams, charged)
 
-    def team_numbers(self) -> dict[str, tuple[dict[str, list[int]], int, int]]:
+    def team_numbers(self) -> dict[str, Numbers]:
         """Per team queue: what its running gangs use per pool (GPUs, millicores, MiB), its
-        gangs waiting and running, as of the last cycle's running gangs."""
+        gangs waiting and running, as of the last cycle's running gangs, and when its
+        longest-waiting gang arrived."""
         return self._teams.numbers(self._running, self._entries.values())
+
+    def team_of(self, key: str) -> str | None:
+        """The team queue of a queued gang (None: no teams, no such gang, or no queue)."""
+        entry = self._entries.get(key)
+        return self._teams.team_of(entry) if entry is not None else None
 
     def beyond_quota(self) -> dict[str, str]:
         """Running gangs (of the last cycle's list) beyond their queue's nominal quota, each

@@ -61,6 +61,16 @@ WAITS = {
 }
 
 
+@dataclass(frozen=True)
+class Numbers:
+    """What a queue uses and waits for, as of the last cycle's running gangs."""
+
+    used: dict[str, list[int]] = field(default_factory=dict)  # pool -> GPUs, millicores, MiB
+    pending: int = 0
+    admitted: int = 0
+    oldest: float | None = None  # its longest-waiting gang's arrival (the queue's clock)
+
+
 @dataclass
 class TeamQueues:
     config: QueueConfig
@@ -105,11 +115,10 @@ class TeamQueues:
     def queue_of(self, queue: str, tenant: str) -> str | None:
         return self.teams.queue_of(queue, tenant)
 
-    def numbers(
-        self, running: RunningGangs, waiting: Iterable[Entry]
-    ) -> dict[str, tuple[dict[str, list[int]], int, int]]:
+    def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
         """Per queue: use per pool (GPUs, millicores, MiB), gangs waiting, gangs running (the
-        charged ones included)."""
+        charged ones included), and the arrival of its longest-waiting gang."""
+        waiting = list(waiting)
         used: dict[str, dict[str, list[int]]] = {}
         counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
         for name, pool, amounts in self._uses(running):
@@ -124,10 +133,24 @@ class TeamQueues:
             name = self.queue_of(queue, tenant)
             if name is not None:
                 counts.setdefault(name, [0, 0])[runs] += 1
-        names = set(used) | set(counts)
-        return {
-            n: (used.get(n, {}), counts.get(n, [0, 0])[0], counts.get(n, [0, 0])[1]) for n in names
-        }
+        oldest = self._oldest(waiting)
+        out = {}
+        for n in set(used) | set(counts):
+            pending, admitted = counts.get(n, [0, 0])
+            out[n] = Numbers(used.get(n, {}), pending, admitted, oldest.get(n))
+        return out
+
+    def _oldest(self, waiting: list[Entry]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for e in waiting:
+            name = self._queue(e)
+            if name is not None:
+                out[name] = min(out.get(name, e.arrival), e.arrival)
+        return out
+
+    def team_of(self, entry: Entry) -> str | None:
+        """The team queue a queued gang belongs to (None: teams are off, or it has none)."""
+        return self._queue(entry) if self.on else None
 
     def _uses(self, running: RunningGangs) -> list[tuple[str | None, str, Demand]]:
         """(queue, pool, demand) of each owner of running gangs and of each charged group."""

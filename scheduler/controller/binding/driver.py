@@ -67,6 +67,8 @@ class QueueDriver:
     started: dict[str, float]  # shared with the TrainingJob controller
     wall: Callable[[], float]  # the API's clock (pods' creation, checkpoint annotations)
     nominations: Nominations  # where the pods of gangs that hold hosts will go
+    # a borrower of a team Queue's quota was evicted for it: (queue, message, at a checkpoint)
+    quota_reclaimed: Callable[[str, str, bool], None] = lambda _q, _m, _c: None
 
     def isolated(self, job: TrainingJob, report: CycleReport, handle: Callable[[], None]) -> bool:
         """Run one job's handling; False when it raised (reported on the job, or logged)."""
@@ -234,15 +236,22 @@ class QueueDriver:
         self, eviction: Eviction, view: JobView, pods: list[Pod], gangs: dict[str, GangRequest]
     ) -> None:
         owner = gangs.get(eviction.preemptor)
-        lender = owner.pool if owner is not None else "its lender"
+        team = self.queue.team_of(eviction.preemptor) if view.uid in self.status.beyond else None
         lost = eviction.lost_gpu_s / 3600
-        what = "the quota it borrowed" if view.uid in self.status.beyond else "the hosts it lent"
+        if team is not None:
+            lender, what = f"queue {team}", "the quota it borrowed"
+        else:
+            lender = owner.pool if owner is not None else "its lender"
+            what = "the hosts it lent"
         message = (
             f"{lender} took back {what}, for {owner.name if owner else 'its own gang'}; "
             f"{lost:.2f} GPU-hours since its last checkpoint lost; queued again in {view.gang.pool}"
         )
         self.calls.delete(pods)
-        self.metrics.reclaimed(lender, eviction.lost_gpu_s == 0, eviction.waited_s)
+        pool = owner.pool if owner is not None else view.gang.pool  # the lender's
+        self.metrics.reclaimed(pool, eviction.lost_gpu_s == 0, eviction.waited_s)
+        if team is not None:
+            self.quota_reclaimed(team, f"{view.gang.name}: {message}", eviction.lost_gpu_s == 0)
         placed = self.status.cond(view, "Placed", False, "Reclaimed", message)
         reclaimed = self.status.cond(view, "Reclaimed", True, "Reclaimed", message)
         self.status.set(view, "Pending", [placed, reclaimed])

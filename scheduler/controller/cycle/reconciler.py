@@ -32,7 +32,7 @@ from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.cycle.teams import Numbers, QueueObjects, charged
+from scheduler.controller.cycle.teams import QueueObjects, charged
 from scheduler.controller.podgroup.members import Members, collect
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
 from scheduler.controller.pods.affinity import Running, resolve_gang
@@ -110,10 +110,10 @@ class Reconciler:
         self.pool = ThreadPoolExecutor(config.api_workers, thread_name_prefix="api")
         self.queue = SchedulingQueue(config.queue())
         self.place_config = self.queue.config.place
-        self.teams = QueueObjects(config, metrics)  # the teams' Queue objects
-        self.last_teams = Teams()  # as last read (kept when a listing fails)
         self.wall = wall
         self.recorder = Recorder(api, identity)
+        self.teams = QueueObjects(config, metrics, self.recorder)  # the teams' Queue objects
+        self.last_teams = Teams()  # as last read (kept when a listing fails)
         self.launcher = Launcher(
             create=api.create_pod,
             build=lambda launch, rank: pod(launch.view, rank, config),
@@ -154,6 +154,7 @@ class Reconciler:
             self.started,
             wall,
             Nominations(api.patch_pod_status, self.calls, config.scheduler_name),
+            self.teams.reclaimed,
         )
         self.jobs = TrainingJobs(
             config,
@@ -218,7 +219,8 @@ class Reconciler:
         self.driver.nominations.sync(pods)
         self._launch(report)
         refs = {g.ref().uid for g in groups}
-        self.recorder.forget(set(live) | refs | {n.meta.uid for n in nodes})
+        queues_seen = {f"Queue/{name}" for name in self.teams.refs}
+        self.recorder.forget(set(live) | refs | {n.meta.uid for n in nodes} | queues_seen)
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report
@@ -239,13 +241,9 @@ class Reconciler:
         logged, the cycle goes on)."""
         if not queues:
             return
-        numbers = {
-            name: Numbers(used, pending, admitted)
-            for name, (used, pending, admitted) in self.queue.team_numbers().items()
-        }
         write = functools.partial(self.calls.attempt, self.api.patch_queue_status)
-        now = st.stamp(self.wall())
-        self.teams.publish(queues, teams, numbers, write, now)
+        wall = self.wall()
+        self.teams.publish(queues, teams, self.queue.team_numbers(), write, st.stamp(wall), wall)
 
     def _forget(self, live: set[str]) -> None:
         """Drop what is remembered of deleted jobs: memory stays bounded by the live ones."""

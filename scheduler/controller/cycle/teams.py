@@ -5,7 +5,10 @@ the teams (teams.Teams) made of those that are valid; an invalid one (unknown po
 quantity, a namespace another Queue already lists) is left out and says why in its Ready
 condition, the others go on. No Queue at all: no quotas. After the cycle it writes each Queue's
 status when it changed: nominal, used and borrowed GPUs (every pool summed, and per pool with
-CPU and memory), gangs pending and admitted, and the Ready condition; and the same as metrics.
+CPU and memory), gangs pending and admitted, and the Ready condition; and the same as metrics,
+with the longest wait of its pending gangs and the reclaims of its quota. Events on a Queue: a
+Warning when it becomes invalid (once per reason, not every cycle), and `Reclaimed` each time
+its quota is taken back from a borrower (the driver tells it, `reclaimed`).
 Promises: one bad Queue never changes what the others admit; a status is written only when
 something in it changed (a condition keeps its lastTransitionTime while its status holds)."""
 
@@ -21,11 +24,13 @@ from pydantic import ValidationError
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import POOL_LABEL, Members
+from scheduler.controller.runtime.events import Recorder, Ref
+from scheduler.controller.runtime.gateway import API_VERSION
 from scheduler.controller.runtime.objects import Condition, QueueObject, conditions_of, find
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
 from scheduler.queue.quotas import RESOURCES
-from scheduler.queue.teams import Charge
+from scheduler.queue.teams import Charge, Numbers
 from scheduler.teams import QueueSpec, Resource, Teams
 
 Obj = dict[str, Any]
@@ -44,23 +49,26 @@ class InvalidQueueError(ValueError):
 StatusWriter = Callable[[str, Obj], object]  # a Queue's name and its new status
 
 
-@dataclass(frozen=True)
-class Numbers:
-    """What a queue uses and waits for, from the scheduling queue's view after a cycle."""
-
-    used: dict[str, list[int]] = field(default_factory=dict)  # pool -> GPUs, millicores, MiB
-    pending: int = 0
-    admitted: int = 0
-
-
 @dataclass
 class QueueObjects:
     config: OperatorConfig
     metrics: Metrics
+    recorder: Recorder
     errors: dict[str, str] = field(default_factory=dict)  # queue -> why it is left out
+    refs: dict[str, Ref] = field(default_factory=dict)  # queue -> its object, for events
+
+    def reclaimed(self, queue: str, message: str, at_checkpoint: bool) -> None:
+        """A borrower of `queue`'s quota was evicted for it: an event on the Queue, a count."""
+        self.metrics.queue_reclaims.labels(
+            queue=queue, result="checkpoint" if at_checkpoint else "deadline"
+        ).inc()
+        ref = self.refs.get(queue)
+        if ref is not None:
+            self.recorder.record(ref, "Normal", "Reclaimed", message, about=f"Queue/{queue}")
 
     def read(self, objects: list[QueueObject]) -> Teams:
         self.errors = {}
+        self.refs = {o.meta.name: Ref.to(o.meta, API_VERSION, "Queue") for o in objects}
         valid: list[QueueSpec] = []
         claimed: dict[str, str] = {}
         for obj in sorted(objects, key=lambda o: o.meta.name):
@@ -105,13 +113,31 @@ class QueueObjects:
         numbers: dict[str, Numbers],
         write: StatusWriter,
         now: str,
+        clock: float,
     ) -> None:
+        """`clock`: the time now on the clock the queue's arrivals are stamped with."""
         specs = teams.by_name
         for obj in objects:
             name = obj.meta.name
-            status = self._status(specs.get(name), numbers.get(name, Numbers()), name, obj, now)
+            found = numbers.get(name, Numbers())
+            self._invalid(obj)
+            oldest = found.oldest
+            self.metrics.queue_wait.labels(queue=name).set(
+                max(0.0, clock - oldest) if oldest is not None else 0.0
+            )
+            status = self._status(specs.get(name), found, name, obj, now)
             if status != obj.status:
                 write(name, status)
+
+    def _invalid(self, obj: QueueObject) -> None:
+        """A Warning when a Queue is found invalid, or invalid for a new reason (not every
+        cycle: only when its Ready condition does not say so yet)."""
+        error = self.errors.get(obj.meta.name)
+        old = find(conditions_of(obj.status), "Ready")
+        if error is None or (old is not None and old.status == "False" and old.message == error):
+            return
+        ref = self.refs[obj.meta.name]
+        self.recorder.record(ref, "Warning", "InvalidSpec", error, about=f"Queue/{obj.meta.name}")
 
     def _status(
         self, spec: QueueSpec | None, n: Numbers, name: str, obj: QueueObject, now: str

@@ -110,6 +110,18 @@ class Metrics:
             ["queue", "state"],
             registry=self.registry,
         )
+        self.queue_wait = Gauge(
+            "rackwise_queue_wait_seconds",
+            "A team Queue's longest wait now: seconds since its longest-waiting gang arrived",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.queue_reclaims = Counter(
+            "rackwise_queue_reclaims",
+            "Borrowers evicted to give a team Queue its quota back: at a checkpoint or deadline",
+            ["queue", "result"],
+            registry=self.registry,
+        )
         self.ignored = Gauge(
             "rackwise_ignored_objects",
             "TrainingJobs and pod groups rackwise does not schedule, by reason",

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.gateway import ApiError
-from tests.unit.controller.test_reconciler import Driven, MemoryApi, api, clock, reconciler
+from tests.unit.controller.test_reconciler import (
+    Clock,
+    Counting,
+    Driven,
+    MemoryApi,
+    api,
+    clock,
+    reconciler,
+)
 
 __all__ = ["api", "clock", "reconciler"]  # fixtures
 
@@ -125,3 +134,80 @@ def test_queues_that_cannot_be_listed_leave_the_last_ones_in_force(api, reconcil
     api.submit("big", 2)
     run(reconciler)
     assert api.reason("big") == "QuotaExceeded"
+
+
+def sample(reconciler: Driven, name: str, **labels: str) -> float | None:
+    return reconciler.inner.metrics.registry.get_sample_value(name, labels)
+
+
+def queue_events(api: Counting, reason: str) -> list[Obj]:
+    return [
+        e for e in api.events if e["involvedObject"]["kind"] == "Queue" and e["reason"] == reason
+    ]
+
+
+class Patching(Counting):
+    def __init__(self, config: OperatorConfig) -> None:
+        super().__init__(config)
+        self.event_patches: list[Obj] = []
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
+        self.event_patches.append(patch)
+
+
+def test_an_invalid_queue_gets_one_warning_event_not_one_per_cycle():
+    api = Patching(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    queue(api, "bad", 0, quotas=[{"pool": "no-such-pool", "nominal": {"gpus": 8}}])
+    run(reconciler, 4)
+    found = queue_events(api, "InvalidSpec")
+    assert len(found) == 1
+    assert found[0]["type"] == "Warning"
+    assert found[0]["involvedObject"]["name"] == "bad"
+    assert "unknown pool 'no-such-pool'" in found[0]["message"]
+    assert api.event_patches == []  # nor the same one counted again every cycle
+
+
+def test_a_queues_longest_wait_is_a_metric_and_none_waiting_is_zero(api, reconciler):
+    queue(api, "team-a", 8, namespaces=["default"])
+    queue(api, "idle", 8)
+    api.submit("first", 1)
+    api.submit("second", 1, at="2026-12-01T00:00:05Z")
+    run(reconciler)
+    assert api.reason("second") == "QuotaExceeded"
+    waited = sample(reconciler, "rackwise_queue_wait_seconds", queue="team-a")
+    assert waited is not None
+    assert waited > 0  # since 2026-12-01, on the wall clock
+    assert sample(reconciler, "rackwise_queue_wait_seconds", queue="idle") == 0
+
+
+def labelled(api: MemoryApi, job: str, queue_name: str) -> None:
+    api.job_objs[job]["metadata"]["labels"] = {"rackwise.io/queue": queue_name}
+
+
+def test_a_reclaim_of_a_queues_quota_is_an_event_on_it_counted_and_named_on_the_victim():
+    """team-a borrows team-b's idle half of the cluster; team-b's job takes it back (no
+    checkpoint and no time given: at once)."""
+    api = Counting(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    for name in ("team-a", "team-b"):
+        queue(api, name, 16, cohort="lab", reclaimWithinSeconds=0)
+    api.submit("borrower", 4)
+    labelled(api, "borrower", "team-a")
+    run(reconciler)
+    assert api.reason("borrower") == "Placed"
+    api.submit("owner", 2, at="2026-12-01T00:00:05Z")
+    labelled(api, "owner", "team-b")
+    run(reconciler)
+    assert api.reason("borrower") == "Reclaimed"
+    conditions = api.job_objs["borrower"]["status"]["conditions"]
+    message = next(c["message"] for c in conditions if c["type"] == "Reclaimed")
+    assert message.startswith("queue team-b took back the quota it borrowed, for default/owner")
+    found = queue_events(api, "Reclaimed")
+    assert [e["involvedObject"]["name"] for e in found] == ["team-b"]
+    assert found[0]["message"].startswith("default/borrower: queue team-b took back")
+    assert (
+        sample(reconciler, "rackwise_queue_reclaims_total", queue="team-b", result="checkpoint")
+        == 1
+    )
+    assert api.reason("owner") == "Placed"
