@@ -1,8 +1,13 @@
-"""Helpers shared by the benchmarks: plain-text tables."""
+"""Helpers shared by the benchmarks: plain-text tables, the worst team's wait ratio."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from scheduler.simulation.protocol import cell
+
+Found = dict[tuple[str, int], dict[str, Any]]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -11,3 +16,18 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def worst_wait(found: Found, seeds: int, row: str, base: str, part: str) -> str:
+    """Per seed, the largest ratio over a run's teams (`found[...][part]`, simulation/tenants.py)
+    of a team's wait p95 to its wait p95 in the `base` row (a p95 under a minute compares
+    against a minute); mean and interval over seeds."""
+    ratios = []
+    for s in range(seeds):
+        ours, theirs = found[(row, s)][part], found[(base, s)][part]
+        pairs = [
+            (m["wait_p95_s"], (theirs.get(t) or {}).get("wait_p95_s")) for t, m in ours.items()
+        ]
+        known = [a / max(b, 60.0) for a, b in pairs if a is not None and b is not None]
+        ratios.append(max(known, default=0.0))
+    return cell(ratios, 1.0)

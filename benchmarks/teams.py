@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import table
+from benchmarks.common import table, worst_wait
 from scheduler.model.policy import LendingMode
 from scheduler.simulation.metrics import utilisation
 from scheduler.simulation.protocol import cell
@@ -85,23 +85,11 @@ def report(found: dict[tuple[str, int], dict[str, Any]], seeds: int, rows: list[
     lines = [table(["row", *(h for _, h, _ in names)], body)]
     if "kueue" in rows:
         for row in (r for r in rows if r not in ("kueue", "none")):
-            lines.append(f"worst team wait p95 / kueue's, {row}: {_worst(found, seeds, row)}")
+            lines.append(
+                f"worst team wait p95 / kueue's, {row}: "
+                + worst_wait(found, seeds, row, "kueue", "tenants")
+            )
     return "\n".join(lines)
-
-
-def _worst(found: dict[tuple[str, int], dict[str, Any]], seeds: int, row: str) -> str:
-    """Per seed, the largest ratio over teams of a team's wait p95 to its kueue-row wait p95
-    (teams whose kueue p95 is under a minute compare against a minute)."""
-    ratios = []
-    for s in range(seeds):
-        ours, theirs = found[(row, s)]["tenants"], found[("kueue", s)]["tenants"]
-        worst = 0.0
-        for team, m in ours.items():
-            mine, base = m["wait_p95_s"], (theirs.get(team) or {}).get("wait_p95_s")
-            if mine is not None and base is not None:
-                worst = max(worst, mine / max(base, 60.0))
-        ratios.append(worst)
-    return cell(ratios, 1.0)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ Offers = tuple[Ints, Vector]  # a child's (capacities, costs), both increasing
 INF = float("inf")
 WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exactly
 HISTORY = 1_000_000  # cost cells merge_many keeps for the trace-back; past it, it recomputes
+BLOCK = 131_072  # candidate cells (parents x offers x width) merge_many builds at once
 
 
 @dataclass
@@ -221,10 +222,17 @@ def _knapsack_many(
     # how far any parent's vector reaches after each step: the rest stays infinite
     reach = np.minimum(np.cumsum(caps_k.max(axis=2), axis=0).max(axis=1) + 1, length)
     before: list[Vector] | None = [] if parents * int(reach.sum()) <= HISTORY else None
+    # offers in blocks of about BLOCK cells: a (parents, offers, width) candidate array of the
+    # top levels is tens of MB, and built whole it runs at memory speed, not cache speed
+    block = max(1, BLOCK // max(1, parents * length))
     for k, width in enumerate(reach.tolist()):
-        cand = windows[every, length - np.minimum(caps_k[k], length), :width]
-        cand += prices_k[k][:, :, None]
+        starts = length - np.minimum(caps_k[k], length)
         if before is not None:
             before.append(cost[:, :width].copy())
-        np.minimum(cost[:, :width], cand.min(axis=1), out=cost[:, :width])
+        best = np.full((parents, width), INF)
+        for o in range(0, offers, block):
+            cand = windows[every, starts[:, o : o + block], :width]
+            cand += prices_k[k][:, o : o + block, None]
+            np.minimum(best, cand.min(axis=1), out=best)
+        np.minimum(cost[:, :width], best, out=cost[:, :width])
     return cost, caps_k, prices_k, before

@@ -13,6 +13,7 @@ import pytest
 
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.model.topology import HostSpec, LevelSpec, TopologySpec
+from scheduler.placement import knapsack as knapsack_module
 from scheduler.placement import place_one
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.knapsack import (
@@ -83,8 +84,11 @@ def vector(rng: random.Random, n: int) -> np.ndarray:
     return np.cumsum(steps)[: rng.randint(1, n + 1)]
 
 
+@pytest.mark.parametrize("block", [1, 7, knapsack_module.BLOCK])
 @pytest.mark.parametrize("seed", range(30))
-def test_merging_many_parents_at_once_gives_what_each_gives_alone(seed):
+def test_merging_many_parents_at_once_gives_what_each_gives_alone(seed, block, monkeypatch):
+    """Whatever the blocks of offers the candidates are built in (1: one offer at a time)."""
+    monkeypatch.setattr(knapsack_module, "BLOCK", block)
     rng = random.Random(seed)
     n = rng.randint(1, 40)
     families = [
