@@ -195,3 +195,35 @@ def test_health_taints_make_a_host_down_and_leave_the_fabric_as_it_is():
     assert state is not None
     assert [t.key for t in state.fabric.hosts[0].taints] == ["team"]
     assert state.snapshot.down == set()
+
+
+def test_the_gpu_operators_clique_label_is_the_nvlink_level_of_nvl72_racks():
+    """GB200 NVL72 racks as NVIDIA's GPU operator labels them: every tray of one NVLink
+    domain carries the same `nvidia.com/gpu.clique` (<cluster uuid>.<clique id>). Pointing the
+    NVLink level at that label makes each rack's 18 trays one NVLink domain, and a gang
+    required inside one is placed on a single clique (with the default label: fails, tried)."""
+    from scheduler.model import GangRequest, PlaceConfig
+    from scheduler.model.topology import Tier
+    from scheduler.placement import place_one
+
+    config = OperatorConfig.model_validate({"labels": {"nvlink": "nvidia.com/gpu.clique"}})
+    nodes = []
+    for rack in (1, 2):
+        for tray in range(18):
+            labels = {"rackwise.io/rack": f"r{rack}", "nvidia.com/gpu.clique": f"9f3c.{rack}"}
+            body = node(f"r{rack}-t{tray}", labels)
+            body["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+            nodes.append(body)
+    state = StateBuilder(config).build([Node.of(n) for n in nodes], [])
+    assert state is not None
+    fabric = state.fabric
+    assert len(fabric.real_nvlink) == 2
+    sizes: dict[int, int] = {}
+    for h in range(len(fabric.hosts)):
+        domain = int(fabric.columns[Tier.NVLINK][h])
+        sizes[domain] = sizes.get(domain, 0) + int(fabric.gpus[h])
+    assert sorted(sizes.values()) == [72, 72]
+    gang = GangRequest(name="tp72", pods=18, gpus_per_pod=4, required_level="nvlink")
+    placed = place_one(state.snapshot, gang, PlaceConfig())
+    assert placed.placed
+    assert len({h.split("-")[0] for h in placed.hosts()}) == 1
