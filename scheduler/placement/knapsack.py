@@ -28,6 +28,7 @@ INF = float("inf")
 WORK = 4_000_000  # knapsack cells (offers x vector length) a parent solves exactly
 HISTORY = 1_000_000  # cost cells merge_many keeps for the trace-back; past it, it recomputes
 BLOCK = 131_072  # candidate cells (parents x offers x width) merge_many builds at once
+BLOCK_OFFERS = 16  # ... but never fewer offers than this at once
 
 
 @dataclass
@@ -223,16 +224,27 @@ def _knapsack_many(
     reach = np.minimum(np.cumsum(caps_k.max(axis=2), axis=0).max(axis=1) + 1, length)
     before: list[Vector] | None = [] if parents * int(reach.sum()) <= HISTORY else None
     # offers in blocks of about BLOCK cells: a (parents, offers, width) candidate array of the
-    # top levels is tens of MB, and built whole it runs at memory speed, not cache speed
-    block = max(1, BLOCK // max(1, parents * length))
+    # top levels of a 6-level fabric is tens of MB, and built whole it runs at memory speed;
+    # but each block costs a pass more, so a few offers (a 5-level top) stay one block
+    block = max(BLOCK_OFFERS, BLOCK // max(1, parents * length))
     for k, width in enumerate(reach.tolist()):
         starts = length - np.minimum(caps_k[k], length)
         if before is not None:
             before.append(cost[:, :width].copy())
-        best = np.full((parents, width), INF)
-        for o in range(0, offers, block):
-            cand = windows[every, starts[:, o : o + block], :width]
-            cand += prices_k[k][:, o : o + block, None]
-            np.minimum(best, cand.min(axis=1), out=best)
+        best = _least(windows, every, prices_k[k], starts, 0, block, width)
+        for o in range(block, offers, block):  # cost changes only after the step's last block
+            least = _least(windows, every, prices_k[k], starts, o, block, width)
+            np.minimum(best, least, out=best)
         np.minimum(cost[:, :width], best, out=cost[:, :width])
     return cost, caps_k, prices_k, before
+
+
+def _least(
+    windows: Vector, every: Ints, prices: Vector, starts: Ints, first: int, block: int, width: int
+) -> Vector:
+    """Per parent and size, the least of cost before the child plus the price over the offers
+    `first` to `first + block` (`windows[p, start]` reads the cost vector `start` early)."""
+    cand = windows[every, starts[:, first : first + block], :width]
+    cand += prices[:, first : first + block, None]
+    least: Vector = cand.min(axis=1)
+    return least

@@ -84,11 +84,15 @@ def vector(rng: random.Random, n: int) -> np.ndarray:
     return np.cumsum(steps)[: rng.randint(1, n + 1)]
 
 
-@pytest.mark.parametrize("block", [1, 7, knapsack_module.BLOCK])
+@pytest.mark.parametrize(
+    "block", [(1, 1), (7, 2), (knapsack_module.BLOCK, knapsack_module.BLOCK_OFFERS)]
+)
 @pytest.mark.parametrize("seed", range(30))
 def test_merging_many_parents_at_once_gives_what_each_gives_alone(seed, block, monkeypatch):
-    """Whatever the blocks of offers the candidates are built in (1: one offer at a time)."""
-    monkeypatch.setattr(knapsack_module, "BLOCK", block)
+    """Whatever the blocks of offers the candidates are built in ((1, 1): one offer at a
+    time)."""
+    monkeypatch.setattr(knapsack_module, "BLOCK", block[0])
+    monkeypatch.setattr(knapsack_module, "BLOCK_OFFERS", block[1])
     rng = random.Random(seed)
     n = rng.randint(1, 40)
     families = [
