@@ -236,10 +236,11 @@ class QueueDriver:
         self, eviction: Eviction, view: JobView, pods: list[Pod], gangs: dict[str, GangRequest]
     ) -> None:
         owner = gangs.get(eviction.preemptor)
-        team = self.queue.team_of(eviction.preemptor) if view.uid in self.status.beyond else None
+        quota = view.uid in self.status.beyond
+        team = self.queue.team_of(eviction.preemptor) if quota else None
         lost = eviction.lost_gpu_s / 3600
-        if team is not None:
-            lender, what = f"queue {team}", "the quota it borrowed"
+        if quota:  # the owner's queue (unnamed if the owner has left the queue since)
+            lender, what = f"queue {team}" if team else "its lender", "the quota it borrowed"
         else:
             lender = owner.pool if owner is not None else "its lender"
             what = "the hosts it lent"
