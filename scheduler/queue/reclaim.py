@@ -6,7 +6,9 @@ queue/teams.py, which are not `patient`: there a victim without a checkpoint bef
 deadline leaves at once, the least work lost chosen first). `start`: when borrowed gangs hold
 hosts that gang needs, chooses the victims (`topology`: those that lose nothing, their
 checkpoint falling before the deadline, first; then the largest, for the fewest gangs; each one
-the gang fits without is spared; `quota`: the newest, until it fits), pins the gang to the
+the gang fits without is spared: every one off the hosts it lands on, exactly, then up to
+`PRUNE_MAX` others tried one by one; `quota`: the newest, until it fits, then each one it still
+fits without given back, as Kueue's minimalPreemptions does), pins the gang to the
 hosts that frees (holds.py) and records each victim's reclaim. `due`: evicts each victim at its
 first checkpoint since its reclaim began or at the deadline, whichever comes first (`quota`: at
 once), and says when to look again. Promises: no victim is evicted after its deadline; every
@@ -101,8 +103,11 @@ class Reclaims:
         short: int,
     ) -> tuple[list[Running], Placement] | None:
         if self.config.policy.lending is LendingMode.QUOTA:
+            # Kueue's minimalPreemptions: the newest until it fits, then each one it still
+            # fits without given back, the last one added excepted, with no cap
             newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
-            return self._until_fits(view, gang, newest, short)
+            found = self._until_fits(view, gang, newest, short)
+            return None if found is None else self._spare(view, gang, *found, short, None)
         deadline = c.now + within_s
 
         def cost(r: Running) -> tuple[bool, int, float, str]:
@@ -119,7 +124,10 @@ class Reclaims:
 
         key = cost if self.patient else eager
         found = self._until_fits(view, gang, sorted(candidates, key=key), short)
-        return None if found is None else self._spare(view, gang, *found, short)
+        if found is None:
+            return None
+        chosen, placement = found
+        return self._spare(view, gang, on_its_hosts(chosen, placement, short), placement, short)
 
     def _until_fits(
         self, view: Snapshot, gang: GangRequest, order: list[Running], short: int
@@ -151,10 +159,11 @@ class Reclaims:
         chosen: list[Running],
         placement: Placement,
         short: int,
+        most: int | None = PRUNE_MAX,
     ) -> tuple[list[Running], Placement]:
         """Keep each victim that the gang fits without, and whose GPUs the quota owed back
-        does not need (the last one added is needed)."""
-        if len(chosen) > PRUNE_MAX:
+        does not need (the last one added is needed); past `most` victims, none is tried."""
+        if most is not None and len(chosen) > most:
             return chosen, placement
         for r in list(reversed(chosen[:-1])):
             rest = [v for v in chosen if v is not r]
@@ -226,6 +235,23 @@ class Reclaims:
             c.evicted.add(key)
             c.work.release(r.gang, r.placement)
             c.version += 1
+
+
+def on_its_hosts(chosen: list[Running], placement: Placement, short: int) -> list[Running]:
+    """The victims a placement needs: those on its hosts (whether it fits depends on its own
+    hosts' free capacity alone, so the others can be spared exactly), and others only as far
+    as the quota owed back (`short`) needs their GPUs, the first chosen first; in the order
+    they were chosen."""
+    hosts = set(placement.hosts())
+    needed = {r.key for r in chosen if not hosts.isdisjoint(r.placement.hosts())}
+    owed = short - sum(r.gang.all_gpus for r in chosen if r.key in needed)
+    for r in chosen:
+        if owed <= 0:
+            break
+        if r.key not in needed:
+            needed.add(r.key)
+            owed -= r.gang.all_gpus
+    return [r for r in chosen if r.key in needed]
 
 
 def evict_at(r: Running, rc: Reclaim, now: float) -> float:

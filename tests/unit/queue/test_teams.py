@@ -13,6 +13,7 @@ from scheduler.model.policy import LendingMode
 from scheduler.placement import Snapshot
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.quotas import Ledger, Verdict
+from scheduler.queue.reclaim import on_its_hosts
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from tests.unit.queue.helpers import fabric, gang, running
 
@@ -368,3 +369,35 @@ def test_a_gang_whose_hold_lapses_is_admitted_on_its_own_quota_not_twice():
     assert first.waiting["j"].reason is WaitReason.PREEMPTING
     later = q.cycle(PIN_PATIENCE_S + 1.0, s, blocker)
     assert [k for k, _ in later.starts] == ["j"]
+
+
+def test_the_kueue_style_baseline_gives_back_a_victim_it_did_not_need():
+    """Kueue's minimalPreemptions: the newest until the gang fits, then each one it still fits
+    without given back. The owner needs a whole rack: evicting z (newest, beside w's gang in
+    r1) frees no rack, evicting y too frees r2, and z is given back (fails without the give-back,
+    tried: both go)."""
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1"], tenant="w"),
+        running(s, "w2", ["h1-0"], tenant="w"),
+        running(s, "w3", ["h3-1"], tenant="w"),
+        running(s, "y", ["h2-0", "h2-1"], tenant="b", started=10.0),
+        running(s, "z", ["h1-1"], tenant="b", started=20.0),
+    ]
+    q = owner_queue(0, LendingMode.QUOTA)
+    owner = gang("owner", 2).model_copy(update={"required_level": "rack"})
+    q.add("owner", owner, 1000.0, tenant="o")
+    out = q.cycle(1000.0, s, held)
+    assert [e.victim for e in out.evictions] == ["y"]
+
+
+def test_victims_off_the_placements_hosts_are_spared_unless_the_quota_owes_their_gpus():
+    s = snap()
+    a = running(s, "a", ["h0-0"], started=1.0)
+    b = running(s, "b", ["h1-0"], started=2.0)
+    c = running(s, "c", ["h2-0"], started=3.0)
+    placement = b.placement  # the owner lands where b was
+    assert [r.key for r in on_its_hosts([a, b, c], placement, 0)] == ["b"]
+    assert [r.key for r in on_its_hosts([a, b, c], placement, 16)] == ["a", "b"]
+    # b's 8 GPUs leave 1 owed: the first chosen off its hosts (c) covers it
+    assert [r.key for r in on_its_hosts([c, a, b], placement, 9)] == ["c", "b"]
