@@ -161,11 +161,17 @@ class Env:
             return int(exc.code)
 
     def condition(self, name: str, kind: str = "Placed") -> Obj:
-        conditions = (self.job(name).get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == kind), {})
+        return next((c for c in self._conditions(name) if c["type"] == kind), {})
+
+    def _conditions(self, name: str) -> list[Obj]:
+        return list((self.job(name).get("status") or {}).get("conditions") or [])
 
     def wait_placed(self, name: str) -> Obj:
-        self.wait(f"{name} placed", lambda: self.condition(name).get("status") == "True")
+        try:
+            self.wait(f"{name} placed", lambda: self.condition(name).get("status") == "True")
+        except AssertionError as exc:  # say what the job said instead
+            said = [(c["type"], c.get("reason"), c.get("message")) for c in self._conditions(name)]
+            raise AssertionError(f"{exc}; its conditions: {said}") from None
         job = self.job(name)
         total = job["spec"]["replicas"] + sum(r["replicas"] for r in job["spec"].get("roles", []))
         self.wait(f"{name} pods bound", lambda: self._bound(name, total))
