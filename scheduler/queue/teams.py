@@ -18,7 +18,8 @@ hosts while they wait counted as using theirs). Decides:
   `CANDIDATES`, the latest started first), chosen by pool lending's chooser (queue/reclaim.py) in
   the order `topology` gives quotas: the least work lost first (a borrower whose checkpoint falls
   within the owner's `reclaimWithinSeconds` leaves at it, one without leaves at once), then the
-  largest, each one not needed spared; `quota` (Kueue's): the newest, at once. The gang is pinned
+  largest, each one not needed spared; `quota` (Kueue's): the newest, at once, those not needed
+  given back. The gang is pinned
   to the hosts that frees; at most `RECLAIMS` reclaims begin per queue and pool per cycle, and one
   that found no room is not tried again for that shape and size until the running gangs change.
 With `lending: off` (static quotas) nothing is borrowed. Promises: no start takes a queue past
@@ -118,7 +119,6 @@ class TeamQueues:
     def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
         """Per queue: use per pool (GPUs, millicores, MiB), gangs waiting, gangs running (the
         charged ones included), and the arrival of its longest-waiting gang."""
-        waiting = list(waiting)
         used: dict[str, dict[str, list[int]]] = {}
         counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
         for name, pool, amounts in self._uses(running):
@@ -126,26 +126,22 @@ class TeamQueues:
                 mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
                 for i, v in enumerate(amounts):
                     mine[i] += v
-        ones = [(r.queue, r.tenant, 1) for r in running]
-        ones += [(q, tenant, 1) for q, tenant, _, _ in self.charged]
-        ones += [(e.queue, e.tenant, 0) for e in waiting]
-        for queue, tenant, runs in ones:
+        ones = [(r.queue, r.tenant) for r in running]
+        ones += [(q, tenant) for q, tenant, _, _ in self.charged]
+        for queue, tenant in ones:
             name = self.queue_of(queue, tenant)
             if name is not None:
-                counts.setdefault(name, [0, 0])[runs] += 1
-        oldest = self._oldest(waiting)
+                counts.setdefault(name, [0, 0])[1] += 1
+        oldest: dict[str, float] = {}
+        for e in waiting:  # each waiting gang's queue found once: its count and its arrival
+            name = self._queue(e)
+            if name is not None:
+                counts.setdefault(name, [0, 0])[0] += 1
+                oldest[name] = min(oldest.get(name, e.arrival), e.arrival)
         out = {}
         for n in set(used) | set(counts):
             pending, admitted = counts.get(n, [0, 0])
             out[n] = Numbers(used.get(n, {}), pending, admitted, oldest.get(n))
-        return out
-
-    def _oldest(self, waiting: list[Entry]) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for e in waiting:
-            name = self._queue(e)
-            if name is not None:
-                out[name] = min(out.get(name, e.arrival), e.arrival)
         return out
 
     def team_of(self, entry: Entry) -> str | None:

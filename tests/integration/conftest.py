@@ -194,22 +194,10 @@ class Env:
         }
 
 
-CONTROLLERS = ("jobs.batch", "statefulsets", "deployments", "replicasets")
-
-
-def _listed(env: Env, kinds: str) -> str:
-    found = env.kubectl("get", kinds, "--all-namespaces", "-o", "name", check=False)
-    return str(getattr(found, "stdout", "") or "").strip()
-
-
 def reset(env: Env, spec: TopologySpec) -> None:
     env.kubectl("delete", "tj", "--all", "--all-namespaces", "--wait=false")
-    # one kind at a time: a kind this cluster lacks must not stop the others' deletion
-    for kind in (*CONTROLLERS, "podgroups", "queues.rackwise.io"):
-        env.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=false", check=False)
-    # and gone before their pods are: a Job still there would make its pods again after the
-    # check below, bound later as a pod group and charged to a team's queue
-    env.wait("workload controllers gone", lambda: not _listed(env, ",".join(CONTROLLERS)))
+    kinds = "jobs.batch,statefulsets,deployments,podgroups,queues.rackwise.io"
+    env.kubectl("delete", kinds, "--all", "--all-namespaces", "--wait=false", check=False)
     env.kubectl(
         "delete",
         "pods",
