@@ -73,12 +73,13 @@ class RunningGangs:
         releases, key = self._releases.setdefault(pool, []), release_key(r)
         at = bisect.bisect_left(releases, key)
         releases.insert(at, key)
-        if pool in self._flats and self._fabric is not None:
-            self._flats[pool].insert(at, self.usage(r, self._fabric), r.gang.all_gpus)
         counts = self._priorities.setdefault(pool, {})
         counts[priority] = counts.get(priority, 0) + 1
         self._toggle((pool, priority, r.tenant), r.key, 1)
         self._count((pool, r.tenant, r.queue), r, 1)
+        flat = self._kept(pool, r)  # last: the counts are whole whatever happens to it
+        if flat is not None and self._fabric is not None:
+            flat.insert(at, self.usage(r, self._fabric), r.gang.all_gpus)
 
     def discard(self, key: str) -> None:
         """A gang ends (no-op when not running)."""
@@ -90,15 +91,30 @@ class RunningGangs:
         releases = self._releases[pool]
         at = bisect.bisect_left(releases, release_key(r))
         del releases[at]
-        if pool in self._flats and self._fabric is not None:
-            self._flats[pool].remove(at, self.usage(r, self._fabric))
-        self._usages.pop(key, None)
         counts = self._priorities[pool]
         counts[priority] -= 1
         if not counts[priority]:
             del counts[priority]
         self._toggle((pool, priority, r.tenant), key, -1)
         self._count((pool, r.tenant, r.queue), r, -1)
+        flat = self._kept(pool, r)
+        if flat is not None and self._fabric is not None:
+            flat.remove(at, self.usage(r, self._fabric))
+        self._usages.pop(key, None)
+
+    def _kept(self, pool: str, r: Running) -> Flat | None:
+        """The pool's release arrays, when they are kept and the gang's hosts are on their
+        fabric. A gang on hosts that fabric lacks (the operator's nodes changed since they
+        were made) drops them all: they are made again, on the fabric asked for, when next
+        asked for."""
+        flat = self._flats.get(pool)
+        if flat is None or self._fabric is None:
+            return None
+        index = self._fabric.host_index
+        if all(p.host in index for p in r.placement.pods):
+            return flat
+        self._flats.clear()
+        return None
 
     def _count(self, owner: Owner, r: Running, sign: int) -> None:
         starts = self._starts.setdefault(owner, [])

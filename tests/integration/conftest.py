@@ -171,11 +171,33 @@ class Env:
             self.wait(f"{name} placed", lambda: self.condition(name).get("status") == "True")
         except AssertionError as exc:  # say what the job said instead
             said = [(c["type"], c.get("reason"), c.get("message")) for c in self._conditions(name)]
-            raise AssertionError(f"{exc}; its conditions: {said}") from None
+            raise AssertionError(f"{exc}; its conditions: {said}; {self.dump()}") from None
         job = self.job(name)
         total = job["spec"]["replicas"] + sum(r["replicas"] for r in job["spec"].get("roles", []))
         self.wait(f"{name} pods bound", lambda: self._bound(name, total))
         return job
+
+    def dump(self) -> str:
+        """What the cluster holds, for a failure's message: each pod (namespace, name, owner,
+        labels, node, whether it is being deleted) and the workload objects."""
+        pods = [
+            (
+                p["metadata"]["namespace"],
+                p["metadata"]["name"],
+                [o["kind"] + "/" + o["name"] for o in p["metadata"].get("ownerReferences") or []],
+                p["metadata"].get("labels"),
+                p["spec"].get("nodeName"),
+                p["metadata"].get("deletionTimestamp"),
+            )
+            for p in self.admin.pods()
+        ]
+        kinds = "tj,jobs.batch,podgroups,queues.rackwise.io,replicasets,statefulsets"
+        objects = self.kubectl("get", kinds, "-A", "-o", "name", check=False).stdout
+        url = f"http://127.0.0.1:{OPERATOR_PORT}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        queues = [line for line in text.splitlines() if line.startswith("rackwise_queue")]
+        return f"pods: {pods}; objects: {objects.split()}; operator: {queues}"
 
     def _bound(self, name: str, replicas: int) -> bool:
         pods = self.pods(name)

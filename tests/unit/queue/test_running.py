@@ -20,6 +20,7 @@ from scheduler.queue.reservation import _first_possible, _release_first
 from scheduler.queue.running import key_hash, release_key
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
+from scheduler.topology import Fabric, generate
 from tests.unit.simulation.test_quiet import FABRIC, overload
 
 POOLS = ("training", "inference")
@@ -268,3 +269,35 @@ def test_the_first_releases_are_given_back_as_gang_by_gang(extended):
     assert {k: v.tolist() for k, v in fast.free_ext.items()} == {
         k: v.tolist() for k, v in slow.free_ext.items()
     }
+
+
+def on_hosts(key: str, hosts: list[str], priority: int = 1) -> Running:
+    """A training gang of one 8-GPU pod per host, of tenant `a`."""
+    request = GangRequest(
+        name=key, pods=len(hosts), gpus_per_pod=8, pool="training", priority=priority
+    )
+    assignments = tuple(PodAssignment(rank=i, host=h) for i, h in enumerate(hosts))
+    placement = Placement(gang=key, policy="test", status=PlacementStatus.PLACED, pods=assignments)
+    return Running(key, request, placement, 0.0, "a")
+
+
+def test_gangs_on_a_new_fabric_keep_every_count_whole():
+    """The operator's nodes change (a cluster relabelled, nodes replaced) while the release
+    arrays were made on the old fabric: gangs on hosts the old one lacks join, leave, and every
+    count stays the one computed from scratch (a half-made change left 16 GPUs charged to a
+    queue with no gang running, and a README example waited for quota forever)."""
+    other = Fabric(generate(blocks=3, racks=3, hosts=4, gpus=8))
+    fresh = [h.name for h in other.hosts if h.name not in FABRIC.host_index]
+    old = on_hosts("old", [FABRIC.hosts[0].name])
+    index = RunningGangs([old])
+    index.flat("training", FABRIC)
+    new, third = on_hosts("new", fresh[:2]), on_hosts("third", fresh[2:4])
+    index.sync([old, new])
+    index.sync([new])
+    index.flat("training", other)
+    index.sync([new, third])
+    assert index.demands() == {("training", "a", ""): [32, 0, 0]}
+    usages = [(usage_of(other, r.gang, r.placement), r.gang.all_gpus) for r in (new, third)]
+    assert flat_fields(index.flat("training", other)) == flat_fields(Flat.of(usages))
+    index.sync([])
+    assert (index.demands(), index.lowest("training"), len(index)) == ({}, math.inf, 0)
