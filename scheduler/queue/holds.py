@@ -11,7 +11,7 @@ not free once its gangs had left; `release` ends a hold (the gang started, lapse
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,6 +71,17 @@ class Holds:
         """Everything kept for the gang (it left the queue)."""
         self.release(key)
         self.leaving.pop(key, None)
+
+    def refit(self, index: Mapping[str, int]) -> None:
+        """The cluster's hosts changed (the operator's nodes, relabelled or replaced): each
+        hold keeps its hosts by name, renumbered; a hold on a host that is gone ends (its gang
+        is placed again)."""
+        for key, placement in list(self.pins.items()):
+            names = placement.hosts()
+            if all(n in index for n in names):
+                self.hosts[key] = frozenset(index[n] for n in names)
+            else:
+                self.release(key)
 
     def keys(self) -> set[str]:
         return {*self.pins, *self.hosts, *self.leaving}

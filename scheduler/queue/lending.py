@@ -40,6 +40,7 @@ from scheduler.queue.order import PoolOrder
 from scheduler.queue.reclaim import Reclaims, free_gpus, pods_by_pool
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
+from scheduler.topology.fabric import Fabric
 
 BORROW_TRIES = 8  # borrowed placements tried per borrowing pool per cycle
 # waits that say the gang's own pool could not start it now (NeverFits: not even empty)
@@ -74,6 +75,15 @@ class Lending:
             lambda: self.lenders,
             self._waiting,
         )
+
+    def refit(self, old: Fabric | None, new: Fabric) -> None:
+        """The cluster's hosts changed: each lender's host keeps when it became idle, by name
+        (a host new to the fabric is idle from when it is first seen)."""
+        if old is None:
+            return
+        names = {h: old.hosts[h].name for h in self.idle_since}
+        index = new.host_index
+        self.idle_since = {index[n]: self.idle_since[h] for h, n in names.items() if n in index}
 
     @cached_property
     def lenders(self) -> dict[str, Rules]:

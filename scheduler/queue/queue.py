@@ -241,8 +241,10 @@ class SchedulingQueue:
                 self._running.sync(running)
             return Decisions()
         if snapshot.fabric is not self._fabric:  # labels, taints, pools: not in a fingerprint
-            self._fabric = snapshot.fabric
+            old, self._fabric = self._fabric, snapshot.fabric
             self._views.forget_fabric()
+            self._pins.refit(snapshot.fabric.host_index)  # host numbers change with it
+            self._lending.refit(old, snapshot.fabric)
         c = self._new_cycle(now, snapshot, running)
         self._teams.begin(c)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
