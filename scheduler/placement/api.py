@@ -17,7 +17,7 @@ from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.fragments import Breakage
-from scheduler.placement.ranks import assign_ranks
+from scheduler.placement.ranks import ranks_of
 from scheduler.placement.reasons import explain, unknown_levels
 from scheduler.placement.scoring import (
     fresh_rack_weight,
@@ -308,7 +308,7 @@ def finalize(
     value meets the bound: proven for J, never for anything else."""
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
-    pods = assign_ranks(fabric, counts)
+    pods = ranks_of(fabric, counts)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
     optimal, gap = _claim(value, bound)

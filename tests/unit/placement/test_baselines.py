@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import GangRequest
-from scheduler.placement import Snapshot
+from scheduler.model.placement import PlaceConfig
+from scheduler.placement import Snapshot, place_one
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.capacity import Capacity
 from scheduler.topology import Fabric, generate
@@ -65,3 +66,29 @@ def test_least_allocated_is_not_first_fit_when_pods_take_whole_hosts():
     assert first is not None
     assert sorted(spread) != sorted(first)
     assert BASELINES["least-allocated"](capacity, 0) == spread  # seeded
+
+
+def hosts_by_rank(policy: str, gang: GangRequest, free: list[int] | None = None) -> list[str]:
+    snapshot = Snapshot(FABRIC, free_gpus=list(free or [8] * 8))
+    placement = place_one(snapshot, gang, PlaceConfig(policy=policy, seed=3))
+    return [p.host for p in sorted(placement.pods, key=lambda p: p.rank)]
+
+
+def test_least_allocated_ranks_the_pods_as_it_bound_them():
+    """kube-scheduler binds a job's pods one by one, each to the emptiest host: on four empty
+    hosts, pods 0-3 go one to each and pod 4 starts the round again, so neighbouring ranks
+    sit on different hosts (depth-first ranks would keep each host's pods together)."""
+    gang = GangRequest(name="g", pods=8, gpus_per_pod=1)
+    ranks = hosts_by_rank("least-allocated", gang, [8, 8, 0, 0, 8, 8, 0, 0])
+    assert ranks[:4] == ranks[4:]  # the same round of hosts twice
+    assert len(set(ranks[:4])) == 4
+
+
+@pytest.mark.parametrize("policy", ["first-fit", "random-fit"])
+def test_a_filling_baseline_ranks_each_host_in_the_order_it_took_them(policy):
+    gang = GangRequest(name="g", pods=24, gpus_per_pod=1)
+    ranks = hosts_by_rank(policy, gang)
+    taken = list(dict.fromkeys(ranks))  # hosts in the order of their first rank
+    assert ranks == [h for h in taken for _ in range(8)]  # each host filled before the next
+    order = sorted(taken, key=lambda h: FABRIC.dfs_position[FABRIC.host_index[h]])
+    assert (taken == order) == (policy == "first-fit")  # random-fit: its own order, not the tree's
