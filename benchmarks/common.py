@@ -31,3 +31,24 @@ def worst_wait(found: Found, seeds: int, row: str, base: str, part: str) -> str:
         known = [a / max(b, 60.0) for a, b in pairs if a is not None and b is not None]
         ratios.append(max(known, default=0.0))
     return cell(ratios, 1.0)
+
+
+def pooled_worst(found: Found, seeds: int, row: str, base: str, part: str) -> str:
+    """Per team, its wait p95 averaged over seeds in `row` over the same in `base` (each at
+    least a minute); the largest over teams, and which. A maximum of per-seed ratios over
+    several teams exceeds 1 by chance alone; this one averages the noise out first."""
+    ours: dict[str, list[float]] = {}
+    theirs: dict[str, list[float]] = {}
+    for s in range(seeds):
+        for mine, source in ((ours, found[(row, s)][part]), (theirs, found[(base, s)][part])):
+            for team, m in source.items():
+                if m["wait_p95_s"] is not None:
+                    mine.setdefault(team, []).append(m["wait_p95_s"])
+    ratios = {
+        t: max(sum(ours[t]) / len(ours[t]), 60.0) / max(sum(theirs[t]) / len(theirs[t]), 60.0)
+        for t in ours.keys() & theirs.keys()
+    }
+    if not ratios:
+        return "-"
+    team = max(sorted(ratios), key=lambda t: ratios[t])
+    return f"{ratios[team]:.2f} ({team})"

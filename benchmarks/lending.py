@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import table, worst_wait
+from benchmarks.common import pooled_worst, table, worst_wait
 from scheduler.model.policy import LendingMode
 from scheduler.simulation.protocol import cell
 from scheduler.simulation.runner import Task, in_processes, run_one
@@ -110,7 +110,13 @@ def report(found: dict[tuple[str, int], dict[str, Any]], seeds: int) -> str:
         "work lost to reclaims, rackwise / quota (sums over seeds): "
         f"{lost_r:.1f} / {lost_q:.1f} GPU-h{ratio}",
         "worst pool wait p95 / quota row's, rackwise: "
-        + worst_wait(found, seeds, "rackwise", "quota", "pools"),
+        + worst_wait(found, seeds, "rackwise", "quota", "pools")
+        + "; each pool's p95 averaged over seeds first: "
+        + pooled_worst(found, seeds, "rackwise", "quota", "pools"),
+        "the same the other way round (quota row's / rackwise's): "
+        + worst_wait(found, seeds, "quota", "rackwise", "pools")
+        + "; averaged first: "
+        + pooled_worst(found, seeds, "quota", "rackwise", "pools"),
     ]
     return "\n".join(lines)
 
