@@ -14,6 +14,10 @@ topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-
 a node label (mapped to the operator's level read from that label). A pod set other than the
 workers with `rackwise.io/gradients: "true"` joins their gradient ring. The pool is the pod label
 `rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
+The workers' parallel shape, as a TrainingJob's `spec.parallelism` states it, is the annotation
+`rackwise.io/parallelism: "tp=8,pp=2,dp=4,ep=2"` (any of dp, tp, pp, ep; 1 where left out):
+with it, expert-parallel blocks are kept whole in NVLink domains and TP groups that span pods
+are ranked together, as for a TrainingJob of that shape.
 
 Members may differ: the largest set of alike pods (same requests, node constraints and topology
 annotations) are the workers, the others roles placed near them (a LeaderWorkerSet's leader, a
@@ -36,7 +40,7 @@ from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec, describ
 from scheduler.controller.runtime.events import Ref
 from scheduler.controller.runtime.objects import GroupApi, Pod, PodGroup
 from scheduler.model import GangRequest, Slice
-from scheduler.model.gang import Role
+from scheduler.model.gang import ParallelShape, Role
 
 Obj = dict[str, Any]
 
@@ -48,6 +52,8 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 OURS = "rackwise.io/"
 KUEUE = "kueue.x-k8s.io/podset-"
 GROUP_NAME = KUEUE + "group-name"  # pod sets placed in one domain together (Kueue's PodSet group)
+PARALLELISM = OURS + "parallelism"  # the workers' parallel shape: "tp=8,pp=2,dp=4,ep=2"
+AXES = ("dp", "tp", "pp", "ep")
 
 
 @dataclass(frozen=True)
@@ -207,11 +213,32 @@ def gang(
                 _role(i, c, ps, pool, config, _notes(workers[0]))
                 for i, (c, ps) in enumerate(others)
             ),
+            shape=_shape(_notes(workers[0])),
             **wanted,
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "annotations")) from exc
     return request, [*workers, *(p for _, ps in others for p in ps)]
+
+
+def _shape(notes: dict[str, str]) -> ParallelShape | None:
+    """`rackwise.io/parallelism`: comma-separated `axis=width`, each axis once."""
+    text = notes.get(PARALLELISM)
+    if text is None:
+        return None
+    widths: dict[str, int] = {}
+    for part in text.split(","):
+        axis, _, width = part.strip().partition("=")
+        if axis not in AXES or axis in widths or not width.isdigit() or int(width) < 1:
+            raise InvalidSpecError(
+                f"annotation {PARALLELISM}: {part.strip()!r} is not axis=width with an axis "
+                f'of {", ".join(AXES)} (each once) and a positive width; e.g. "tp=8,dp=4"'
+            )
+        widths[axis] = int(width)
+    try:
+        return ParallelShape(**widths)
+    except ValidationError as exc:
+        raise InvalidSpecError(f"annotation {PARALLELISM}: {exc.errors()[0]['msg']}") from exc
 
 
 def _group_topology(members: Members, wanted: dict[str, Any], config: OperatorConfig) -> Obj:

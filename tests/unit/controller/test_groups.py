@@ -172,3 +172,28 @@ def test_a_member_whose_required_affinity_excludes_its_pool_is_refused():
         }
     }
     assert read([fine]).pods == 1
+
+
+def test_a_groups_parallel_shape_comes_from_its_workers_annotation():
+    shaped = {"rackwise.io/parallelism": "tp=16, dp=2,ep=2"}
+    request = read([pod(f"w{i}", 8, shaped) for i in range(4)])
+    assert request.shape is not None
+    assert (request.shape.tp, request.shape.dp, request.shape.pp, request.shape.ep) == (16, 2, 1, 2)
+    assert request.tp_pods == 2  # a TP group of 16 spans two 8-GPU pods: ranked together
+    assert read([pod(f"w{i}", 8, {}) for i in range(4)]).shape is None
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("tp=8,tp=4", r"'tp=4' is not axis=width"),
+        ("xp=2", r"'xp=2' is not axis=width"),
+        ("tp=0", r"'tp=0' is not axis=width"),
+        ("tp", r"'tp' is not axis=width"),
+        ("dp=4,ep=3", r"rackwise.io/parallelism: .*ep=3 must divide dp=4"),
+        ("tp=8,dp=2", r"shape dp\*tp\*pp=16 must equal pods\*gpus_per_pod=32"),
+    ],
+)
+def test_a_bad_parallel_shape_is_refused_with_the_annotations_words(value: str, why: str):
+    with pytest.raises(InvalidSpecError, match=why):
+        read([pod(f"w{i}", 8, {"rackwise.io/parallelism": value}) for i in range(4)])
