@@ -140,11 +140,13 @@ class SchedulingQueue:
         tenant: str = "",
         estimate_s: float | None = None,
         queue: str = "",
+        evictable: bool = True,
     ) -> None:
         """Queue a gang (no-op when queued already). `queue`: the queue its job names ("": its
-        tenant's, teams.Teams.queue_of)."""
+        tenant's, teams.Teams.queue_of); `evictable`: False for a gang its driver never evicts
+        (it is then admitted within its queue's nominal quota only)."""
         if key not in self._entries:
-            entry = Entry(key, gang, arrival, tenant, estimate_s, queue)
+            entry = Entry(key, gang, arrival, tenant, estimate_s, queue, evictable)
             self._entries[key] = entry
             shape, reused = self._shapes.take(shape_key(entry), (gang.priority, tenant))
             if reused:  # freed by a shape no gang has any more: what was known goes with it

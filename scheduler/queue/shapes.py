@@ -53,7 +53,7 @@ class ShapeIds:
 
 
 def shape_key(entry: Entry) -> tuple[object, ...]:
-    return (*shape_of(entry), entry.gang.priority)
+    return (*shape_of(entry), entry.gang.priority, entry.evictable)
 
 
 def shape_of(entry: Entry) -> tuple[object, ...]:

@@ -22,7 +22,9 @@ hosts while they wait counted as using theirs). Decides:
   given back. The gang is pinned
   to the hosts that frees; at most `RECLAIMS` reclaims begin per queue and pool per cycle, and one
   that found no room is not tried again for that shape and size until the running gangs change.
-With `lending: off` (static quotas) nothing is borrowed. Promises: no start takes a queue past
+With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
+(`Entry.evictable`: a pod group, whose pods rackwise only binds), as Run:ai and KAI keep
+non-preemptible workloads within their queue's quota. Promises: no start takes a queue past
 its nominal quota plus borrowing limit nor its cohort past its capacity (on the cycle's
 ledger); a gang within its queue's quota is never a reclaim victim."""
 
@@ -188,10 +190,11 @@ class TeamQueues:
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
-        if found.verdict is Verdict.BORROWS and self._lends():
+        if found.verdict is Verdict.BORROWS and self._lends() and entry.evictable:
             self._set_aside(c, entry, found)
         elif found.verdict is Verdict.BORROWS:
-            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, _static(found)), found.queue)
+            why = _static(found) if entry.evictable else _kept(found)
+            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, why), found.queue)
         elif found.verdict is Verdict.RECLAIM:
             self._owed(c, entry, found)
         else:
@@ -389,6 +392,13 @@ def _demand(entry: Entry) -> Demand:
 
 def _static(found: Admission) -> str:
     return f"queue {found.queue} is at its nominal quota, and quotas are static (no borrowing)"
+
+
+def _kept(found: Admission) -> str:
+    return (
+        f"queue {found.queue} is at its nominal quota, and a gang that is never evicted (a pod "
+        "group) does not borrow: what it took could not be given back"
+    )
 
 
 def _wait(found: Admission) -> Wait:

@@ -101,6 +101,9 @@ class Entry:
     tenant: str = ""
     estimate_s: float | None = None  # run time the submitter expects (EASY backfill)
     queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
+    # False: its driver never evicts it (a pod group: rackwise only binds its pods), so it may
+    # not borrow a quota nothing could take back, nor be a preemption or reclaim victim
+    evictable: bool = True
     placeable_since: float | None = None  # patience counts from here
     # patience: the view fingerprint it was found placeable on, and when to look again
     failed_on: bytes | None = None

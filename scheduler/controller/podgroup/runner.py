@@ -74,6 +74,8 @@ class Waiting:
     arrival: float
     expected_s: float | None = None  # the run time its owner declared
     queue: str = ""  # the team Queue its label names ("": its namespace's)
+    # False for a pod group: rackwise only binds its pods, never evicts them (queue.add)
+    evictable: bool = True
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ class GroupRunner:
         for key, w in waiting.items():
             if self.queued.get(key) not in (None, w.gang):
                 self.queue.remove(key)
-            self.queue.add(key, w.gang, w.arrival, w.members.namespace, w.expected_s, w.queue)
+            self.queue.add(
+                key, w.gang, w.arrival, w.members.namespace, w.expected_s, w.queue, w.evictable
+            )
         self.queued = {key: w.gang for key, w in waiting.items()}
 
     def one(
@@ -155,7 +159,9 @@ class GroupRunner:
         request, ordered = gang(members, waiting, self.config)
         if state is not None:  # its pods' affinity and spread against what runs now
             request = resolve_gang(request, ordered, running, state.fabric, self.config)
-        return Waiting(members.key, members, request, ordered, arrival, queue=members.queue)
+        return Waiting(
+            members.key, members, request, ordered, arrival, queue=members.queue, evictable=False
+        )
 
     def _gated(self, members: Members, need: int) -> None:
         self.tell(members, "Normal", "WaitingForGates", gates_message(members.gated, need))

@@ -15,6 +15,7 @@ from tests.unit.controller.test_reconciler import (
     api,
     clock,
     reconciler,
+    scheduled,
 )
 
 __all__ = ["api", "clock", "reconciler"]  # fixtures
@@ -211,3 +212,24 @@ def test_a_reclaim_of_a_queues_quota_is_an_event_on_it_counted_and_named_on_the_
         == 1
     )
     assert api.reason("owner") == "Placed"
+
+
+def test_a_pod_group_over_its_queues_quota_does_not_borrow_and_a_job_does(api, reconciler):
+    """rackwise never evicts a pod group's pods, so a group may not borrow what its cohort
+    could not take back; a TrainingJob of its size borrows the same idle GPUs."""
+    queue(api, "team-a", 8, cohort="lab", namespaces=["default"])
+    queue(api, "team-b", 24, cohort="lab")
+    for rank in range(2):
+        api.add_member("g", rank, at="2026-12-01T00:00:01Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    run(reconciler)
+    waiting = scheduled(api, "g")
+    assert (waiting["status"], waiting["reason"]) == ("False", "QuotaExceeded")
+    assert "never evicted (a pod group) does not borrow" in waiting["message"]
+    assert not any(p["spec"].get("nodeName") for p in api.members("g"))
+    api.submit("job", 2, at="2026-12-01T00:00:09Z")
+    run(reconciler)
+    assert api.reason("job") == "Placed"
+    assert status(api, "team-a")["borrowedGPUs"] == 8

@@ -115,6 +115,31 @@ def test_borrowing_up_to_the_borrowing_limit_and_not_past_it():
     assert "24 GPUs in use of 16 nominal + 8 borrowing limit" in wait.message
 
 
+def test_a_gang_that_is_never_evicted_does_not_borrow():
+    """A pod group (rackwise only binds its pods) over its queue's nominal quota waits
+    QuotaExceeded while the cohort lends, and a TrainingJob of its shape behind it borrows:
+    what the group borrowed could never be taken back for the lender."""
+    s = snap()
+    q = teams_queue(queue_spec("a", 16), queue_spec("b", 48))
+    held = [running(s, "r", ["h0-0", "h0-1"], tenant="a")]
+    q.add("group", gang("group", 1, gpus=8), arrival=0.0, tenant="a", evictable=False)
+    add(q, "job", 1, "a", at=1.0)
+    out = q.cycle(0.0, s, held)
+    assert [k for k, _ in out.starts] == ["job"]
+    assert out.beyond_quota == {"job"}
+    wait = out.waiting["group"]
+    assert wait.reason is WaitReason.QUOTA_EXCEEDED
+    assert "never evicted (a pod group) does not borrow" in wait.message
+
+
+def test_a_gang_that_is_never_evicted_starts_within_its_quota():
+    q = teams_queue(queue_spec("a", 16), queue_spec("b", 48))
+    q.add("group", gang("group", 2, gpus=8), arrival=0.0, tenant="a", evictable=False)
+    out = q.cycle(0.0, snap(), [])
+    assert [k for k, _ in out.starts] == ["group"]
+    assert out.beyond_quota == set()
+
+
 def test_never_past_the_lenders_lending_limit():
     s = snap()
     q = teams_queue(queue_spec("a", 16), queue_spec("b", 48, lend=8))
