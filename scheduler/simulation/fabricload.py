@@ -101,6 +101,7 @@ class DemandLoad:
         self.host_gpus = max(h.gpus for h in fabric.hosts)
         self.held: dict[int, list[Gpu]] = {}
         self.compact: dict[int, float] = {}
+        self.overlap: dict[int, float] = {}  # the jobs whose model hides some communication
 
     def start(self, state: JobState) -> set[int]:
         assert state.placement is not None
@@ -114,8 +115,10 @@ class DemandLoad:
         domain = max(self.reference.largest(gang.pool), self.host_gpus)
         compact = compact_seconds(self.wires.links, shape, step, self.host_gpus, domain)
         self.compact[state.order] = compact
-        if model is not None:  # the share follows from the model, not a draw
-            state.share = compact / (compact + compute_seconds(model, shape)) if compact else 0.0
+        if model is not None:  # the share follows from the model, not a draw: what is exposed
+            exposed = compact * (1.0 - model.overlap)
+            state.share = exposed / (exposed + compute_seconds(model, shape)) if compact else 0.0
+            self.overlap[state.order] = model.overlap
         if not self.profile.shared or not state.share:
             return {state.order}
         load = job_load(self.wires, state.order, shape, step, gpus)
@@ -125,19 +128,23 @@ class DemandLoad:
         for gpu in self.held.pop(order, []):
             self.free[gpu.host].append(gpu.lane)
         self.compact.pop(order, None)
+        self.overlap.pop(order, None)
         return self.sharing.remove(order) if order in self.sharing.jobs else set()
 
     def stretch(self, state: JobState) -> float:
         if state.order not in self.sharing.jobs:
             return 1.0
         actual = self.sharing.comm_seconds(state.order)
-        return stretch(state.share, self.compact[state.order], actual)
+        return stretch(state.share, self.compact[state.order], actual, self._hidden(state))
 
     def lone(self, state: JobState) -> float:
         demand = self.sharing.jobs.get(state.order)
         if demand is None:
             return 1.0
-        return stretch(state.share, self.compact[state.order], demand.alone)
+        return stretch(state.share, self.compact[state.order], demand.alone, self._hidden(state))
+
+    def _hidden(self, state: JobState) -> float:
+        return self.overlap.get(state.order, 0.0)
 
     def _take(self, order: int, placement: Placement, gang: GangRequest) -> list[Gpu]:
         """Lanes for every pod (roles too: they hold GPUs), the workers' in rank order."""

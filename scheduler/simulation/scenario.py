@@ -81,6 +81,12 @@ class TraceSource(Strict):
     )
 
     peak: float = Field(default=0.9, gt=0, description="diurnal-serving: peak demand / pool GPUs")
+    overlap: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="modern-mix: share of each job's communication hidden behind compute",
+    )
 
     @property
     def synthetic(self) -> bool:
@@ -268,7 +274,7 @@ def _synthetic(source: TraceSource, seed: int, spec: TopologySpec | None) -> lis
         return llm_mix(seed, days)
     if source.format == "modern-mix":
         total = sum(h.gpus for h in spec.hosts) if spec is not None else 1024
-        return modern_mix(seed, days, largest=total // 2)
+        return modern_mix(seed, days, largest=total // 2, overlap=source.overlap)
     pool = source.pool or "online-inference"
     gpus = sum(h.gpus for h in spec.hosts if h.pool == pool) if spec is not None else 0
     return diurnal_serving(seed, days, source.peak * gpus)

@@ -132,9 +132,12 @@ MIXTRAL = Model(
 )  # fmt: skip
 
 
-def modern_mix(seed: int, days: float, largest: int, jobs_per_hour: float = 20.0) -> list[TraceJob]:
+def modern_mix(
+    seed: int, days: float, largest: int, jobs_per_hour: float = 20.0, overlap: float = 0.0
+) -> list[TraceJob]:
     """Poisson arrivals of the classes above, sizes up to `largest` GPUs (a class with no size
-    that small is left out), a draw per seed."""
+    that small is left out), a draw per seed; every model hides `overlap` of its communication
+    behind compute (traffic.Model)."""
     rng = random.Random(f"modern-mix/{seed}")
     names = [n for n, (_, sizes, _) in MODERN.items() if min(sizes) <= largest]
     weights = [MODERN[n][0] for n in names]
@@ -144,6 +147,8 @@ def modern_mix(seed: int, days: float, largest: int, jobs_per_hour: float = 20.0
         gpus = rng.choice([g for g in MODERN[kind][1] if g <= largest])
         duration = min(rng.lognormvariate(math.log(MODERN[kind][2]), SIGMA), CLIP_S)
         shape, model = _shaped(rng, kind, gpus)
+        if model is not None and overlap:
+            model = model.model_copy(update={"overlap": overlap})
         out.append(
             TraceJob(
                 id=f"{kind}{len(out)}",

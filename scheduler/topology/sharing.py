@@ -86,12 +86,16 @@ class Sharing:
         return seen
 
 
-def stretch(share: float, compact: float, actual: float) -> float:
-    """Step time over a compact step's: compute (1 - s) plus communication s, at the actual
-    communication time against the compact one."""
+def stretch(share: float, compact: float, actual: float, overlap: float = 0.0) -> float:
+    """Step time over a compact step's: compute (1 - s) plus exposed communication s, at the
+    actual communication time against the compact one. With `overlap` o of the communication
+    hidden behind compute at the compact time, the window it hid in stays as long: the
+    exposed part grows by all of the slowdown, s (actual / compact - 1) / (1 - o)."""
     if share == 0.0 or compact <= 0.0:
         return 1.0
-    return max(1.0, (1.0 - share) + share * actual / compact)
+    if overlap == 0.0:  # kept as it was written, so runs without overlap repeat to the digit
+        return max(1.0, (1.0 - share) + share * actual / compact)
+    return max(1.0, 1.0 + share * (actual / compact - 1.0) / (1.0 - overlap))
 
 
 def water_fill(

@@ -153,7 +153,8 @@ def _ring(members: list[Gpu], gb: float) -> list[tuple[Gpu, Gpu, float]]:
 class Model(BaseModel):
     """What sets a step's bytes and compute: a transformer's size and a step's tokens (bf16
     throughout). MoE layers are `moe_share` of the layers; each token goes to `topk` experts;
-    `active_params_b` are the parameters a token uses (all of them for a dense model)."""
+    `active_params_b` are the parameters a token uses (all of them for a dense model); `overlap`
+    of the communication is hidden behind compute at the compact rate."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     params_b: float = Field(gt=0)  # parameters each data-parallel replica holds, billions
@@ -165,6 +166,11 @@ class Model(BaseModel):
     micro_batches: int = Field(default=1, gt=0)  # per step per data-parallel rank
     moe_share: float = Field(default=0.0, ge=0, le=1)
     topk: int = Field(default=0, ge=0)
+    # the share of a step's communication, at its compact time, hidden behind compute (0: none,
+    # the harshest reading): Megatron-LM overlaps data parallelism's gradient reduce-scatter
+    # with the backward pass (--overlap-grad-reduce), DeepSeek-V3's DualPipe nearly all of its
+    # all-to-all. Slower communication overflows the window it hid in (sharing.stretch).
+    overlap: float = Field(default=0.0, ge=0, lt=1)
 
     @property
     def active(self) -> float:

@@ -305,3 +305,12 @@ def test_flows_land_on_paths_as_random_draws_would_even_on_a_power_of_two():
         taken = [flow_hash(seed, job, uplink, f, 128) for job in range(4) for f in range(8)]
         pairs.append(sum(taken.count(p) * (taken.count(p) - 1) // 2 for p in set(taken)))
     assert 3.3 < sum(pairs) / len(pairs) < 4.5
+
+
+def test_overlap_hides_communication_in_a_window_that_slower_communication_overflows():
+    """Compute 0.8 and communication 0.4 at the compact time, half of it hidden: a step of 1.0,
+    0.2 exposed (share 0.2). Communication twice as slow takes 0.8, of which 0.2 still hides:
+    a step of 1.4. With nothing hidden the same share stretches by 1.2."""
+    assert stretch(0.2, 1.0, 2.0, overlap=0.5) == pytest.approx(1.4)
+    assert stretch(0.2, 1.0, 2.0) == pytest.approx(1.2)
+    assert stretch(0.2, 1.0, 1.0, overlap=0.5) == 1.0
