@@ -15,14 +15,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # two scenarios, each labelled: the control (dense data-parallel rings on a fabric 1:1 out of a
-# rack, where placement changes little) and one where placement pays (the modern mix on a
-# Llama-3-like fabric, 1:7 between pods, plain ECMP, every link priced by its traffic)
+# rack, where placement changes little) and one where placement pays and rackwise's own rule
+# shows (the modern mix on GB200 NVL72 racks: expert-parallel blocks kept inside NVLink domains)
 demo: $(STAMP)
 	@echo "== control: the LLM-era mix, data-parallel rings; placement should change little =="
 	$(BIN)/rackwise compare simulations/scenarios/default.yaml --json rackwise-results/demo.json
-	@echo "== where placement pays: the modern mix (MoE, TP+PP) on pods 1:1 inside, 1:7 between =="
-	$(BIN)/rackwise compare simulations/scenarios/demo-pods.yaml --no-oracle \
-		--json rackwise-results/demo-pods.json
+	@echo "== where placement pays: the modern mix (MoE, TP+PP) on GB200 NVL72 racks =="
+	$(BIN)/rackwise compare simulations/scenarios/demo-nvl72.yaml --no-oracle --variants '' \
+		--json rackwise-results/demo-nvl72.json
 
 # The integration suite needs kube-apiserver 1.20 built from Debian's source (cached after the
 # first build) and etcd; scripts/build-apiserver.sh does both.
