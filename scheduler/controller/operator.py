@@ -66,7 +66,7 @@ class Fenced:
         return [TrainingJob.of(o) for o in self.gw.jobs()]
 
     def queues(self) -> list[QueueObject]:
-        """Listed every cycle: a few cluster-scoped objects, changed rarely."""
+        """Listed each cycle where there is no informer cache (config `informerCache: false`)."""
         return [QueueObject.of(o) for o in self.gw.queues()]
 
     def patch_queue_status(self, name: str, status: Obj) -> None:
@@ -146,6 +146,9 @@ class Cached(Fenced):
 
     def jobs(self) -> list[TrainingJob]:
         return self._read(self.cache.jobs, super().jobs)
+
+    def queues(self) -> list[QueueObject]:
+        return self._read(self.cache.queues, super().queues)
 
     def podgroups(self) -> list[PodGroup]:
         plugins = self._read(self.cache.podgroups, super().plugin_podgroups)

@@ -20,7 +20,14 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from scheduler.controller.runtime.objects import Meta, Node, Pod, PodGroup, TrainingJob
+from scheduler.controller.runtime.objects import (
+    Meta,
+    Node,
+    Pod,
+    PodGroup,
+    QueueObject,
+    TrainingJob,
+)
 
 Obj = dict[str, Any]
 
@@ -36,6 +43,7 @@ log = structlog.get_logger("rackwise")
 
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
 JOBS = "/apis/rackwise.io/v1alpha1/trainingjobs"
+QUEUES = "/apis/rackwise.io/v1alpha1/queues"  # cluster-scoped; absent without the CRD
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 WORKLOAD_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/podgroups"  # the Workload API's (1.35+)
 WATCH_SECONDS = 300
@@ -150,10 +158,13 @@ class Cache:
         self.jobs = Informer(source, JOBS, wake, TrainingJob.of)
         self.podgroups = Informer(source, PODGROUPS, wake, PodGroup.of)
         self.workload_podgroups = Informer(source, WORKLOAD_PODGROUPS, wake, PodGroup.of_workload)
+        # a team's edit to its quota wakes the loop, and no cycle lists the Queues again
+        self.queues = Informer(source, QUEUES, wake, QueueObject.of)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (self.nodes, self.pods, self.jobs, self.podgroups, self.workload_podgroups)
+        kinds = (self.nodes, self.pods, self.jobs, self.podgroups, self.workload_podgroups)
+        return (*kinds, self.queues)
 
     def start(self, stop: threading.Event) -> None:
         for informer in self.informers:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from scheduler.controller.runtime.cache import Informer
+from scheduler.controller.operator import Cached
+from scheduler.controller.runtime.cache import QUEUES, Cache, Informer
 from scheduler.controller.runtime.expect import Expectations
 from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import Pod
@@ -84,6 +85,46 @@ def test_gone_lists_again_and_drops_what_vanished_meanwhile():
     assert {o.meta.uid for o in informer.items()} == {"z"}
     assert informer.lists == 2
     assert script.asked[-1] == ("watch", "21")
+
+
+def queue(uid: str, version: str, gpus: int) -> dict:
+    spec = {"quotas": [{"pool": "training", "gpus": gpus}]}
+    return {"metadata": {"uid": uid, "name": uid, "resourceVersion": version}, "spec": spec}
+
+
+class Lister:
+    """A gateway that counts the Queue lists asked of it."""
+
+    def __init__(self) -> None:
+        self.listed = 0
+
+    def queues(self) -> list[dict]:
+        self.listed += 1
+        return [queue("listed", "1", 8)]
+
+
+def test_queues_are_watched_and_read_from_the_cache_once_synced():
+    """A team's edit to its quota reaches the operator by a watch event, not by a list each
+    cycle; until the first list the reader lists, so the cache is never worse."""
+    stop = threading.Event()
+    script = Script(
+        [([queue("research", "3", 16)], "4")],
+        [([("MODIFIED", queue("research", "5", 32)), ("ADDED", queue("serving", "6", 8))], None)],
+        stop,
+    )
+    cache = Cache(script, lambda: None)
+    gateway = Lister()
+    reader = Cached(gateway, lambda: True, cache)
+    assert [q.meta.name for q in reader.queues()] == ["listed"]  # not synced: listed
+    cache.queues.run(stop)
+    assert cache.queues.path == QUEUES
+    read = {q.meta.name: q.spec for q in reader.queues()}
+    assert read == {
+        "research": {"quotas": [{"pool": "training", "gpus": 32}]},
+        "serving": {"quotas": [{"pool": "training", "gpus": 8}]},
+    }
+    assert gateway.listed == 1
+    assert cache.queues in cache.informers  # the operator waits for it before the first cycle
 
 
 FABRIC = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
