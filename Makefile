@@ -101,7 +101,7 @@ bench-teams: $(STAMP)
 	$(BIN)/python -m benchmarks.teams $(ARGS)
 
 bench-pays: $(STAMP)
-	for s in modern-pods modern-nvl72 llm-mix-demand; do \
+	for s in modern-pods modern-nvl72 rail-h100 llm-mix-demand; do \
 		$(COMPARE) simulations/scenarios/$$s.yaml --seeds $(COMPARE_SEEDS) \
 			--json rackwise-results/compare/$$s.json || exit 1; \
 	done

@@ -93,6 +93,7 @@ class DemandLoad:
             path_gbps=nic_gbps(fabric),
             flows=profile.flows,
             seed=seed,
+            rails=profile.rails,
         )
         self.wires = Wires(fabric, links)
         self.sharing = Sharing(self.wires)

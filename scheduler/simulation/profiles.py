@@ -17,6 +17,8 @@ number of paths n flows occupy, P(1 - (1 - 1/P)^n), times the NIC rate is the li
 capacity: a lone flow always gets its full rate. Under the demand model (`sharing: demand`,
 topology/sharing.py) ECMP is hashing itself: each connection crossing such a link is `flows`
 flows, each on its own hashed path, and a job goes as fast as its most loaded path allows.
+`rails: true` makes each rack a rail-optimised scalable unit (NVIDIA DGX SuperPOD's reference
+design: a rail switch per GPU lane, rails meeting at the spine; topology/links.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import random
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.model.topology import Tier
 
@@ -60,6 +62,15 @@ class FabricProfile(Frozen):
     # level name -> oversubscription, over the profile's rule (never for the oracle): e.g. a
     # fabric non-blocking inside its pods and 1:7 between them, as Llama 3's, `{core: 7}`
     ratios: dict[str, float] = Field(default_factory=dict)
+    # rail-optimised racks (topology/links.py): a rack is a scalable unit whose lane i of every
+    # host is cabled to rail switch i; needs the demand model and a NIC per GPU
+    rails: bool = False
+
+    @model_validator(mode="after")
+    def _rails_need_demand(self) -> FabricProfile:
+        if self.rails and (self.sharing is not SharingModel.DEMAND or not self.per_gpu_nic):
+            raise ValueError("rails need `sharing: demand` and `per_gpu_nic: true`")
+        return self
 
     @property
     def shared(self) -> bool:

@@ -18,6 +18,7 @@ from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import from_lingjun_csv, generate, load_topology
+from scheduler.topology.links import RAILS_NEED
 
 
 class ScenarioError(ValueError):
@@ -199,12 +200,15 @@ def load_scenario(path: Path) -> tuple[Scenario, Path]:
 
 
 def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
-    """The scenario's topology; ScenarioError when `ecmp` names a level it does not have."""
+    """The scenario's topology; ScenarioError when `ecmp` names a level it does not have, or
+    `rails` meet hosts of different sizes."""
     spec = _topology(scenario, base)
     unknown = [name for name in scenario.fabric.ecmp if name not in spec.names]
     if unknown:
         levels = ", ".join(spec.names)
         raise ScenarioError(f"fabric.ecmp: unknown level {unknown[0]!r}; levels are {levels}")
+    if scenario.fabric.rails and len({h.gpus for h in spec.hosts}) > 1:
+        raise ScenarioError(f"fabric.rails: {RAILS_NEED}")
     return spec
 
 

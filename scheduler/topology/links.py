@@ -7,9 +7,13 @@ capacity and the resources a flow between two GPUs crosses: inside one NVLink do
 or the trays of a multi-host NVLink domain) the two GPUs' NVLink ports; otherwise out of the
 source GPU's NIC, up the uplinks of every domain below the two hosts' lowest common level, down
 the other side and into the destination GPU's NIC. Links are full duplex: each direction is a
-resource of its own. Promises: an uplink carries its hosts' NIC bandwidth over the level's
-oversubscription, split into paths of `path_gbps` at an ECMP level; a NIC per GPU carries the
-lane's traffic only.
+resource of its own. Rail-optimised (`rails`, NVIDIA's DGX SuperPOD reference design): lane i
+of every host of a rack (a scalable unit) is cabled to that rack's rail switch i, whose uplinks
+carry lane i's traffic only; rails meet at the spine. A flow between lanes i and j first crosses
+NVLink to lane j of its own host and leaves by that GPU's NIC (NCCL's PXN), so it stays on the
+destination's rail. Promises: an uplink carries its hosts' NIC bandwidth over the level's
+oversubscription (a rail's uplink, its lane's share), split into paths of `path_gbps` at an
+ECMP level; a NIC per GPU carries the lane's traffic only.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def flow_hash(seed: int, job: int, resource: Resource, flow: int, paths: int) ->
     two (flow 3 and flow 5 of one job) land on distinct paths whenever the path count is a power
     of two, and plain ECMP would never collide on 64 or 128 paths (it did not, before)."""
     key = f"{seed}/{job}/{resource.level}/{resource.domain}/{resource.up}/{flow}"
+    if resource.lane:  # a rail's uplink: hashed on its own (lane 0 keeps the plain key)
+        key += f"/{resource.lane}"
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") % paths
 
@@ -68,12 +74,15 @@ class Links:
     flows: int = 1  # F: flows per job per link at an ECMP level (queue pairs)
     seed: int = 0
     hash: Hash = flow_hash
+    rails: bool = False  # rail-optimised racks (needs a NIC per GPU, as many GPUs on every host)
 
 
 class Wires:
     """Capacities and routes of one fabric under one links model."""
 
     def __init__(self, fabric: Fabric, links: Links) -> None:
+        if links.rails and not rails_fit(fabric, links.per_gpu_nic):
+            raise ValueError(RAILS_NEED)
         self.fabric = fabric
         self.links = links
 
@@ -82,11 +91,20 @@ class Wires:
         top = self.fabric.lowest_common_level(a.host, b.host)
         if top <= Tier.NVLINK:
             return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
-        out = [self.port(Port.NIC, a, True), self.port(Port.NIC, b, False)]
+        out: list[Resource] = []
+        via = self.sender(a, b.lane)
+        if via != a:  # PXN: over NVLink to the destination's rail first
+            out += [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, via, False)]
+        out += [self.port(Port.NIC, via, True), self.port(Port.NIC, b, False)]
         for level in range(Tier.RACK, top):
-            out.append(self.uplink(level, a.host, True))
-            out.append(self.uplink(level, b.host, False))
+            out.append(self.uplink(level, a.host, True, b.lane))
+            out.append(self.uplink(level, b.host, False, b.lane))
         return out
+
+    def sender(self, a: Gpu, lane: int) -> Gpu:
+        """The GPU whose NIC sends a's traffic to a GPU of `lane` in another NVLink domain: a
+        itself, or on rails the GPU of that lane on a's host."""
+        return Gpu(a.host, lane) if self.links.rails else a
 
     def nvlink_domain(self, host: int) -> int:
         return self.fabric.domain[Tier.NVLINK][host]
@@ -103,8 +121,14 @@ class Wires:
         lane = gpu.lane if port is Port.NVLINK or self.links.per_gpu_nic else 0
         return Resource(port, Tier.HOST, gpu.host, lane, up)
 
-    def uplink(self, level: int, host: int, up: bool) -> Resource:
-        return Resource(Port.UPLINK, level, self.fabric.domain[level][host], 0, up)
+    def uplink(self, level: int, host: int, up: bool, lane: int = 0) -> Resource:
+        """The uplink of the level's domain holding `host`; a rack's rail `lane` on rails."""
+        rail = lane if self.on_rails(level) else 0
+        return Resource(Port.UPLINK, level, self.fabric.domain[level][host], rail, up)
+
+    def on_rails(self, level: int) -> bool:
+        """A rack's uplinks are its rail switches' (rails meet at the spine)."""
+        return self.links.rails and level == Tier.RACK
 
     def capacity(self, resource: Resource) -> float:
         """GB/s of a resource; at an ECMP level, of one path."""
@@ -114,14 +138,17 @@ class Wires:
             return (
                 self.links.nic_gbps if self.links.per_gpu_nic else self.host_gbps[resource.domain]
             )
-        return self.uplink_gbps(resource.level, resource.domain) / self.paths(resource)
+        return self.link_gbps(resource) / self.paths(resource)
 
     def paths(self, resource: Resource) -> int:
         if resource.port is not Port.UPLINK or resource.level not in self.links.ecmp:
             return 1
-        return max(
-            1, round(self.uplink_gbps(resource.level, resource.domain) / self.links.path_gbps)
-        )
+        return max(1, round(self.link_gbps(resource) / self.links.path_gbps))
+
+    def link_gbps(self, resource: Resource) -> float:
+        """An uplink's GB/s: its domain's, or on rails its lane's share of the rack's."""
+        gbps = self.uplink_gbps(resource.level, resource.domain)
+        return gbps / self.fabric.hosts[0].gpus if self.on_rails(resource.level) else gbps
 
     def uplink_gbps(self, level: int, domain: int) -> float:
         """The hosts' NIC bandwidth below the domain over the level's oversubscription."""
@@ -148,6 +175,13 @@ class Wires:
         return {}
 
 
+RAILS_NEED = "rails need a NIC per GPU and as many GPUs on every host (one rail per lane)"
+
+
+def rails_fit(fabric: Fabric, per_gpu_nic: bool) -> bool:
+    return per_gpu_nic and len({h.gpus for h in fabric.hosts}) == 1
+
+
 class CompactWires(Wires):
     """The reference a stretch is measured from: ranks filled in order into hosts and NVLink
     domains as large as the pool's largest, every flow between two of them at its GPUs' NIC
@@ -161,7 +195,12 @@ class CompactWires(Wires):
     def route(self, a: Gpu, b: Gpu) -> list[Resource]:
         if self.nvlink_domain(a.host) == self.nvlink_domain(b.host):
             return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
-        return [self.port(Port.NIC, a, True), self.port(Port.NIC, b, False)]
+        via = self.sender(a, b.lane)  # on rails, the same NICs as on the real fabric
+        hop = [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, via, False)]
+        return (hop if via != a else []) + [
+            self.port(Port.NIC, via, True),
+            self.port(Port.NIC, b, False),
+        ]
 
     def nvlink_domain(self, host: int) -> int:
         return host // self.hosts_per_domain

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.model.gang import ParallelShape
+from scheduler.model.topology import Tier
 from scheduler.topology.links import CompactWires, Links, Port, Resource, Wires
 from scheduler.topology.traffic import Gpu, StepBytes, Traffic, groups, ring_edges
 
@@ -109,18 +110,66 @@ def _all_to_all(wires: Wires, tally: Tally, members: list[Gpu], gb: float) -> No
     nvlink = Counter(wires.nvlink_domain(g.host) for g in members)
     for g in members:
         inside = nvlink[wires.nvlink_domain(g.host)]
-        for port, n in ((Port.NVLINK, inside - 1), (Port.NIC, k - inside)):
-            if n:
-                tally.add(wires.port(port, g, True), n * share, n)
-                tally.add(wires.port(port, g, False), n * share, n)
+        if inside > 1:
+            tally.add(wires.port(Port.NVLINK, g, True), (inside - 1) * share, inside - 1)
+            tally.add(wires.port(Port.NVLINK, g, False), (inside - 1) * share, inside - 1)
+        if k > inside:
+            tally.add(wires.port(Port.NIC, g, False), (k - inside) * share, k - inside)
+            remote = _remote_lanes(wires, members, g) if wires.links.rails else {0: k - inside}
+            _sent_out(wires, tally, g, remote, share)
+    lanes = wires.on_rails(Tier.RACK)
     for level in wires.uplink_levels:
         count = Counter(wires.domain(level, g.host) for g in members)
         if len(count) < 2:
             break  # a domain holds them all: no pair leaves it, nor any above
-        first = {wires.domain(level, g.host): g.host for g in members}
-        for domain, n in count.items():
-            for up in (True, False):
-                tally.add(wires.uplink(level, first[domain], up), n * (k - n) * share, n * (k - n))
+        by_lane = lanes and level == Tier.RACK
+        for (domain, lane), up, n in _crossings(wires, members, level, by_lane):
+            tally.add(wires.uplink(level, domain, up, lane), n * share, n)
+
+
+def _remote_lanes(wires: Wires, members: list[Gpu], g: Gpu) -> dict[int, int]:
+    """The members outside g's NVLink domain, by lane."""
+    home = wires.nvlink_domain(g.host)
+    return Counter(b.lane for b in members if wires.nvlink_domain(b.host) != home)
+
+
+def _sent_out(wires: Wires, tally: Tally, g: Gpu, remote: dict[int, int], share: float) -> None:
+    """g's tokens to other NVLink domains: out of its own NIC, or on rails out of the NIC of
+    each destination's lane on its host, reached over NVLink (PXN)."""
+    for lane, n in remote.items():
+        via = wires.sender(g, lane)
+        if via != g:
+            tally.add(wires.port(Port.NVLINK, g, True), n * share, n)
+            tally.add(wires.port(Port.NVLINK, via, False), n * share, n)
+        tally.add(wires.port(Port.NIC, via, True), n * share, n)
+
+
+def _crossings(
+    wires: Wires, members: list[Gpu], level: int, by_lane: bool
+) -> list[tuple[tuple[int, int], bool, int]]:
+    """((a host of the domain, lane), leaving?, pairs) for each domain of `level` the members
+    straddle: n (k - n) pairs each way, or on rails split by the destination's lane."""
+    k = len(members)
+    first: dict[int, int] = {}
+    count: Counter[int] = Counter()
+    lane_in: Counter[tuple[int, int]] = Counter()
+    for g in members:
+        d = wires.domain(level, g.host)
+        first.setdefault(d, g.host)
+        count[d] += 1
+        lane_in[d, g.lane if by_lane else 0] += 1
+    lane_all: Counter[int] = Counter()
+    for (_, lane), n in lane_in.items():
+        lane_all[lane] += n
+    out: list[tuple[tuple[int, int], bool, int]] = []
+    for (d, lane), n in lane_in.items():
+        out.append(((first[d], lane), False, n * (k - count[d])))  # into d, to this lane
+    for d, n in count.items():
+        for lane, total in lane_all.items():
+            outside = total - lane_in[d, lane]
+            if outside:
+                out.append(((first[d], lane), True, n * outside))  # out of d, to that lane
+    return [c for c in out if c[2]]
 
 
 def _hashed(wires: Wires, job: int, tally: Tally) -> Load:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from scheduler.topology import generate, save_topology
 from tests.conftest import run_cli
 
 SCENARIO = """
@@ -97,6 +98,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert (
         "fabric.ecmp: unknown level 'galaxy'; levels are host, nvlink, rack, spine" in done.stderr
     )
+    # rails need the demand model, and hosts of one size
+    scenario.write_text(SCENARIO + "fabric: {rails: true}\n")
+    done = run_cli("compare", str(scenario))
+    assert done.returncode == 2
+    assert "rails need `sharing: demand`" in done.stderr
+    spec = generate(2, 2, 2, 8)
+    hosts = (spec.hosts[0].model_copy(update={"gpus": 4}), *spec.hosts[1:])
+    save_topology(spec.model_copy(update={"hosts": hosts}), tmp_path / "mixed.yaml")
+    rails = "fabric: {sharing: demand, per_gpu_nic: true, rails: true}\n"
+    mixed = SCENARIO.replace(
+        "generate: {blocks: 2, racks: 2, hosts: 2, gpus: 8}", "file: mixed.yaml"
+    )
+    scenario.write_text(mixed + rails)
+    done = run_cli("compare", str(scenario))
+    assert done.returncode == 2
+    assert "fabric.rails: rails need a NIC per GPU and as many GPUs on every host" in done.stderr
     # a knob of an earlier layout says where it went
     scenario.write_text(SCENARIO + "backfill: greedy\n")
     done = run_cli("compare", str(scenario))

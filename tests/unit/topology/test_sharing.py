@@ -10,7 +10,7 @@ import pytest
 from scheduler.model import ParallelShape
 from scheduler.model.topology import HostSpec, Tier, TopologySpec
 from scheduler.topology import Fabric
-from scheduler.topology.links import Links, Resource, Wires
+from scheduler.topology.links import Links, Port, Resource, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
 from scheduler.topology.traffic import Gpu, Model, StepBytes, Traffic, flows, groups, step_bytes
@@ -181,6 +181,62 @@ def test_rank_order_over_a_2_to_1_rack_uplink(a, b, expected):
     assert got == {1: pytest.approx(expected), 2: pytest.approx(expected)}
 
 
+# rails: one spine, two racks (scalable units) of two 2-GPU hosts, racks' uplinks 2:1: 100 GB/s
+# out of a rack, 50 GB/s on each of its two rails
+RAIL_SU = fabric(spines=1, racks=2, hosts=2, gpus=2)
+TWO_TO_ONE = {RACK: 2.0, SPINE: 1.0, CORE: 1.0}
+
+
+def lane_ring(lane: int, hosts: list[int]) -> Job:
+    return ParallelShape(dp=len(hosts)), StepBytes(data=1.0), [Gpu(h, lane) for h in hosts]
+
+
+@pytest.mark.parametrize(
+    ("rails", "lanes", "expected"),
+    [
+        (False, (0, 0), 1.0),  # 2 GB each way on the rack's 100 GB/s: as fast as each NIC
+        (True, (0, 0), 0.5),  # both on rail 0's 50 GB/s
+        (True, (0, 1), 1.0),  # a rail each
+    ],
+)
+def test_rings_across_scalable_units_share_a_rail_only_on_the_same_lane(rails, lanes, expected):
+    links = Links(oversubscription=TWO_TO_ONE, rails=rails)
+    jobs = {1: lane_ring(lanes[0], [0, 2]), 2: lane_ring(lanes[1], [1, 3])}
+    assert speeds(RAIL_SU, links, jobs) == {1: pytest.approx(expected), 2: pytest.approx(expected)}
+
+
+def test_a_flow_between_lanes_crosses_nvlink_to_the_destination_rail_first():
+    """PXN: lane 0 of host 0 to lane 1 of host 2 leaves by host 0's lane-1 NIC, on rail 1."""
+    wires = Wires(RAIL_SU, Links(rails=True))
+    assert wires.route(Gpu(0, 0), Gpu(2, 1)) == [
+        Resource(Port.NVLINK, 0, 0, 0, True),
+        Resource(Port.NVLINK, 0, 0, 1, False),
+        Resource(Port.NIC, 0, 0, 1, True),
+        Resource(Port.NIC, 0, 2, 1, False),
+        Resource(Port.UPLINK, RACK, 0, 1, True),
+        Resource(Port.UPLINK, RACK, 1, 1, False),
+    ]
+    # a rail's uplink: its lane's NICs below it, 2 x 50 GB/s (the rack's 200 over two rails)
+    assert wires.capacity(Resource(Port.UPLINK, RACK, 0, 1, True)) == pytest.approx(100.0)
+    plain = Wires(RAIL_SU, Links())
+    assert plain.route(Gpu(0, 0), Gpu(2, 1))[0] == Resource(Port.NIC, 0, 0, 0, True)
+
+
+def test_rails_are_refused_on_hosts_of_different_sizes_or_one_nic_per_host():
+    mixed = Fabric(
+        TopologySpec(
+            hosts=(
+                HostSpec(name="a", gpus=8, domains={"rack": "r0", "spine": "s0", "core": "c"}),
+                HostSpec(name="b", gpus=4, domains={"rack": "r0", "spine": "s0", "core": "c"}),
+            )
+        )
+    )
+    with pytest.raises(ValueError, match="rails need"):
+        Wires(mixed, Links(rails=True))
+    with pytest.raises(ValueError, match="rails need"):
+        Wires(RAIL_SU, Links(rails=True, per_gpu_nic=False))
+
+
 def assert_within_capacity(sharing: Sharing, speed: dict[int, float]) -> None:
     used: dict[Resource, float] = {}
     for j, job in sharing.jobs.items():
@@ -217,8 +273,9 @@ def test_random_jobs_never_overfill_a_resource_and_a_lone_job_runs_at_full_speed
         oversubscription={RACK: rng.choice([1.0, 2.0]), SPINE: rng.choice([1.0, 3.0]), CORE: 1.0},
         ecmp=frozenset({RACK}) if rng.random() < 0.5 else frozenset(),
         flows=rng.choice([1, 2, 4]),
-        per_gpu_nic=rng.random() < 0.5,
+        per_gpu_nic=(nic := rng.random() < 0.5),
         seed=seed,
+        rails=nic and rng.random() < 0.5,
     )
     jobs = random_jobs(rng, f, lanes=4)
     sharing = sharing_of(f, links, jobs)
@@ -235,7 +292,8 @@ def test_random_jobs_never_overfill_a_resource_and_a_lone_job_runs_at_full_speed
 def test_loads_are_those_of_routing_every_flow(seed):
     rng = random.Random(seed)
     f = fabric(spines=2, racks=2, hosts=3, gpus=4, nvlink=rng.random() < 0.3)
-    wires = Wires(f, Links(per_gpu_nic=rng.random() < 0.5))
+    nic = rng.random() < 0.5
+    wires = Wires(f, Links(per_gpu_nic=nic, rails=nic and rng.random() < 0.5))
     for j, (shape, step, gpus) in random_jobs(rng, f, lanes=4).items():
         routed: dict[Resource, float] = {}
         for flow in flows(shape, step, gpus):
