@@ -193,3 +193,26 @@ def test_a_models_overlap_hides_communication_until_it_slows(overlap, finish):
     profile = FabricProfile(name=ProfileName.NON_BLOCKING, sharing="demand")
     done = Simulation(fabric, [job], "least-allocated", SimConfig(fabric=profile)).run()
     assert done.jobs[0].finish == pytest.approx(finish)
+
+
+@pytest.mark.parametrize(
+    ("rails", "finish"), [(False, {"a": 620, "b": 400}), (True, {"a": 2960, "b": 1480})]
+)
+def test_rails_carry_each_lane_on_its_own_rail_uplink(rails, finish):
+    """Two racks of one 8-GPU host, the rack uplink 8:1 (50 GB/s); two 2-GPU data-parallel jobs,
+    one pod on each host, a on lane 0 and b on lane 1. A ring of 2 sends 1 GB per GPU per step:
+    compact over NVLink 1 / 900 s; through a 50 GB/s NIC 18x, stretch 0.8 + 0.2 x 18 = 4.4.
+    Without rails both share the rack's 50 GB/s: 36x, stretch 8.0; b ends at 50 x 8 = 400, a has
+    done 50 by then and ends at 400 + 50 x 4.4 = 620. On rails each lane has its own rail
+    switch's uplink, an eighth of the rack's (6.25 GB/s): 144x, stretch 29.6, apart."""
+    fabric = Fabric(generate(blocks=1, racks=2, hosts=1, gpus=8))
+    jobs = [
+        TraceJob(id="a", submit_s=0, duration_s=100, gpus=2, pods=2),
+        TraceJob(id="b", submit_s=0, duration_s=50, gpus=2, pods=2),
+    ]
+    profile = FabricProfile(
+        name=ProfileName.NON_BLOCKING, sharing="demand", ratios={"rack": 8}, rails=rails
+    )
+    config = SimConfig(comm_share=CommShare(low=0.2, high=0.2), fabric=profile)
+    done = Simulation(fabric, jobs, "least-allocated", config).run()
+    assert {s.job.id: s.finish for s in done.jobs} == pytest.approx(finish)
