@@ -101,6 +101,15 @@ def test_a_gang_of_no_queue_is_held_and_the_default_queue_takes_it_when_set():
     assert [k for k, _ in q2.cycle(0.0, snap(), []).starts] == ["j"]
 
 
+def borrows_and_waits(out, borrower: str, waiter: str, words: str) -> None:
+    """Only `borrower` starts, beyond its quota; `waiter` waits QuotaExceeded saying `words`."""
+    assert [k for k, _ in out.starts] == [borrower]
+    assert out.beyond_quota == {borrower}
+    wait = out.waiting[waiter]
+    assert wait.reason is WaitReason.QUOTA_EXCEEDED
+    assert words in wait.message
+
+
 def test_borrowing_up_to_the_borrowing_limit_and_not_past_it():
     s = snap()
     q = teams_queue(queue_spec("a", 16, borrow=8), queue_spec("b", 48))
@@ -108,11 +117,7 @@ def test_borrowing_up_to_the_borrowing_limit_and_not_past_it():
     add(q, "borrows", 1, "a", at=0.0)
     add(q, "too-far", 1, "a", at=1.0)
     out = q.cycle(0.0, s, held)
-    assert [k for k, _ in out.starts] == ["borrows"]
-    assert out.beyond_quota == {"borrows"}
-    wait = out.waiting["too-far"]
-    assert wait.reason is WaitReason.QUOTA_EXCEEDED
-    assert "24 GPUs in use of 16 nominal + 8 borrowing limit" in wait.message
+    borrows_and_waits(out, "borrows", "too-far", "24 GPUs in use of 16 nominal + 8 borrowing limit")
 
 
 def test_a_gang_that_is_never_evicted_does_not_borrow():
@@ -125,11 +130,7 @@ def test_a_gang_that_is_never_evicted_does_not_borrow():
     q.add("group", gang("group", 1, gpus=8), arrival=0.0, tenant="a", evictable=False)
     add(q, "job", 1, "a", at=1.0)
     out = q.cycle(0.0, s, held)
-    assert [k for k, _ in out.starts] == ["job"]
-    assert out.beyond_quota == {"job"}
-    wait = out.waiting["group"]
-    assert wait.reason is WaitReason.QUOTA_EXCEEDED
-    assert "never evicted (a pod group) does not borrow" in wait.message
+    borrows_and_waits(out, "job", "group", "never evicted (a pod group) does not borrow")
 
 
 def test_a_gang_that_is_never_evicted_starts_within_its_quota():
