@@ -18,7 +18,7 @@ from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import from_lingjun_csv, generate, load_topology
-from scheduler.topology.links import RAILS_NEED
+from scheduler.topology.links import RAILS_NEED, rails_fit
 
 
 class ScenarioError(ValueError):
@@ -207,7 +207,7 @@ def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
     if unknown:
         levels = ", ".join(spec.names)
         raise ScenarioError(f"fabric.ecmp: unknown level {unknown[0]!r}; levels are {levels}")
-    if scenario.fabric.rails and len({h.gpus for h in spec.hosts}) > 1:
+    if scenario.fabric.rails and not rails_fit(spec.hosts, scenario.fabric.per_gpu_nic):
         raise ScenarioError(f"fabric.rails: {RAILS_NEED}")
     return spec
 

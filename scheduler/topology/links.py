@@ -19,14 +19,14 @@ ECMP level; a NIC per GPU carries the lane's traffic only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
 import numpy as np
 
-from scheduler.model.topology import Tier
+from scheduler.model.topology import HostSpec, Tier
 from scheduler.topology.fabric import Fabric
 from scheduler.topology.traffic import Gpu
 
@@ -81,7 +81,7 @@ class Wires:
     """Capacities and routes of one fabric under one links model."""
 
     def __init__(self, fabric: Fabric, links: Links) -> None:
-        if links.rails and not rails_fit(fabric, links.per_gpu_nic):
+        if links.rails and not rails_fit(fabric.hosts, links.per_gpu_nic):
             raise ValueError(RAILS_NEED)
         self.fabric = fabric
         self.links = links
@@ -91,20 +91,23 @@ class Wires:
         top = self.fabric.lowest_common_level(a.host, b.host)
         if top <= Tier.NVLINK:
             return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
-        out: list[Resource] = []
-        via = self.sender(a, b.lane)
-        if via != a:  # PXN: over NVLink to the destination's rail first
-            out += [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, via, False)]
-        out += [self.port(Port.NIC, via, True), self.port(Port.NIC, b, False)]
+        out = [*self.leave(a, b.lane), self.port(Port.NIC, b, False)]
         for level in range(Tier.RACK, top):
             out.append(self.uplink(level, a.host, True, b.lane))
             out.append(self.uplink(level, b.host, False, b.lane))
         return out
 
-    def sender(self, a: Gpu, lane: int) -> Gpu:
-        """The GPU whose NIC sends a's traffic to a GPU of `lane` in another NVLink domain: a
-        itself, or on rails the GPU of that lane on a's host."""
-        return Gpu(a.host, lane) if self.links.rails else a
+    def leave(self, a: Gpu, lane: int) -> list[Resource]:
+        """How a's traffic to a GPU of `lane` in another NVLink domain leaves a's host: by a's
+        NIC, or on rails over NVLink to that lane's GPU first and out of its NIC (PXN)."""
+        if not self.links.rails or lane == a.lane:
+            return [self.port(Port.NIC, a, True)]
+        via = Gpu(a.host, lane)
+        return [
+            self.port(Port.NVLINK, a, True),
+            self.port(Port.NVLINK, via, False),
+            self.port(Port.NIC, via, True),
+        ]
 
     def nvlink_domain(self, host: int) -> int:
         return self.fabric.domain[Tier.NVLINK][host]
@@ -178,8 +181,9 @@ class Wires:
 RAILS_NEED = "rails need a NIC per GPU and as many GPUs on every host (one rail per lane)"
 
 
-def rails_fit(fabric: Fabric, per_gpu_nic: bool) -> bool:
-    return per_gpu_nic and len({h.gpus for h in fabric.hosts}) == 1
+def rails_fit(hosts: Sequence[HostSpec], per_gpu_nic: bool) -> bool:
+    """Whether rails can be cabled: a NIC per GPU, and as many GPUs on every host."""
+    return per_gpu_nic and len({h.gpus for h in hosts}) == 1
 
 
 class CompactWires(Wires):
@@ -195,12 +199,8 @@ class CompactWires(Wires):
     def route(self, a: Gpu, b: Gpu) -> list[Resource]:
         if self.nvlink_domain(a.host) == self.nvlink_domain(b.host):
             return [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, b, False)]
-        via = self.sender(a, b.lane)  # on rails, the same NICs as on the real fabric
-        hop = [self.port(Port.NVLINK, a, True), self.port(Port.NVLINK, via, False)]
-        return (hop if via != a else []) + [
-            self.port(Port.NIC, via, True),
-            self.port(Port.NIC, b, False),
-        ]
+        # on rails, the same NICs as on the real fabric
+        return [*self.leave(a, b.lane), self.port(Port.NIC, b, False)]
 
     def nvlink_domain(self, host: int) -> int:
         return host // self.hosts_per_domain

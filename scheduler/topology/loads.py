@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.model.gang import ParallelShape
-from scheduler.model.topology import Tier
 from scheduler.topology.links import CompactWires, Links, Port, Resource, Wires
 from scheduler.topology.traffic import Gpu, StepBytes, Traffic, groups, ring_edges
 
@@ -117,13 +116,11 @@ def _all_to_all(wires: Wires, tally: Tally, members: list[Gpu], gb: float) -> No
             tally.add(wires.port(Port.NIC, g, False), (k - inside) * share, k - inside)
             remote = _remote_lanes(wires, members, g) if wires.links.rails else {0: k - inside}
             _sent_out(wires, tally, g, remote, share)
-    lanes = wires.on_rails(Tier.RACK)
     for level in wires.uplink_levels:
         count = Counter(wires.domain(level, g.host) for g in members)
         if len(count) < 2:
             break  # a domain holds them all: no pair leaves it, nor any above
-        by_lane = lanes and level == Tier.RACK
-        for (domain, lane), up, n in _crossings(wires, members, level, by_lane):
+        for (domain, lane), up, n in _crossings(wires, members, level, wires.on_rails(level)):
             tally.add(wires.uplink(level, domain, up, lane), n * share, n)
 
 
@@ -137,11 +134,8 @@ def _sent_out(wires: Wires, tally: Tally, g: Gpu, remote: dict[int, int], share:
     """g's tokens to other NVLink domains: out of its own NIC, or on rails out of the NIC of
     each destination's lane on its host, reached over NVLink (PXN)."""
     for lane, n in remote.items():
-        via = wires.sender(g, lane)
-        if via != g:
-            tally.add(wires.port(Port.NVLINK, g, True), n * share, n)
-            tally.add(wires.port(Port.NVLINK, via, False), n * share, n)
-        tally.add(wires.port(Port.NIC, via, True), n * share, n)
+        for resource in wires.leave(g, lane):
+            tally.add(resource, n * share, n)
 
 
 def _crossings(
