@@ -63,6 +63,10 @@ class PoolOrder:
         self.shapes = np.delete(self.shapes, i)
         self.estimates = np.delete(self.estimates, i)
 
+    def reshape(self, entries: dict[str, Entry]) -> None:
+        """Each entry's shape id read again (the queue gave every gang a new one)."""
+        self.shapes = np.array([entries[k].shape for k in self.keys], dtype=np.int64)
+
     def index(self, entry: Entry) -> int | None:
         i = bisect.bisect_left(self.orders, entry.order)
         return i if i < len(self.keys) and self.keys[i] == entry.key else None

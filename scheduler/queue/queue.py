@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.model.policy import Backfill
+from scheduler.model.policy import Backfill, Preemption
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.api import RACKWISE
 from scheduler.placement.snapshot import Array
@@ -65,7 +65,7 @@ from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
-from scheduler.queue.shapes import ShapeIds, shape_key
+from scheduler.queue.shapes import ShapeIds, Tenancy, shape_key
 from scheduler.queue.teams import Charge, Numbers, TeamQueues
 from scheduler.queue.types import (
     Decisions,
@@ -121,6 +121,7 @@ class SchedulingQueue:
             self._start,
         )
         self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
+        self._tenancy = self._tenancy_now()
         self._after = AfterWalk(
             self.config,
             self._entries,
@@ -148,11 +149,33 @@ class SchedulingQueue:
         if key not in self._entries:
             entry = Entry(key, gang, arrival, tenant, estimate_s, queue, evictable)
             self._entries[key] = entry
-            shape, reused = self._shapes.take(shape_key(entry), (gang.priority, tenant))
-            if reused:  # freed by a shape no gang has any more: what was known goes with it
-                self._views.memo.forget_shape(shape)
-            entry.shape = shape
+            self._shape(entry)
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
+
+    def _shape(self, entry: Entry) -> None:
+        key, family = shape_key(entry, self._tenancy), self._tenancy.family(entry)
+        shape, reused = self._shapes.take(key, (entry.gang.priority, entry.tenant), family)
+        if reused:  # freed by a shape no gang has any more: what was known goes with it
+            self._views.memo.forget_shape(shape)
+        entry.shape = shape
+
+    def _tenancy_now(self) -> Tenancy:
+        policy = self.config.policy
+        within = policy.preemption is not Preemption.OFF and not policy.cross_tenant
+        return Tenancy.of(self._teams.on, within)
+
+    def _reshape(self) -> None:
+        """Teams came or went: owners enter or leave every shape, so every gang is given its
+        shape again and what was known under the old ids is forgotten."""
+        self._tenancy = self._tenancy_now()
+        self._shapes.clear()
+        self._views.memo.clear()
+        self._teams.failed.clear()
+        self._lending.failed.clear()
+        for entry in self._entries.values():
+            self._shape(entry)
+        for order in self._orders.values():
+            order.reshape(self._entries)
 
     def remove(self, key: str) -> None:
         self._drop(key)
@@ -172,6 +195,8 @@ class SchedulingQueue:
         """The teams' queues as they are now (the operator reads them every cycle), and what
         gangs not in the running list hold (queue/teams.py, `use`)."""
         self._teams.use(teams, charged)
+        if self._tenancy_now() is not self._tenancy:
+            self._reshape()
 
     def team_numbers(self) -> dict[str, Numbers]:
         """Per team queue: what its running gangs use per pool (GPUs, millicores, MiB), its

@@ -101,6 +101,11 @@ class Views:
         victims = self.victims(c, v.pool, entry.gang.priority, entry.tenant)
         found = Known(entry.gang.pods, wait.reason, wait.message, entry.key, victims)
         self.memo.learn((v.seen(), v.held), entry.shape, found)
+        for kin in self.shapes.kin_of(entry.shape) - {entry.shape}:
+            # placement does not ask who owns a gang: a kin that may preempt the same gangs
+            # (none) fails too; others keep what they knew (`holds` would refuse this anyway)
+            if self.victims(c, v.pool, *self.shapes.owners[kin]) == victims:
+                self.memo.learn((v.seen(), v.held), kin, found)
 
     def why(self, c: Cycle, entry: Entry, view: Snapshot, reason: str) -> Wait:
         """Never fits on this fabric, unplaceable now, or only kept off hosts held for earlier

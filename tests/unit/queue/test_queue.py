@@ -144,6 +144,31 @@ def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
     )
 
 
+def test_tenants_share_what_is_known_where_who_owns_a_gang_changes_nothing():
+    """The only host is taken (by what the queue is not told of: nothing to reserve). Gangs
+    alike but for their tenants: with preemption off, the second is not solved again; with
+    preemption within tenants, neither when its tenant has nothing to preempt, and tried (and
+    preempting) when it has."""
+    f = fabric(blocks=1, racks=1, hosts=1)
+    for config in (OFF, QueueConfig()):
+        snap = Snapshot(f)
+        running(snap, "held", ["h0-0"], tenant="c")
+        queue = SchedulingQueue(config)
+        queue.add("a", gang("a", 1), arrival=0, tenant="a")
+        queue.add("b", gang("b", 1), arrival=1, tenant="b")
+        decisions = queue.cycle(0, snap, [])
+        assert [p.gang for p in decisions.tried] == ["a"]
+        assert decisions.waiting["b"].reason is WaitReason.UNPLACEABLE
+    snap = Snapshot(f)
+    low = running(snap, "low", ["h0-0"], priority=-1, tenant="b")
+    queue = SchedulingQueue(QueueConfig.of(backfill=Backfill.GREEDY))  # a reserves nothing
+    queue.add("a", gang("a", 1), arrival=0, tenant="a")
+    queue.add("b", gang("b", 1), arrival=1, tenant="b")
+    decisions = queue.cycle(0, snap, [low])
+    assert [p.gang for p in decisions.tried] == ["a", "b"]
+    assert [(e.victim, e.preemptor) for e in decisions.evictions] == [("low", "b")]
+
+
 def test_shape_ids_are_as_many_as_the_queued_shapes_and_a_reused_one_knows_nothing():
     """A 4 x 8-GPU gang on a 2-host fabric is found unplaceable, then leaves: its shape id is
     freed. A 4 x 1-GPU gang of a new shape gets that id and must be tried (what was known under

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from scheduler.model.policy import LendingMode
+from scheduler.model.policy import LendingMode, Preemption
 from scheduler.placement import Snapshot
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.quotas import Ledger, Verdict
@@ -19,6 +19,7 @@ from tests.unit.queue.helpers import fabric, gang, running
 
 POOL = "training"
 G = Resource.GPUS
+OFF = Preemption.OFF
 
 
 def queue_spec(name: str, nominal: int, cohort: str | None = "c", **limits: int) -> QueueSpec:
@@ -427,3 +428,18 @@ def test_victims_off_the_placements_hosts_are_spared_unless_the_quota_owes_their
     assert [r.key for r in on_its_hosts([a, b, c], placement, 16)] == ["a", "b"]
     # b's 8 GPUs leave 1 owed: the first chosen off its hosts (c) covers it
     assert [r.key for r in on_its_hosts([c, a, b], placement, 9)] == ["c", "b"]
+
+
+def test_teams_that_come_later_part_the_shapes_tenants_shared():
+    """A quiet queue made without teams (the operator's, before any Queue exists) and without
+    preemption has gangs of two tenants alike in shape. Teams come: a's queue has no quota,
+    b's has room. b starts; with one shape still shared, a held by its quota would have passed
+    b over."""
+    s = snap()
+    config = QueueConfig.of(lending=LendingMode.TOPOLOGY, report_waits=False, preemption=OFF)
+    q = SchedulingQueue(config)
+    add(q, "ja", 1, "a")
+    add(q, "jb", 1, "b", at=1.0)
+    q.use_teams(Teams(queues=(queue_spec("a", 0, cohort=None), queue_spec("b", 16, cohort=None))))
+    out = q.cycle(0.0, s, [])
+    assert [k for k, _ in out.starts] == ["jb"]
