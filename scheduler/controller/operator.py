@@ -16,7 +16,7 @@ import structlog
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import Reconciler
-from scheduler.controller.runtime.cache import Cache, Informer, Viewed
+from scheduler.controller.runtime.cache import Cache, Informer, Viewed, wake_on_changes
 from scheduler.controller.runtime.gateway import (
     PODGROUP_API,
     WORKLOAD_PODGROUP_API,
@@ -201,7 +201,7 @@ def run(
         # the first cycle reads the cache, not a second full list beside the informers' own
         cache.wait_synced(stop, config.api_timeout_s * 2)
     else:
-        gateway.watch_all(wake.set, stop)
+        wake_on_changes(gateway, wake.set, stop)
     log.info("operator started", scheduler=config.scheduler_name, identity=me)
     _loop(config, gateway, cache, elector, metrics, health, wake, stop, me)
     log.info("operator stopped")

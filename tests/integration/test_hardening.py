@@ -464,6 +464,55 @@ def test_a_silent_api_server_cannot_hang_a_call(tmp_path):
     assert error.status == 0
 
 
+def test_without_the_cache_a_queue_made_wakes_the_loop(env: Env):
+    """informerCache off: the plain watches, on the real API server as the operator's user,
+    see a Queue made (before, Queues and PodGroups were not watched: a quota edit waited for
+    the resync) and wake the loop for it; the Workload API's PodGroups, not served by 1.20,
+    are asked for without failing the others."""
+    import threading
+    from collections.abc import Iterator
+
+    from scheduler.controller.runtime.cache import QUEUES, WORKLOAD_PODGROUPS, wake_on_changes
+    from scheduler.controller.runtime.gateway import Gateway
+    from tests.waits import until
+
+    gateway = Gateway(env.cluster.operator_kubeconfig)
+    seen: list[tuple[str, str, str]] = []
+    asked: list[str] = []
+    wakes: list[int] = []
+
+    class Recorded:
+        def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, Any]]:
+            asked.append(path)
+            for kind, obj in gateway.watch_raw(path, version, seconds):
+                seen.append((path, kind, (obj.get("metadata") or {}).get("name", "")))
+                yield kind, obj
+
+        def list_raw(self, path: str, keep: Any) -> Any:
+            return gateway.list_raw(path, keep)
+
+    stop = threading.Event()
+    threads = wake_on_changes(Recorded(), lambda: wakes.append(1), stop)
+    try:
+        until("the Workload API's PodGroups asked for", lambda: WORKLOAD_PODGROUPS in asked, 20)
+        env.apply(
+            {
+                "apiVersion": "rackwise.io/v1alpha1",
+                "kind": "Queue",
+                "metadata": {"name": "woken"},
+                "spec": {"quotas": [{"pool": "training", "nominal": {"gpus": 8}}]},
+            }
+        )
+        until("the Queue seen", lambda: (QUEUES, "ADDED", "woken") in seen, 20)
+        changes = [s for s in seen if s[1] != "BOOKMARK"]
+        until("a wake for each change", lambda: len(wakes) >= len(changes), 20)
+    finally:
+        stop.set()
+        env.kubectl("delete", "queue", "woken", "--ignore-not-found")
+        for thread in threads:
+            thread.join(timeout=1)
+
+
 def test_objects_rackwise_will_not_touch_are_reported_where_a_user_looks(env: Env, fabric):
     """A TrainingJob in a namespace without the RoleBinding, and a pod group in kube-system:
     neither is scheduled; each gets an event in the operator's namespace naming it and why,

@@ -8,7 +8,8 @@ means a fresh list. Until its first list has succeeded an informer is not synced
 lists instead (`Cached`), so the cache is never worse than listing. What is stored is each
 object's typed view (runtime/objects.py), made once when the object arrives. The cache is eventually
 consistent: it may not yet show the operator's own latest writes; the reconciler waits for
-those (runtime/expect.py) instead of acting on a stale picture.
+those (runtime/expect.py) instead of acting on a stale picture. Without the cache,
+`wake_on_changes` watches the same kinds only to wake the loop, which lists them itself.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ QUEUES = "/apis/rackwise.io/v1alpha1/queues"  # cluster-scoped; absent without t
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 WORKLOAD_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/podgroups"  # the Workload API's (1.35+)
 WATCH_SECONDS = 300
+ABSENT_RETRY_S = 30.0  # a kind not served (its CRD not installed) is asked for again this often
 
 
 class Source(Protocol):
@@ -90,7 +92,7 @@ class Informer(Generic[View]):
                     self._absent()
                 else:
                     log.warning("informer failed; listing again", path=self.path, exc_info=True)
-                stop.wait(30.0 if status == 404 else 1.0)
+                stop.wait(ABSENT_RETRY_S if status == 404 else 1.0)
 
     def _list(self) -> None:
         keyed, version = self.source.list_raw(self.path, self._keyed)
@@ -178,3 +180,37 @@ class Cache:
                 return False
             stop.wait(0.1)
         return True
+
+
+def wake_on_changes(
+    source: Source, wake: Callable[[], None], stop: threading.Event
+) -> list[threading.Thread]:
+    """Without the cache (`informerCache: false`) the loop lists what it reads each cycle;
+    a watch of each kind the cache would keep wakes it when one changes (a Queue's quota, a
+    PodGroup, as well as nodes, pods and TrainingJobs), so no change waits for the resync."""
+    threads = [
+        threading.Thread(target=_wake_on, args=(source, path, wake, stop), daemon=True)
+        for path in (NODES, PODS, JOBS, PODGROUPS, WORKLOAD_PODGROUPS, QUEUES)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _wake_on(source: Source, path: str, wake: Callable[[], None], stop: threading.Event) -> None:
+    """Watch from now until stopped: each change wakes the loop; a failed watch wakes it too
+    (it lists), then watches again; a kind not served is asked for again quietly."""
+    while not stop.is_set():
+        try:
+            for kind, _ in source.watch_raw(path, "", WATCH_SECONDS):
+                if stop.is_set():
+                    return
+                if kind != "BOOKMARK":
+                    wake()
+        except Exception as exc:  # the watch failed: wake the loop, then watch again
+            if getattr(exc, "status", None) == 404:
+                stop.wait(ABSENT_RETRY_S)
+                continue
+            log.warning("watch failed; watching again", path=path, exc_info=True)
+            wake()
+            stop.wait(1.0)

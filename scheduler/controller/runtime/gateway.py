@@ -7,7 +7,6 @@ and sidesteps the client's failure to deserialise a pods/binding response."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from urllib.parse import quote
 
 import structlog
 import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
@@ -334,48 +333,6 @@ class Gateway:
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         self._call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
-
-    # watches: each calls `wake` on any change, forever, in a daemon thread
-    def watch_all(self, wake: Callable[[], None], stop: threading.Event) -> list[threading.Thread]:
-        sources: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-            (self.custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL)),
-            (self.core.list_pod_for_all_namespaces, ()),
-            (self.core.list_node, ()),
-        ]
-        threads = []
-        for fn, args in sources:
-            thread = threading.Thread(
-                target=_watch,
-                args=(fn, args, wake, stop, self.timeout[0], self.on_request),
-                daemon=True,
-            )
-            thread.start()
-            threads.append(thread)
-        return threads
-
-
-def _watch(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    wake: Callable[[], None],
-    stop: threading.Event,
-    connect_s: float,
-    on_request: Callable[[str], None],
-) -> None:
-    while not stop.is_set():
-        on_request("watch")
-        try:
-            stream = watch.Watch().stream(
-                fn, *args, timeout_seconds=30, _request_timeout=(connect_s, 60)
-            )
-            for _ in stream:
-                wake()
-                if stop.is_set():
-                    return
-        except Exception:  # any failure of a watch means: wake the loop, watch again
-            log.warning("watch failed; watching again", exc_info=True)
-            wake()
-            stop.wait(1.0)
 
 
 class AdminGateway(Gateway):

@@ -7,13 +7,15 @@ import threading
 from collections.abc import Iterator
 
 from scheduler.controller.operator import Cached
-from scheduler.controller.runtime.cache import QUEUES, Cache, Informer
+from scheduler.controller.runtime import cache as informers
+from scheduler.controller.runtime.cache import QUEUES, Cache, Informer, wake_on_changes
 from scheduler.controller.runtime.expect import Expectations
 from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import Pod
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.placement.snapshot import Snapshot
 from scheduler.topology import Fabric, generate
+from tests.waits import until
 
 
 def obj(uid: str, version: str, name: str = "", node: str = "") -> dict:
@@ -225,3 +227,51 @@ def test_the_cached_pod_reads_as_the_listed_one_on_todays_fields():
     for field in ("schedulingGroup", "topologySpreadConstraints", "affinity"):
         assert cached.spec[field] == pod["spec"][field], field
     assert "volumes" not in cached.spec
+
+
+def test_without_the_cache_each_kind_it_keeps_is_watched_for_wakes():
+    """informerCache off: the loop lists each cycle, and a watch of each kind the cache would
+    keep wakes it: Queues and both PodGroups too, not only nodes, pods and TrainingJobs."""
+    stop = threading.Event()
+    asked: list[str] = []
+
+    class Quiet:
+        def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, dict]]:
+            asked.append(path)
+            stop.wait()  # nothing changes until the test ends
+            return iter(())
+
+        def list_raw(self, path: str, keep) -> tuple[list[dict], str]:
+            raise AssertionError("a watch for wakes lists nothing")
+
+    threads = wake_on_changes(Quiet(), lambda: None, stop)
+    until("every kind watched", lambda: len(asked) == len(Cache(Quiet(), print).informers), 10)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert sorted(asked) == sorted(i.path for i in Cache(Quiet(), print).informers)
+    assert QUEUES in asked
+
+
+def test_a_watch_for_wakes_wakes_on_changes_and_failures_not_on_bookmarks_or_absent_kinds(
+    monkeypatch,
+):
+    """Two changes and a bookmark, then a failed watch (wake: the loop lists), then a kind not
+    served (404: no wake, no warning, asked again later), then the test stops it."""
+    monkeypatch.setattr(informers, "ABSENT_RETRY_S", 0.0)
+    stop = threading.Event()
+    script = Script(
+        [],
+        [
+            (
+                [("ADDED", obj("a", "1")), ("BOOKMARK", obj("", "2")), ("MODIFIED", obj("a", "3"))],
+                ApiError(500, "broken"),
+            ),
+            ([], ApiError(404, "the server could not find the requested resource")),
+        ],
+        stop,
+    )
+    wakes: list[int] = []
+    informers._wake_on(script, QUEUES, lambda: wakes.append(1), stop)
+    assert len(wakes) == 3
+    assert script.asked == [("watch", ""), ("watch", ""), ("watch", "")]
