@@ -65,7 +65,7 @@ from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
-from scheduler.queue.shapes import ShapeIds, Tenancy, shape_key
+from scheduler.queue.shapes import ShapeIds, Tenancy, shape_keys
 from scheduler.queue.teams import Charge, Numbers, TeamQueues
 from scheduler.queue.types import (
     Decisions,
@@ -153,7 +153,7 @@ class SchedulingQueue:
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
 
     def _shape(self, entry: Entry) -> None:
-        key, family = shape_key(entry, self._tenancy), self._tenancy.family(entry)
+        key, family = shape_keys(entry, self._tenancy)
         shape, reused = self._shapes.take(key, (entry.gang.priority, entry.tenant), family)
         if reused:  # freed by a shape no gang has any more: what was known goes with it
             self._views.memo.forget_shape(shape)

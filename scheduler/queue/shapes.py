@@ -35,7 +35,7 @@ class ShapeIds:
     def take(self, key: Key, owner: tuple[int, str], family: Key) -> tuple[int, bool]:
         """The id of `key`, held by one more gang; True when that id was another shape's
         before (whatever was known under it is not this shape's). `family`: the shape less
-        what of its owner may be shared (`Tenancy.family`)."""
+        what of its owner may be shared (`Tenancy.shared`)."""
         found = self.ids.get(key)
         if found is not None:
             self.refs[found] += 1
@@ -105,16 +105,18 @@ class Tenancy(Enum):
             return (entry.tenant,)
         return (entry.tenant, entry.queue)
 
-    def family(self, entry: Entry) -> Key:
-        """Its shape less its tenant where kin may share what is known (preemption within a
-        tenant: a failure that could preempt no one); its whole shape elsewhere (with teams,
-        a gang's queue also decides whether it may reclaim, so nothing is shared)."""
-        owner = () if self is Tenancy.TENANT else self.owner(entry)
-        return (*shape_of(entry), *owner, entry.gang.priority, entry.evictable)
+    def shared(self, entry: Entry) -> tuple[str, ...]:
+        """What of its owner stays in its family (the shape less what kin may share): nothing
+        under preemption within a tenant (a failure that could preempt no one holds for each
+        tenant); its whole owner elsewhere (with teams, a gang's queue also decides whether it
+        may reclaim, so nothing is shared)."""
+        return () if self is Tenancy.TENANT else self.owner(entry)
 
 
-def shape_key(entry: Entry, tenancy: Tenancy) -> Key:
-    return (*shape_of(entry), *tenancy.owner(entry), entry.gang.priority, entry.evictable)
+def shape_keys(entry: Entry, tenancy: Tenancy) -> tuple[Key, Key]:
+    """Its shape's key and its family's (`ShapeIds.take`), from one reading of its shape."""
+    fits, rest = shape_of(entry), (entry.gang.priority, entry.evictable)
+    return (*fits, *tenancy.owner(entry), *rest), (*fits, *tenancy.shared(entry), *rest)
 
 
 def shape_of(entry: Entry) -> tuple[object, ...]:
