@@ -73,6 +73,27 @@ class Breakage:
         return {k: v for k, v in out.items() if v}
 
 
+def broken_by(snapshot: Snapshot, pool: str, counts: Mapping[int, int]) -> dict[str, int]:
+    """`Breakage.of(snapshot, pool).broken(snapshot, counts)` without pricing every domain
+    (what a baseline's placement reports): a domain is wholly free when it has GPUs of the
+    pool and none of them is used or down."""
+    fabric = snapshot.fabric
+    mask = snapshot.pool_hosts(pool)
+    gpus = np.where(mask, fabric.gpus, 0)
+    busy = np.flatnonzero(snapshot.free_gpus * snapshot.up_mask() < gpus)
+    owned = np.flatnonzero(gpus > 0)
+    out: dict[str, int] = {}
+    for level, ds in _touched(snapshot, counts):
+        column, n = fabric.columns[level], len(fabric.names[level])
+        whole = (np.bincount(column[owned], minlength=n) > 0) & (
+            np.bincount(column[busy], minlength=n) == 0
+        )
+        found = int(whole[list(ds)].sum())
+        if found:
+            out[fabric.levels[level]] = found
+    return out
+
+
 def _touched(snapshot: Snapshot, counts: Mapping[int, int]) -> list[tuple[int, set[int]]]:
     fabric = snapshot.fabric
     hosts = [h for h, n in counts.items() if n > 0]

@@ -27,17 +27,33 @@ class Pool:
 
 
 @dataclass
+class Free:
+    """A pool's free resources on one version of the cycle's work snapshot, digested once and
+    shared by every view made on that version (held views differ only in their down hosts)."""
+
+    snapshot: Snapshot
+    pool: str
+    digest: bytes | None = None
+
+    def seen(self) -> bytes:
+        if self.digest is None:
+            self.digest = free_digest(self.snapshot, self.pool)
+        return self.digest
+
+
+@dataclass
 class View:
     """What a gang sees, and its fingerprint (computed once, when first asked for)."""
 
     snapshot: Snapshot
     pool: str
     held: frozenset[int]  # hosts of the pool held from the gangs that see this view
+    free: Free  # the pool's free resources, shared with the other views of this version
     fingerprint: bytes | None = None
 
     def seen(self) -> bytes:
         if self.fingerprint is None:
-            self.fingerprint = fingerprint(self.snapshot, self.pool)
+            self.fingerprint = fingerprint(self.snapshot, self.pool, self.free.seen())
         return self.fingerprint
 
 
@@ -45,7 +61,9 @@ class View:
 class Cycle:
     now: float
     work: Snapshot
-    running: list[Running]  # the driver's, then the cycle's starts
+    # the driver's running gangs listed, then the cycle's starts; None: listed from `index`
+    # when first asked (most cycles never ask: listing thousands of gangs each cycle was 4%)
+    given: list[Running] | None
     index: RunningGangs  # the driver's, indexed (queue/running.py)
     started: list[Running] = field(default_factory=list)  # this cycle's starts
     out: Decisions = field(default_factory=Decisions)
@@ -54,6 +72,7 @@ class Cycle:
     # views are shared by the gangs that see the same thing; `version` moves with `work`
     version: int = 0
     views: dict[tuple[str, frozenset[int], int], View] = field(default_factory=dict)
+    free: dict[tuple[str, int], Free] = field(default_factory=dict)  # (pool, version)
     # (pool, priority, tenant, running, evicted) -> digest of the gangs it may preempt
     victims: dict[tuple[str, int, str, int, int], bytes] = field(default_factory=dict)
     # starts made on the whole free capacity (no hosts held from them): joint placement's
@@ -83,6 +102,23 @@ class Cycle:
     beyond: dict[str, list[Running]] = field(default_factory=dict)
     reclaimed: dict[tuple[str, str], int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)  # queue -> its gangs looked at
+
+    @property
+    def running(self) -> list[Running]:
+        """The driver's running gangs, then the cycle's starts."""
+        if self.given is None:
+            self.given = [*self.index, *self.started]
+        return self.given
+
+    def counted(self) -> int:
+        """How many gangs `running` holds, without listing them."""
+        return len(self.index) + len(self.started) if self.given is None else len(self.given)
+
+    def start(self, r: Running) -> None:
+        """A gang started this cycle runs from now on."""
+        self.started.append(r)
+        if self.given is not None:
+            self.given.append(r)
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)
@@ -133,14 +169,24 @@ def ends_before(entry: Entry, now: float, r: Reservation) -> bool:
     return entry.estimate_s is not None and now + entry.estimate_s <= r.at
 
 
-def fingerprint(view: Snapshot, pool: str) -> bytes:
-    """What a gang of this pool can see: free resources and unavailable hosts of the pool."""
+def fingerprint(view: Snapshot, pool: str, free: bytes) -> bytes:
+    """What a gang of this pool can see: its free resources (`free_digest` of the view's) and
+    its unavailable hosts."""
     mask = view.fabric.pool_mask.get(pool)
     if mask is None:
+        return b""
+    digest = hashlib.blake2b(free, digest_size=16)
+    digest.update((~view.up_mask() & mask).tobytes())
+    return digest.digest()
+
+
+def free_digest(view: Snapshot, pool: str) -> bytes:
+    """A digest of the free resources on the pool's hosts."""
+    span = view.fabric.pool_span.get(pool)
+    if span is None:
         return b""
     digest = hashlib.blake2b(digest_size=16)
     extended = [view.free_ext[name] for name in sorted(view.free_ext)]
     for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods, *extended):
-        digest.update(column[mask].tobytes())
-    digest.update((~view.up_mask() & mask).tobytes())
+        digest.update(np.ascontiguousarray(column[span]))
     return digest.digest()

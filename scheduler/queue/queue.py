@@ -293,7 +293,7 @@ class SchedulingQueue:
         self, now: float, snapshot: Snapshot, running: RunningGangs | Iterable[Running]
     ) -> Cycle:
         if isinstance(running, RunningGangs):
-            return Cycle(now, snapshot.copy(), list(running), running)
+            return Cycle(now, snapshot.copy(), None, running)
         given = list(running)
         self._running.sync(given)
         return Cycle(now, snapshot.copy(), given, self._running)
@@ -395,8 +395,7 @@ class SchedulingQueue:
         started = Running(
             entry.key, entry.gang, placement, c.now, entry.tenant, None, end, queue=entry.queue
         )
-        c.running.append(started)
-        c.started.append(started)
+        c.start(started)
         entry.placeable_since = None
         entry.failed_on = None
         entry.last = None

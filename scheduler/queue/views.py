@@ -18,7 +18,7 @@ from scheduler.model.policy import Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
-from scheduler.queue.cycle import Cycle, View, ends_before
+from scheduler.queue.cycle import Cycle, Free, View, ends_before
 from scheduler.queue.holds import Holds
 from scheduler.queue.memo import Memo
 from scheduler.queue.order import Known
@@ -52,7 +52,10 @@ class Views:
                 view.down |= held
             mask = c.work.fabric.pool_mask.get(pool)
             mine = frozenset(h for h in held if mask is not None and mask[h])
-            c.views[key] = View(view, pool, mine)
+            free = c.free.get((pool, c.version))
+            if free is None:
+                free = c.free[(pool, c.version)] = Free(c.work, pool)
+            c.views[key] = View(view, pool, mine, free)
         return c.views[key]
 
     def held_from(self, c: Cycle, entry: Entry) -> frozenset[int]:
@@ -77,7 +80,7 @@ class Views:
         pool now (empty when it may preempt none): the free capacity alone does not say."""
         if self.config.policy.preemption is Preemption.OFF:
             return b""  # nothing is ever preempted: no need to look at what runs
-        at = (pool, priority, tenant, len(c.running), len(c.evicted))
+        at = (pool, priority, tenant, c.counted(), len(c.evicted))
         if at not in c.victims:
             who = None if self.config.policy.cross_tenant else tenant
             xor, n = c.below(pool, priority, who)

@@ -177,6 +177,17 @@ class Fabric:
         pools = np.asarray([h.pool for h in self.hosts])
         return {str(p): pools == p for p in np.unique(pools)}
 
+    @cached_property
+    def pool_span(self) -> dict[str, slice | npt.NDArray[np.int64]]:
+        """Per pool, its hosts as a slice where they are consecutive (reading a column through
+        it copies nothing), else their indexes."""
+        out: dict[str, slice | npt.NDArray[np.int64]] = {}
+        for pool, mask in self.pool_mask.items():
+            hosts = np.flatnonzero(mask)
+            consecutive = hosts[-1] - hosts[0] + 1 == len(hosts)
+            out[pool] = slice(int(hosts[0]), int(hosts[-1]) + 1) if consecutive else hosts
+        return out
+
     def admits(self, constraints: NodeConstraints) -> npt.NDArray[np.bool_]:
         """Hosts whose labels and taints admit a pod with these constraints. Gangs mostly share
         a handful of constraint sets, so each mask is computed once per fabric."""

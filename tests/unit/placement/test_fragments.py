@@ -5,13 +5,14 @@ gang, and its off switch."""
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
-from scheduler.placement.fragments import Breakage
+from scheduler.placement.fragments import Breakage, broken_by
 from scheduler.placement.scoring import level_weights, preference_weights
 from scheduler.placement.treedp import TreeDP, solve_tree
 from scheduler.placement.treejudge import Prior
@@ -200,3 +201,23 @@ def test_a_trade_never_widens_the_gang(seed):
         traded, optimum = (place(snapshot, [gang], config)[0] for config in (PlaceConfig(), OFF))
         if optimum.placed:
             assert all(traded.domains[lv] <= optimum.domains[lv] for lv in optimum.domains)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_what_a_baseline_broke_is_what_the_prices_say_it_broke(seed):
+    """broken_by (read without pricing, for baselines) names the same wholly free domains as
+    Breakage.of: on fragmented, partly down fabrics with a second pool, for random hosts."""
+    rng = random.Random(seed)
+    spec = generate(blocks=2, racks=3, hosts=3, gpus=8)
+    fabric = Fabric(spec.model_copy(update={"hosts": _two_pools(spec.hosts, rng)}))
+    snapshot = fragmented(fabric, rng.choice([0.0, 0.02, 0.1, 0.4]), seed)
+    snapshot.down |= {h for h in range(len(fabric.hosts)) if rng.random() < 0.1}
+    for pool in ("training", "inference"):
+        counts = {h: rng.randint(0, 2) for h in rng.sample(range(len(fabric.hosts)), 5)}
+        assert broken_by(snapshot, pool, counts) == Breakage.of(snapshot, pool).broken(
+            snapshot, counts
+        )
+
+
+def _two_pools(hosts, rng):
+    return [h.model_copy(update={"pool": rng.choice(["training", "inference"])}) for h in hosts]

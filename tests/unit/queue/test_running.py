@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from scheduler.model.gang import GangRequest
@@ -14,10 +15,14 @@ from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot
 from scheduler.placement.snapshot import usage_of
 from scheduler.queue import Backfill, Running, RunningGangs
-from scheduler.queue.cycle import Cycle
+from scheduler.queue.cycle import Cycle, fingerprint, free_digest
+from scheduler.queue.holds import Holds
 from scheduler.queue.released import Flat
 from scheduler.queue.reservation import _first_possible, _release_first
 from scheduler.queue.running import key_hash, release_key
+from scheduler.queue.shapes import ShapeIds
+from scheduler.queue.types import QueueConfig
+from scheduler.queue.views import Views
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.topology import Fabric, generate
@@ -226,6 +231,24 @@ def test_a_cycle_counts_its_starts_and_not_its_evictions(seed):
                 assert c.below(pool, priority, tenant) == digest(keys)
 
 
+@pytest.mark.parametrize("asked", [0, 1, 3])
+def test_a_cycle_lists_what_runs_when_asked_and_keeps_it_whole(asked):
+    """The driver's gangs, then the cycle's starts, whether first asked before, between or
+    after the starts (listing is put off until asked), and counted alike without listing."""
+    rng = random.Random(asked)
+    index = RunningGangs(gang(rng, n) for n in range(6))
+    starts = [gang(rng, 100 + n) for n in range(3)]
+    c = Cycle(0.0, Snapshot(FABRIC), None, index)
+    for n, r in enumerate(starts):
+        if n == asked:
+            assert c.running == [*index, *starts[:n]]
+        assert c.counted() == len(index) + n
+        c.start(r)
+    assert c.running == [*index, *starts]
+    assert c.counted() == len(index) + len(starts)
+    assert c.started == starts
+
+
 def test_the_lowest_priority_is_fixed_at_the_first_question_of_a_cycle():
     rng = random.Random(3)
     index = RunningGangs([gang(rng, 1)])
@@ -301,3 +324,33 @@ def test_gangs_on_a_new_fabric_keep_every_count_whole():
     assert flat_fields(index.flat("training", other)) == flat_fields(Flat.of(usages))
     index.sync([])
     assert (index.demands(), index.lowest("training"), len(index)) == ({}, math.inf, 0)
+
+
+def test_views_of_one_version_share_its_free_digest_and_differ_by_what_they_hold():
+    """A fingerprint is the pool's free resources (digested once per version of the cycle's
+    work) and its unavailable hosts: a held view differs from the whole one, a view made
+    after a start sees the start, and a pool's fingerprint is its own hosts' alone."""
+    c = Cycle(0.0, Snapshot(FABRIC), None, RunningGangs())
+    views = Views(QueueConfig(), {}, Holds(), ShapeIds())
+    whole = views.view_for(c, "training", frozenset())
+    held = views.view_for(c, "training", frozenset({0}))
+    assert whole.free is held.free
+    assert whole.seen() != held.seen()
+    assert whole.seen() == fingerprint(c.work, "training", free_digest(c.work, "training"))
+    before = whole.seen()
+    c.work.use(FABRIC.hosts[0].name, 1)
+    c.version += 1
+    after = views.view_for(c, "training", frozenset())
+    assert after.free is not whole.free
+    assert after.seen() != before
+    spec = generate(blocks=1, racks=2, hosts=3, gpus=8)
+    pools = ["training", "inference", "training", "inference", "training", "training"]
+    hosts = [h.model_copy(update={"pool": p}) for h, p in zip(spec.hosts, pools, strict=True)]
+    mixed = Fabric(spec.model_copy(update={"hosts": hosts}))
+    assert isinstance(mixed.pool_span["training"], np.ndarray)  # not consecutive: indexes
+    assert mixed.pool_span["inference"] is not None
+    inference, training = Snapshot(mixed), Snapshot(mixed)
+    inference.use(hosts[1].name, 1)  # another pool's host: not in training's digest
+    assert free_digest(inference, "training") == free_digest(Snapshot(mixed), "training")
+    training.use(hosts[5].name, 1)
+    assert free_digest(training, "training") != free_digest(Snapshot(mixed), "training")
