@@ -188,5 +188,5 @@ def free_digest(view: Snapshot, pool: str) -> bytes:
     digest = hashlib.blake2b(digest_size=16)
     extended = [view.free_ext[name] for name in sorted(view.free_ext)]
     for column in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods, *extended):
-        digest.update(memoryview(np.ascontiguousarray(column[span])))
+        digest.update(np.ascontiguousarray(column[span]).data)
     return digest.digest()
