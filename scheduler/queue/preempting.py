@@ -47,11 +47,11 @@ class Preempting:
     wait: Callable[[Cycle, Entry, Wait], None]
     start: Callable[[Cycle, Entry, Placement], None]
 
-    def settle(self, running: list[Running]) -> None:
+    def settle(self, c: Cycle) -> None:
         """Forget the victims that have left; their preemptor keeps its hosts (it is pinned
         to them) until it starts or `PIN_PATIENCE_S` has passed."""
         if self.pins.leaving:
-            self.pins.settle({r.key for r in running}, self.entries)
+            self.pins.settle({r.key for r in c.running}, self.entries)
 
     def pinned_start(self, c: Cycle, entry: Entry) -> bool:
         """A gang given hosts by a preemption or a move starts there once they are free; until

@@ -276,7 +276,7 @@ class SchedulingQueue:
         self._teams.begin(c)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
             c.work.uplinks = self._uplinks(snapshot, c.running)
-        self._preempting.settle(c.running)
+        self._preempting.settle(c)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()
         for entry in self._walker.walk(c):
