@@ -253,6 +253,23 @@ def test_reclaim_frees_one_whole_rack_at_the_borrowers_checkpoint():
     assert [k for k, _ in after.starts] == ["owner"]
 
 
+def test_a_group_that_is_never_evicted_still_takes_its_quota_back():
+    """A pod group may not borrow (it could not be given back) but its queue's nominal quota is
+    its own: within it, it reclaims from borrowers as a TrainingJob does, and starts on the
+    rack they leave."""
+    s, held = reclaim_setup()
+    q = owner_queue(0)
+    q.add("owner", gang("owner", 2), arrival=1000.0, tenant="o", evictable=False)
+    first = q.cycle(1000.0, s, held)
+    assert first.reclaiming == {"x": 1300.0}
+    due = q.cycle(1200.0, s, held)
+    assert [e.victim for e in due.evictions] == ["x"]
+    s.release(held[3].gang, held[3].placement)
+    after = q.cycle(1200.0, s, [r for r in held if r.key != "x"])
+    assert [k for k, _ in after.starts] == ["owner"]
+    assert "owner" not in after.beyond_quota
+
+
 def test_the_kueue_style_baseline_evicts_the_newest_borrowers_at_once():
     s, held = reclaim_setup()
     q = owner_queue(0, LendingMode.QUOTA)
