@@ -177,6 +177,16 @@ def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) 
     return objective(capacity, counts, weights, fresh)
 
 
+def j_floor(capacity: Capacity) -> float:
+    """A lower bound on J of every placement `place_one` can make for the capacity's gang on
+    its snapshot (the ring bound and the preferred levels' extra domains, as the `bound` it
+    reports; inf when nothing fits): no placement there can cost less."""
+    fabric, gang = capacity.snapshot.fabric, capacity.gang
+    weights = level_weights(fabric, gang)
+    prefs = preference_weights(fabric, gang, weights)
+    return objective_bound(lower_bound(capacity, weights), prefs)
+
+
 def _with_roles(
     capacity: Capacity,
     placement: Placement,

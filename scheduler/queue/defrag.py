@@ -32,7 +32,7 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot, place_one
-from scheduler.placement.api import j_value
+from scheduler.placement.api import j_floor, j_value
 from scheduler.placement.capacity import Capacity
 from scheduler.queue.types import Move, QueueConfig, Running
 
@@ -231,9 +231,10 @@ def own_plan(
     view = _off(work, r, forbidden)
     index = work.fabric.host_index
     counts = {index[h]: n for h, n in r.placement.hosts("").items() if h in index}
-    here = j_value(Capacity.of(view, r.gang), counts, config)
-    if here <= 0:
-        return None
+    capacity = Capacity.of(view, r.gang)
+    here = j_value(capacity, counts, config)
+    if here <= 0 or j_floor(capacity) > (1 - min_gain) * here:
+        return None  # no placement can save enough (most gangs): nothing to solve
     again = place_one(view, r.gang, config)
     if not again.placed or again.objective > (1 - min_gain) * here:
         return None

@@ -3,12 +3,17 @@ decision, each of its rules, and its off switch giving the old decisions back.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+import scheduler.queue.defrag as defrag_module
 from scheduler.model import GangRequest
 from scheduler.placement import Snapshot, place_one, validate
+from scheduler.placement.api import j_floor, j_value
+from scheduler.placement.capacity import Capacity
 from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue, WaitReason
-from scheduler.queue.defrag import Defrag
+from scheduler.queue.defrag import Defrag, own_plan
 from scheduler.queue.holds import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, running
 
@@ -207,3 +212,53 @@ def test_a_move_for_its_own_traffic_needs_no_stored_j():
     assert queue.cycle(100, snap, [g]).marked == {"g": CKPT}
     [move] = queue.cycle(CKPT, snap, [g]).moves
     assert move.placement.domains["rack"] == 1
+
+
+def _own_plan_solved(work, r, forbidden, config, min_gain):
+    """own_plan as it was before its floor: every candidate solved again."""
+    view = defrag_module._off(work, r, forbidden)
+    index = work.fabric.host_index
+    counts = {index[h]: n for h, n in r.placement.hosts("").items() if h in index}
+    here = j_value(Capacity.of(view, r.gang), counts, config)
+    if here <= 0:
+        return None
+    again = place_one(view, r.gang, config)
+    return again if again.placed and again.objective <= (1 - min_gain) * here else None
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_a_candidate_is_solved_again_only_where_its_floor_allows_the_same_answer(seed):
+    """own_plan skips the solve when J's lower bound (api.j_floor) already costs more than
+    (1 - min gain) of the gang's J where it runs: on random gangs scattered over random
+    occupancy, with random gains, it answers as solving every candidate does."""
+    rng = random.Random(seed)
+    f = fabric(blocks=2, racks=3, hosts=3)
+    snap = Snapshot(f)
+    names = [h.name for h in f.hosts]
+    hosts = rng.sample(names, rng.randint(2, 5))
+    r = running(snap, "g", hosts)
+    busy = rng.choice([0.0, 0.3, 0.6])
+    for name in set(names) - set(hosts):
+        if rng.random() < busy:
+            snap.use(name, rng.randint(1, 8))
+    gain = rng.uniform(0.01, 1.0)
+    forbidden = frozenset(rng.sample(range(len(names)), rng.randint(0, 3)))
+    got = own_plan(snap, r, forbidden, ON.place, gain)
+    want = _own_plan_solved(snap, r, forbidden, ON.place, gain)
+    assert (got is None) == (want is None)
+    if got is not None:
+        assert got.hosts() == want.hosts()
+        view = defrag_module._off(snap, r, forbidden)
+        assert got.objective >= j_floor(Capacity.of(view, r.gang)) - 1e-9
+
+
+def test_a_gang_no_placement_could_improve_enough_is_not_solved_again(monkeypatch):
+    """Two hosts of one rack: no placement crosses less. Asked for a 30% gain, own_plan
+    answers from the floor without a solve (fails when every candidate is solved)."""
+    f = fabric(blocks=1, racks=2, hosts=2)
+    snap = Snapshot(f)
+    r = running(snap, "g", ["h0-0", "h0-1"])
+    calls = []
+    monkeypatch.setattr(defrag_module, "place_one", lambda *a: calls.append(a))
+    assert own_plan(snap, r, frozenset(), ON.place, 0.3) is None
+    assert calls == []
