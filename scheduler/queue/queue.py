@@ -181,14 +181,12 @@ class SchedulingQueue:
         self._drop(key)
         self._pins.drop(key)
 
-    def _uplinks(
-        self, snapshot: Snapshot, running: list[Running]
-    ) -> Callable[[], dict[int, Array]]:
+    def _uplinks(self, snapshot: Snapshot, c: Cycle) -> Callable[[], dict[int, Array]]:
         """The running gangs crossing each domain's uplink, kept between cycles and brought up
-        to date only in a cycle that asks."""
+        to date only in a cycle that asks (what runs is listed only then)."""
         if self._crossings is None or self._crossings.fabric is not snapshot.fabric:
             self._crossings = Crossings(snapshot.fabric)
-        return self._crossings.of(lambda: {r.key: r.placement for r in running})
+        return self._crossings.of(lambda: {r.key: r.placement for r in c.running})
 
     # teams
     def use_teams(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
@@ -275,7 +273,7 @@ class SchedulingQueue:
         c = self._new_cycle(now, snapshot, running)
         self._teams.begin(c)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
-            c.work.uplinks = self._uplinks(snapshot, c.running)
+            c.work.uplinks = self._uplinks(snapshot, c)
         self._preempting.settle(c)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()
