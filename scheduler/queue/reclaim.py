@@ -13,7 +13,8 @@ hosts that frees (holds.py) and records each victim's reclaim. `due`: evicts eac
 first checkpoint since its reclaim began or at the deadline, whichever comes first (`quota`: at
 once), and says when to look again. Promises: no victim is evicted after its deadline; every
 eviction names the gang it makes room for, the work it loses, and how long it waited; a reclaim
-whose owner left is dropped, and the borrowed gang runs on."""
+whose owner left is dropped, and the borrowed gang runs on; so is one with a victim that no
+longer borrows when its eviction comes (`borrows`), its owner placed again from the next cycle."""
 
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ class Reclaims:
     # (teams' quotas): until its checkpoint when one falls within the deadline, else it goes at
     # once, the least work lost chosen first (waiting would lose more and delay the owner)
     patient: bool = True
+    # whether a victim still borrows when its eviction comes (teams: its queue still uses more
+    # than its nominal quota); one that no longer does is not evicted, and its owner's reclaim
+    # is dropped, to be planned again on what borrows then
+    borrows: Callable[[Cycle, Running], bool] = lambda _c, _r: True
 
     def start(self, c: Cycle, borrowed: list[Running]) -> None:
         for pool, rules in self.lenders().items():
@@ -228,6 +233,9 @@ class Reclaims:
                 c.out.reclaiming[key] = rc.deadline
                 c.out.wake(due)
                 continue
+            if not self.borrows(c, r):
+                self._drop_owner(c, rc.owner)
+                continue
             del self.pending[key]
             lost = r.lost_gpu_s(c.now)
             waited = c.now - rc.started
@@ -235,6 +243,16 @@ class Reclaims:
             c.evicted.add(key)
             c.work.release(r.gang, r.placement)
             c.version += 1
+
+    def _drop_owner(self, c: Cycle, owner: str) -> None:
+        """Its reclaim ends with no more evictions: its hold goes, and it is placed again from
+        the next cycle (asked for at once) on what then runs."""
+        for key, rc in list(self.pending.items()):
+            if rc.owner == owner:
+                del self.pending[key]
+                c.out.reclaiming.pop(key, None)
+        self.pins.drop(owner)
+        c.out.wake(c.now)
 
 
 def on_its_hosts(chosen: list[Running], placement: Placement, short: int) -> list[Running]:

@@ -20,13 +20,18 @@ hosts while they wait counted as using theirs). Decides:
   within the owner's `reclaimWithinSeconds` leaves at it, one without leaves at once), then the
   largest, each one not needed spared; `quota` (Kueue's): the newest, at once, those not needed
   given back. The gang is pinned
-  to the hosts that frees; at most `RECLAIMS` reclaims begin per queue and pool per cycle, and one
+  to the hosts that frees, and its quota is held from that cycle on (its queue's later gangs
+  are admitted on what is left); a victim is evicted only while its queue still uses more than
+  its nominal quota (Kueue's rule), else the reclaim is dropped and planned again on what then
+  borrows. At most `RECLAIMS` reclaims begin per queue and pool per cycle, and one
   that found no room is not tried again for that shape and size until the running gangs change.
 With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
 (`Entry.evictable`: a pod group, whose pods rackwise only binds), as Run:ai and KAI keep
 non-preemptible workloads within their queue's quota. Promises: no start takes a queue past
 its nominal quota plus borrowing limit nor its cohort past its capacity (on the cycle's
-ledger); a gang within its queue's quota is never a reclaim victim."""
+ledger); a gang within its queue's quota is never chosen as a reclaim victim, and no victim's
+queue is within its quota when it is evicted (tests/unit/simulation/test_quota_invariants.py
+checks these after every cycle of seeded replays)."""
 
 from __future__ import annotations
 
@@ -99,6 +104,7 @@ class TeamQueues:
             dict,
             lambda _c, _p: [],
             patient=False,
+            borrows=self._still_borrows,
         )
         self.use(self.config.teams)
 
@@ -303,7 +309,33 @@ class TeamQueues:
         if not candidates:
             return False
         spec = self.teams.by_name[self._queue(entry) or ""]
-        return self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short)
+        if not self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short):
+            return False
+        self._hold_quota(c, entry)
+        return True
+
+    def _hold_quota(self, c: Cycle, entry: Entry) -> None:
+        """The owner's quota is spoken for from the cycle its reclaim begins, as a pinned gang's
+        is in later cycles (`begin`): the queue's later gangs in this cycle must not be
+        admitted on it too."""
+        if c.ledger is not None and entry.key not in c.quota_held:
+            c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
+            c.quota_held.add(entry.key)
+
+    def _still_borrows(self, c: Cycle, r: Running) -> bool:
+        """Whether the victim's queue uses more than its nominal quota now (the gangs started
+        this cycle counted, those evicted not): Kueue's rule for reclaiming within a cohort."""
+        name, pool = self.queue_of(r.queue, r.tenant), r.gang.pool
+        if name is None:
+            return False
+        used = sum(c.index.demands()[o][0] for o in self._owners(c.index, pool).get(name, []))
+        gone = [c.index.gangs[k] for k in c.evicted if k in c.index.gangs]
+        used -= sum(g.gang.all_gpus for g in gone if self._of(g, name, pool))
+        used += sum(g.gang.all_gpus for g in c.started if self._of(g, name, pool))
+        return used > self.table.of(name, pool).nominal[0]
+
+    def _of(self, r: Running, name: str, pool: str) -> bool:
+        return r.gang.pool == pool and self.queue_of(r.queue, r.tenant) == name
 
     def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
         """The running gangs of the pool beyond their queue's quota, read off the index from

@@ -460,3 +460,50 @@ def test_teams_that_come_later_part_the_shapes_tenants_shared():
     q.use_teams(Teams(queues=(queue_spec("a", 0, cohort=None), queue_spec("b", 16, cohort=None))))
     out = q.cycle(0.0, s, [])
     assert [k for k, _ in out.starts] == ["jb"]
+
+
+def test_a_reclaims_owner_holds_its_quota_from_the_cycle_it_begins():
+    """o owns 16; the cohort's 48 GPUs are in use (w 24, b 24 borrowed), 16 no quota covers are
+    free. o's first gang (8 GPUs) reclaims; its second (16) would take o to 24: it may only
+    borrow, and does not reclaim on quota the first already spoke for."""
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1", "h1-0"], tenant="w"),
+        running(s, "b1", ["h2-0"], tenant="b", started=10.0),
+        running(s, "b2", ["h2-1"], tenant="b", started=20.0),
+        running(s, "b3", ["h1-1"], tenant="b", started=30.0),
+    ]
+    q = teams_queue(
+        queue_spec("o", 16), queue_spec("w", 32), queue_spec("b", 0), mode=LendingMode.QUOTA
+    )
+    add(q, "first", 1, "o", at=50.0)
+    add(q, "second", 2, "o", at=60.0)
+    out = q.cycle(100.0, s, held)
+    assert [(e.victim, e.preemptor) for e in out.evictions] == [("b3", "first")]
+    assert out.waiting["second"].reason is WaitReason.WAITING_TO_BORROW
+
+
+def test_a_victim_whose_queue_stopped_borrowing_is_not_evicted():
+    """b owns 16: y1 and y2 fill it, x (started last, a whole rack) borrows and is reclaimed for
+    o at its checkpoint (1230). y1 and y2 end first: b is back within its quota, so x stays,
+    the reclaim is dropped, and o's gang is placed on the hosts they left."""
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1", "h1-0", "h2-0"], tenant="w"),
+        running(s, "y1", ["h1-1"], tenant="b", started=10.0),
+        running(s, "y2", ["h2-1"], tenant="b", started=20.0),
+        running(s, "x", ["h3-0", "h3-1"], tenant="b", started=30.0),
+    ]
+    held = [dataclasses.replace(r, checkpoint_s=600.0) for r in held]
+    q = teams_queue(queue_spec("o", 32), queue_spec("w", 32), queue_spec("b", 16))
+    add(q, "owner", 2, "o", at=1000.0)
+    assert q.cycle(1000.0, s, held).reclaiming == {"x": 1300.0}
+    for r in held[1:3]:
+        s.release(r.gang, r.placement)
+    left = [held[0], held[3]]
+    q.cycle(1100.0, s, left)
+    due = q.cycle(1230.0, s, left)
+    assert due.evictions == []
+    assert due.wake_at == 1230.0
+    again = q.cycle(1230.0, s, left)
+    assert [(k, sorted(p.hosts())) for k, p in again.starts] == [("owner", ["h1-1", "h2-1"])]
