@@ -1,0 +1,117 @@
+"""Pools' promises checked after every cycle of seeded replays of a small tiered-pools scenario
+(training borrows online inference's idle racks; simulations/scenarios/tiered-pools.yaml's rules
+on a smaller fabric), each from the running gangs alone:
+- a gang runs on its own pool's hosts, or on a lending pool's when its own pool borrows and
+  lending is on; never on a pool that does not lend, and static pools lend nothing;
+- the lender's reserve stays unlent: at most its hosts less `reserveHosts` carry borrowed pods;
+- a reclaimed gang was on lent hosts, and left within the lender's `reclaimWithinSeconds`;
+- a preemption's victim has a lower priority than the gang it makes room for;
+- nothing is oversubscribed."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from scheduler.model.policy import LendingMode
+from scheduler.model.topology import TopologySpec
+from scheduler.simulation.engine import Simulation
+from scheduler.simulation.scenario import (
+    GenerateSpec,
+    Scenario,
+    build_topology,
+    load_scenario,
+    seed_jobs,
+)
+from scheduler.topology import Fabric
+
+TRAIN = "training"
+SCENARIO = Path(__file__).resolve().parents[3] / "simulations" / "scenarios" / "tiered-pools.yaml"
+
+
+def small(lending: LendingMode) -> tuple[Scenario, Path, TopologySpec]:
+    scenario, base = load_scenario(SCENARIO)
+    topology = scenario.topology.model_copy(
+        update={"generate": GenerateSpec(blocks=2, racks=4, hosts=4, gpus=8)}
+    )
+    traces = [t.model_copy(update={"days": 2.0}) for t in scenario.traces]
+    policy = scenario.scheduling.model_copy(update={"lending": lending})
+    # a small reserve, so that the lender's peak needs what it lent
+    rules = tuple(
+        r.model_copy(update={"lend": r.lend.model_copy(update={"reserve_hosts": 2})})
+        if r.lend is not None
+        else r
+        for r in scenario.pool_rules
+    )
+    update = {"topology": topology, "traces": traces, "scheduling": policy, "pool_rules": rules}
+    scenario = scenario.model_copy(update={**update, "warmup_s": 0.0})
+    return scenario, base, build_topology(scenario, base)
+
+
+class Checked(Simulation):
+    lending: LendingMode
+    reclaims = 0
+    preemptions = 0
+    borrowed = 0
+
+    def _cycle(self, now: float) -> None:
+        before = {r.key: r for r in self.running}
+        seen = len(self.result.evictions)
+        super()._cycle(now)
+        rules = {p.name: p for p in self.config.pool_rules}
+        for _, e in self.result.evictions[seen:]:
+            victim = before[e.victim]
+            if e.reclaimed:
+                self.reclaims += 1
+                pools = {self.fabric.host_pool[h] for h in victim.placement.hosts()}
+                lender = [p for p in pools if p != victim.gang.pool]
+                assert lender, f"{e.victim} was reclaimed from its own pool's hosts"
+                lend = rules[lender[0]].lend
+                assert lend is not None
+                assert e.waited_s <= lend.reclaim_within_s + 1e-6
+            else:
+                self.preemptions += 1
+                preemptor = self.by_key[e.preemptor].gang.priority
+                assert victim.gang.priority < preemptor, f"{e.victim} preempted by an equal"
+        self._check_hosts(rules)
+        assert (self.snapshot.free_gpus >= 0).all()
+
+    def _check_hosts(self, rules: dict) -> None:
+        lent_hosts: dict[str, set[str]] = {}
+        for r in self.running:
+            for host in r.placement.hosts():
+                pool = self.fabric.host_pool[host]
+                if pool == r.gang.pool:
+                    continue
+                self.borrowed += 1
+                assert self.lending is not LendingMode.OFF, f"{r.key} on {pool}: nothing is lent"
+                assert rules[r.gang.pool].borrow
+                assert rules[pool].lend is not None
+                lent_hosts.setdefault(pool, set()).add(host)
+        for pool, hosts in lent_hosts.items():
+            lend = rules[pool].lend
+            assert lend is not None
+            mine = sum(1 for p in self.fabric.host_pool.values() if p == pool)
+            assert len(hosts) <= mine - lend.reserve_hosts
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("lending", list(LendingMode))
+def test_pool_promises_hold_after_every_cycle(seed, lending):
+    scenario, base, spec = small(lending)
+    rng = random.Random(seed)
+    jobs = seed_jobs(scenario, base, spec, seed)
+    jobs = [
+        j.model_copy(update={"priority": rng.choice([0, 0, 5, 10])}) if j.pool == TRAIN else j
+        for j in jobs
+    ]
+    sim = Checked(Fabric(spec), jobs, "rackwise", scenario.sim_config(seed))
+    sim.lending = lending
+    result = sim.run()
+    assert len(result.starts) > 100
+    assert sim.preemptions > 0
+    if lending is not LendingMode.OFF:
+        assert sim.borrowed > 0
+        assert sim.reclaims > 0
