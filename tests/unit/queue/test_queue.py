@@ -373,3 +373,24 @@ def test_rackwise_sees_the_uplinks_running_gangs_cross():
     queue.add("new", gang("new", 2), arrival=0)
     [(_, placement)] = queue.cycle(0, snap, [crossing]).starts
     assert {p.host[:2] for p in placement.pods} & {"h0"}
+
+
+def test_a_reservation_is_made_again_when_the_gangs_on_the_same_free_capacity_change():
+    """big (2 hosts) reserves h0-0 and h0-1, released by a (t=100) and b (t=200). At t=50 a has
+    ended and e took exactly its host until t=1000: the free capacity is as it was, but what
+    will end is not; big now waits for b and c (t=300), on h0-1 and h1-0."""
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
+    a = running(snap, "a", ["h0-0"], end=100)
+    b = running(snap, "b", ["h0-1"], end=200)
+    c = running(snap, "c", ["h1-0"], end=300)
+    d = running(snap, "d", ["h1-1"], end=400)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    first = queue.cycle(0, snap, [a, b, c, d])
+    assert first.reservations["training"].at == 200
+    assert first.reservations["training"].hosts == {0, 1}
+    snap.release(a.gang, a.placement)
+    e = running(snap, "e", ["h0-0"], end=1000)
+    later = queue.cycle(50, snap, [e, b, c, d])
+    assert later.reservations["training"].at == 300
+    assert later.reservations["training"].hosts == {1, 2}
