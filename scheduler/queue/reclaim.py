@@ -224,6 +224,8 @@ class Reclaims:
 
     def _evict_due(self, c: Cycle, borrowed: dict[str, Running]) -> None:
         for key, rc in list(self.pending.items()):
+            if key not in self.pending:  # its owner's reclaim was dropped in this pass
+                continue
             r = borrowed.get(key)
             if r is None or rc.owner not in self.entries:  # it ended; the owner went
                 del self.pending[key]

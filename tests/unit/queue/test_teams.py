@@ -507,3 +507,29 @@ def test_a_victim_whose_queue_stopped_borrowing_is_not_evicted():
     assert due.wake_at == 1230.0
     again = q.cycle(1230.0, s, left)
     assert [(k, sorted(p.hosts())) for k, p in again.starts] == [("owner", ["h1-1", "h2-1"])]
+
+
+def test_a_dropped_reclaim_of_several_victims_evicts_none_of_them():
+    """As above, with rack r3 held by two borrowers due at the same checkpoint, x1 of b and x2
+    of w (which uses its 32 GPUs besides): once b is back within its quota, x1 no longer
+    borrows and the whole reclaim is dropped; x2, which still borrows, is not evicted either."""
+    s = snap()
+    held = [
+        running(s, "w1", ["h0-0", "h0-1", "h1-0", "h2-0"], tenant="w"),
+        running(s, "y1", ["h1-1"], tenant="b", started=10.0),
+        running(s, "y2", ["h2-1"], tenant="b", started=20.0),
+        running(s, "x1", ["h3-0"], tenant="b", started=30.0),
+        running(s, "x2", ["h3-1"], tenant="w", started=30.0),
+    ]
+    held = [dataclasses.replace(r, checkpoint_s=600.0) for r in held]
+    q = teams_queue(queue_spec("o", 32), queue_spec("w", 32), queue_spec("b", 16))
+    add(q, "owner", 2, "o", at=1000.0)
+    assert q.cycle(1000.0, s, held).reclaiming == {"x1": 1300.0, "x2": 1300.0}
+    for r in held[1:3]:
+        s.release(r.gang, r.placement)
+    left = [held[0], *held[3:]]
+    due = q.cycle(1230.0, s, left)
+    assert due.evictions == []
+    assert due.reclaiming == {}
+    again = q.cycle(1230.0, s, left)
+    assert [(k, sorted(p.hosts())) for k, p in again.starts] == [("owner", ["h1-1", "h2-1"])]
