@@ -424,12 +424,8 @@ class SchedulingQueue:
     def _reservation(
         self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
     ) -> Reservation | None:
-        # what it depends on: the view, and which gangs will end when; the same free capacity
-        # can hold other gangs (one ended and another took exactly its place)
-        pool = entry.gang.pool
-        mine = [r for r in c.started if r.gang.pool == pool]
-        made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
-        if entry.reserved is None or entry.reserved[0] != made_on:
-            ordered = c.index.releases(pool, mine)
-            entry.reserved = (made_on, reserve(entry.key, view, entry.gang, ordered, self.config))
+        if entry.reserved is None or entry.reserved[0] != seen:
+            mine = [r for r in c.started if r.gang.pool == entry.gang.pool]
+            ordered = c.index.releases(entry.gang.pool, mine)
+            entry.reserved = (seen, reserve(entry.key, view, entry.gang, ordered, self.config))
         return entry.reserved[1]
