@@ -328,7 +328,7 @@ class TeamQueues:
         name, pool = self.queue_of(r.queue, r.tenant), r.gang.pool
         if name is None:
             return False
-        used = sum(c.index.demands()[o][0] for o in self._owners(c.index, pool).get(name, []))
+        used = _gpus(c.index, self._owners(c.index, pool).get(name, []))
         gone = [c.index.gangs[k] for k in c.evicted if k in c.index.gangs]
         used -= sum(g.gang.all_gpus for g in gone if self._of(g, name, pool))
         used += sum(g.gang.all_gpus for g in c.started if self._of(g, name, pool))
@@ -376,7 +376,7 @@ class TeamQueues:
         self, index: RunningGangs, pool: str, name: str, owners: list[tuple[str, str, str]]
     ) -> Iterator[Running]:
         """A queue's gangs beyond its nominal GPUs, the latest started first."""
-        left = sum(index.demands()[o][0] for o in owners) - self.table.of(name, pool).nominal[0]
+        left = _gpus(index, owners) - self.table.of(name, pool).nominal[0]
         for _, key in heapq.merge(*(index.latest(o) for o in owners), reverse=True):
             if left <= 0:
                 return
@@ -400,6 +400,11 @@ class TeamQueues:
             r.key: r for r in c.running if r.key in self.reclaim.pending and r.key not in c.evicted
         }
         self.reclaim.due(c, pending)
+
+
+def _gpus(index: RunningGangs, owners: Iterable[tuple[str, str, str]]) -> int:
+    """The GPUs these owners' running gangs hold."""
+    return sum(index.demands()[o][0] for o in owners)
 
 
 def _turn(found: Admission) -> str:
