@@ -66,6 +66,9 @@ class Cycle:
     given: list[Running] | None
     index: RunningGangs  # the driver's, indexed (queue/running.py)
     started: list[Running] = field(default_factory=list)  # this cycle's starts
+    # gangs whose pods still hold hosts while they go (their job deleted, or its pods being
+    # deleted), each ending now: a reservation counts on their release, nothing else sees them
+    leaving: list[Running] = field(default_factory=list)
     out: Decisions = field(default_factory=Decisions)
     pools: dict[str, Pool] = field(default_factory=dict)
     evicted: set[str] = field(default_factory=set)

@@ -255,10 +255,16 @@ class SchedulingQueue:
 
     # the cycle
     def cycle(
-        self, now: float, snapshot: Snapshot, running: RunningGangs | Iterable[Running]
+        self,
+        now: float,
+        snapshot: Snapshot,
+        running: RunningGangs | Iterable[Running],
+        leaving: Sequence[Running] = (),
     ) -> Decisions:
         """One cycle. `running`: the driver's own RunningGangs, kept as gangs start and end
-        (the simulator), or its whole list, indexed here by difference (the operator)."""
+        (the simulator), or its whole list, indexed here by difference (the operator).
+        `leaving`: gangs whose pods still hold hosts while they go (the operator's deleted
+        jobs), released first by a reservation and otherwise left alone."""
         idle = not self._entries and not self._lending.reclaim.pending
         idle = idle and not self._teams.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:
@@ -271,6 +277,7 @@ class SchedulingQueue:
             self._pins.refit(snapshot.fabric.host_index)  # host numbers change with it
             self._lending.refit(old, snapshot.fabric)
         c = self._new_cycle(now, snapshot, running)
+        c.leaving = list(leaving)
         self._teams.begin(c)
         if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
             c.work.uplinks = self._uplinks(snapshot, c)
@@ -424,8 +431,12 @@ class SchedulingQueue:
     def _reservation(
         self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
     ) -> Reservation | None:
-        if entry.reserved is None or entry.reserved[0] != seen:
-            mine = [r for r in c.started if r.gang.pool == entry.gang.pool]
-            ordered = c.index.releases(entry.gang.pool, mine)
-            entry.reserved = (seen, reserve(entry.key, view, entry.gang, ordered, self.config))
+        # what it depends on: the view, and which gangs will end when; the same free capacity
+        # can hold other gangs (one ended and another took exactly its place)
+        pool = entry.gang.pool
+        mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
+        made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
+        if entry.reserved is None or entry.reserved[0] != made_on:
+            ordered = c.index.releases(pool, mine)
+            entry.reserved = (made_on, reserve(entry.key, view, entry.gang, ordered, self.config))
         return entry.reserved[1]

@@ -53,6 +53,7 @@ class RunningGangs:
         # what each owner uses (GPUs, millicores, MiB: queue/quotas.py), for quotas
         self._demands: dict[Owner, list[int]] = {}
         self.version = 0  # moves with every change
+        self.pool_versions: dict[str, int] = {}  # pool -> moves with every change in it
         # each owner's gangs in start order (quotas: the latest started borrow first)
         self._starts: dict[Owner, list[tuple[float, str]]] = {}
         for r in running:
@@ -70,6 +71,7 @@ class RunningGangs:
         self.version += 1
         self.gangs[r.key] = r
         pool, priority = r.gang.pool, r.gang.priority
+        self.pool_versions[pool] = self.pool_versions.get(pool, 0) + 1
         releases, key = self._releases.setdefault(pool, []), release_key(r)
         at = bisect.bisect_left(releases, key)
         releases.insert(at, key)
@@ -88,6 +90,7 @@ class RunningGangs:
             return
         self.version += 1
         pool, priority = r.gang.pool, r.gang.priority
+        self.pool_versions[pool] += 1
         releases = self._releases[pool]
         at = bisect.bisect_left(releases, release_key(r))
         del releases[at]

@@ -109,8 +109,8 @@ class Entry:
     failed_on: bytes | None = None
     recheck_at: float = math.inf
     last: Wait | None = None  # why it waited last time it was tried
-    # the reservation computed for it on that view
-    reserved: tuple[bytes, Reservation | None] | None = None
+    # the reservation computed for it: on which view, pool version and starts of the cycle
+    reserved: tuple[tuple[bytes, int, tuple[str, ...]], Reservation | None] | None = None
     # queue order: priority (higher first), arrival, name, key; fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
     shape: int = field(init=False, default=-1)  # its shape id while queued (queue/shapes.py)

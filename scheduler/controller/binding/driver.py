@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -93,10 +93,12 @@ class QueueDriver:
         report: CycleReport,
         groups: dict[str, Waiting],
         teams: bool = False,
+        leaving: Sequence[Running] = (),
     ) -> None:
         """Every waiting gang, pod group or TrainingJob, goes into the queue the same way.
         With teams' quotas (`teams`), the queue is told the running gangs every cycle, so that
-        their Queues' numbers hold even when nothing waits."""
+        their Queues' numbers hold even when nothing waits. `leaving`: gangs whose pods still
+        hold hosts while they go (binding/leaving.py), which a reservation counts on."""
         waiting = {**groups, **{uid: w for uid, (_, w) in pending.items()}}
         report.pending += len(waiting)
         depth = dict.fromkeys(self.config.pool_names, 0)
@@ -115,7 +117,7 @@ class QueueDriver:
             if not teams:
                 return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
-        decisions = self.queue.cycle(self.clock(), state.snapshot, holding)
+        decisions = self.queue.cycle(self.clock(), state.snapshot, holding, leaving)
         apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
         self._nominate(decisions, waiting, state)
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from scheduler.controller.binding.driver import CycleReport, QueueDriver
+from scheduler.controller.binding.leaving import leaving
 from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
@@ -57,6 +58,7 @@ from scheduler.controller.trainingjob.launch import Launch, Launcher
 from scheduler.controller.trainingjob.pods import pod
 from scheduler.controller.trainingjob.status import JobStatus
 from scheduler.controller.trainingjob.translate import InvalidSpecError, JobView
+from scheduler.queue import Running as QueueRunning
 from scheduler.queue import SchedulingQueue
 from scheduler.teams import Teams
 
@@ -214,7 +216,8 @@ class Reconciler:
         if state is not None:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
-        self.driver.place(pending, running, state, report, waiting, teams.on)
+        going = [] if state is None else self._leaving(owned, set(live), set(running), state)
+        self.driver.place(pending, running, state, report, waiting, teams.on, going)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)
         self._launch(report)
@@ -224,6 +227,13 @@ class Reconciler:
         report.seconds = time.perf_counter() - start
         self.metrics.cycle(report.pending, report.invalid, len(self.launches), report.seconds)
         return report
+
+    def _leaving(
+        self, owned: dict[str, list[Pod]], live: set[str], running: set[str], state: ClusterState
+    ) -> list[QueueRunning]:
+        """Jobs' pods that hold hosts while they go (binding/leaving.py)."""
+        now, resource = self.clock(), self.config.gpu_resource
+        return leaving(owned, live, running, state, now, resource)
 
     def _teams(self) -> tuple[list[QueueObject], Teams]:
         """The Queues and the teams they make; when they cannot be read, the teams last read

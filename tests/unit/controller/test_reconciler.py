@@ -46,6 +46,7 @@ class MemoryApi:
         self.attempts: list[str] = []  # every pod creation asked for
         self.service_failures: dict[str, Exception] = {}  # job -> what its Service raises
         self.ids = itertools.count()
+        self.linger = False  # deleted pods stay, terminating, until `gone` (as with a kubelet)
 
     # reads: typed views of what is stored, as the operator's reader makes them from a list
     def nodes(self) -> list[Node]:
@@ -86,7 +87,17 @@ class MemoryApi:
         obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
 
     def delete_pod(self, namespace: str, pod: str) -> None:
-        self.pod_objs.pop((namespace, pod), None)
+        if not self.linger:
+            self.pod_objs.pop((namespace, pod), None)
+        elif (namespace, pod) in self.pod_objs:
+            meta = self.pod_objs[(namespace, pod)]["metadata"]
+            meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+
+    def gone(self) -> None:
+        """Every terminating pod's kubelet has confirmed: they are removed."""
+        for key, obj in list(self.pod_objs.items()):
+            if obj["metadata"].get("deletionTimestamp"):
+                del self.pod_objs[key]
 
     def delete_job(self, namespace: str, name: str) -> None:
         self.job_objs.pop(name, None)
@@ -579,3 +590,32 @@ def test_the_wall_clock_is_injected_a_finished_job_goes_when_its_ttl_has_passed(
     wall.now += 31
     reconciler.cycle()
     assert "finished" not in api.job_objs
+
+
+def test_a_deleted_jobs_terminating_pods_stay_reserved_for_the_blocked_gang(api, reconciler):
+    """first holds a host; big (all 4 hosts) is blocked and reserves them; small waits for the
+    reservation. first is deleted and its pod terminates slowly: it still holds its host but
+    no job lists it as running. Its gang is leaving (binding/leaving.py), so big's reservation
+    still counts on that host coming back and small is not backfilled onto a host big needs;
+    once the pod is gone, big is placed."""
+    api.linger = True
+    api.submit("first", 1)
+    reconciler.cycle()
+    reconciler.cycle()
+    assert all(api.nodes_of("first").values())
+    api.submit("big", 4, at="2026-12-01T00:01:00Z")
+    api.submit("small", 1, at="2026-12-01T00:02:00Z")
+    for _ in range(3):
+        reconciler.cycle()
+    assert api.reason("small") == "WaitingForReservation"
+    del api.job_objs["first"]
+    for _ in range(3):
+        reconciler.cycle()
+    assert api.of("first")["first-0"]["metadata"].get("deletionTimestamp")
+    assert not any(api.nodes_of("small").values())
+    assert api.reason("small") == "WaitingForReservation"
+    api.gone()
+    for _ in range(2):
+        reconciler.cycle()
+    assert all(api.nodes_of("big").values())
+    assert not any(api.nodes_of("small").values())

@@ -375,14 +375,6 @@ def test_rackwise_sees_the_uplinks_running_gangs_cross():
     assert {p.host[:2] for p in placement.pods} & {"h0"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a reservation is kept while its view's fingerprint is unchanged. Keying it "
-    "on the running gangs too (tried 2026-12-05) made the operator drop a reservation while a "
-    "deleted job's pods still held their host (the gang no longer listed as running, so no "
-    "release could make room) and backfill a later gang onto the held host "
-    "(tests/integration/test_priorities.py); needs such pods listed as ending first",
-)
 def test_a_reservation_is_made_again_when_the_gangs_on_the_same_free_capacity_change():
     """big (2 hosts) reserves h0-0 and h0-1, released by a (t=100) and b (t=200). At t=50 a has
     ended and e took exactly its host until t=1000: the free capacity is as it was, but what
@@ -402,3 +394,31 @@ def test_a_reservation_is_made_again_when_the_gangs_on_the_same_free_capacity_ch
     later = queue.cycle(50, snap, [e, b, c, d])
     assert later.reservations["training"].at == 300
     assert later.reservations["training"].hosts == {1, 2}
+
+
+def test_a_leaving_gangs_hosts_are_reserved_for_the_blocked_gang():
+    """A deleted job's pods still hold h0-0 while they go; big (2 hosts) is blocked. The leaving
+    gang ends now, so big reserves both hosts and small is not backfilled onto h0-1; without it
+    nothing known would make room, no reservation, and small would take the host big needs."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    going = running(snap, "going", ["h0-0"], started=0, end=50)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    queue.add("small", gang("small", 1), arrival=1)
+    decisions = queue.cycle(50, snap, [], leaving=[going])
+    assert not decisions.starts
+    assert decisions.reservations["training"].hosts == {0, 1}
+    assert decisions.reservations["training"].at == 50
+    assert decisions.waiting["small"].reason is WaitReason.RESERVED
+
+
+def test_a_leaving_gang_is_never_a_preemption_victim():
+    """urgent (priority 9) needs both hosts; the leaving gang is going anyway and is not the
+    queue's to evict: nothing is preempted for it, it waits for the host to be given back."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    going = running(snap, "going", ["h0-0"], end=50)
+    queue = SchedulingQueue(QueueConfig.of())
+    queue.add("urgent", gang("urgent", 2, priority=9), arrival=0)
+    decisions = queue.cycle(50, snap, [], leaving=[going])
+    assert not decisions.starts
+    assert not decisions.evictions

@@ -1,0 +1,88 @@
+"""Gangs on their way out: pods rackwise made that still hold their hosts while they go.
+
+Contract. Takes the pods each TrainingJob uid owns, the live jobs, the gangs listed as running
+and the cluster state. Decides, per job that is not listed as running, which of its pods still
+hold a host of the fabric while they go: every bound, unfinished pod of a deleted job, and the
+pods being deleted of a live one (a rollback, an eviction). Promises: one `Running` per such job,
+its pods charged what the ledger charges them (alike pods as one pod set), ending now, so that a
+blocked gang's reservation counts on the hosts they are about to give back (queue/reservation.py)
+instead of finding that nothing it knows of will make room. Nothing else in the queue sees them:
+they are never preempted, moved or counted against a quota."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scheduler.controller.cluster.resources import Charge, pod_charge
+from scheduler.controller.cluster.state import DONE, ClusterState
+from scheduler.controller.runtime.objects import Pod
+from scheduler.controller.runtime.quantity import QuantityError
+from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
+from scheduler.model.gang import Role
+from scheduler.queue import Running
+
+
+def leaving(
+    owned: Mapping[str, list[Pod]],
+    live: set[str],
+    running: set[str],
+    state: ClusterState,
+    now: float,
+    gpu_resource: str,
+) -> list[Running]:
+    """The gangs whose pods hold hosts while they go, each ending `now`."""
+    index = state.fabric.host_index
+    out: list[Running] = []
+    for uid, pods in owned.items():
+        if uid in running:
+            continue
+        going = [p for p in pods if _holds(p, index) and (uid not in live or p.meta.deleting)]
+        gang = _gang(uid, going, state, gpu_resource) if going else None
+        if gang is not None:
+            out.append(gang_leaving(uid, *gang, now))
+    return out
+
+
+def _holds(pod: Pod, index: Mapping[str, int]) -> bool:
+    """Bound to a host of the fabric and not finished: the ledger charges it."""
+    return pod.node is not None and pod.node in index and pod.phase not in DONE
+
+
+def _gang(
+    uid: str, pods: list[Pod], state: ClusterState, gpu_resource: str
+) -> tuple[GangRequest, list[tuple[str, str]]] | None:
+    """The gang its pods make (alike charges as one pod set, the largest the workers) and each
+    pod's (host, pod set); None when a charge cannot be read (the ledger fills such a pod's
+    node, so no release of it is counted on)."""
+    try:
+        charges = [pod_charge(p, gpu_resource) for p in pods]
+    except QuantityError:
+        return None
+    sets: dict[str, tuple[Charge, int]] = {}
+    for c in charges:
+        sets[repr(c)] = (c, sets.get(repr(c), (c, 0))[1] + 1)
+    main = max(sets, key=lambda k: sets[k][1])
+    names = {k: "" if k == main else f"set-{i}" for i, k in enumerate(sets)}
+    pool = state.fabric.host_pool[str(pods[0].node)]
+    workers, count = sets[main]
+    roles = tuple(
+        Role(name=names[k], pods=n, **c.per_pod()) for k, (c, n) in sets.items() if k != main
+    )
+    gang = GangRequest(
+        name=f"leaving-{uid}", pods=count, **workers.per_pod(), pool=pool, roles=roles
+    )
+    return gang, [(str(p.node), names[repr(c)]) for p, c in zip(pods, charges, strict=True)]
+
+
+def gang_leaving(uid: str, gang: GangRequest, pods: list[tuple[str, str]], now: float) -> Running:
+    """A `Running` that ends now: its pods on their hosts, ranked per pod set."""
+    seen: dict[str, int] = {}
+    assignments = []
+    for rank, (host, role) in enumerate(pods):
+        seen[role] = seen.get(role, -1) + 1
+        role_rank = seen[role] if role else None
+        assignments.append(PodAssignment(rank=rank, host=host, role=role, role_rank=role_rank))
+    placement = Placement(
+        gang=gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=tuple(assignments)
+    )
+    return Running(uid, gang, placement, now, end_s=now)
