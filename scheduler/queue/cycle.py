@@ -141,15 +141,19 @@ class Cycle:
         """RunningGangs.below over what runs now: the driver's gangs and this cycle's starts,
         less the gangs evicted this cycle."""
         xor, n = self.index.below(pool, priority, tenant)
-        started = {r.key: r for r in self.started}
         for r in self.started:
             if _counted(r, pool, priority, tenant):
                 xor, n = xor ^ key_hash(r.key), n + 1
-        for key in self.evicted:
-            gone = started.get(key) or self.index.gangs.get(key)
-            if gone is not None and _counted(gone, pool, priority, tenant):
-                xor, n = xor ^ key_hash(key), n - 1
+        for gone in self.gone():
+            if _counted(gone, pool, priority, tenant):
+                xor, n = xor ^ key_hash(gone.key), n - 1
         return xor, n
+
+    def gone(self) -> list[Running]:
+        """The gangs evicted this cycle, whether they ran before it or started in it."""
+        started = {r.key: r for r in self.started}
+        found = (started.get(key) or self.index.gangs.get(key) for key in self.evicted)
+        return [r for r in found if r is not None]
 
 
 def _counted(r: Running, pool: str, priority: int, tenant: str | None) -> bool:

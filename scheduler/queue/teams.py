@@ -329,8 +329,7 @@ class TeamQueues:
         if name is None:
             return False
         used = _gpus(c.index, self._owners(c.index, pool).get(name, []))
-        gone = [c.index.gangs[k] for k in c.evicted if k in c.index.gangs]
-        used -= sum(g.gang.all_gpus for g in gone if self._of(g, name, pool))
+        used -= sum(g.gang.all_gpus for g in c.gone() if self._of(g, name, pool))
         used += sum(g.gang.all_gpus for g in c.started if self._of(g, name, pool))
         return used > self.table.of(name, pool).nominal[0]
 
