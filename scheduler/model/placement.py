@@ -81,6 +81,9 @@ class PlaceConfig(BaseModel):
     seed: int = 0
     # compute the lower bound for decisions not already proven optimal (costs time at scale)
     report_bound: bool = True
+    # count the whole domains a placement breaks (`broken`: the operator's status says it; a
+    # pass over the pool's domains per placement, which no decision reads)
+    report_broken: bool = True
     waited_s: float = Field(default=0.0, ge=0)
 
     @classmethod

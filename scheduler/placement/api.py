@@ -16,7 +16,7 @@ from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
-from scheduler.placement.fragments import broken_by
+from scheduler.placement.fragments import Breakage, broken_by
 from scheduler.placement.ranks import ranks_of
 from scheduler.placement.reasons import explain, unknown_levels
 from scheduler.placement.scoring import (
@@ -120,12 +120,18 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
             premium = max(0.0, value / optimum - 1) if optimum > 0 else 0.0
     bound = _bound(gang, proven, config.report_bound, j_bound)
     placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
-    if breakage is None:
-        broken = broken_by(snapshot, gang.pool, counts)
-    else:
-        broken = breakage.broken(snapshot, counts)
+    broken = _broken(snapshot, gang, counts, breakage) if config.report_broken else {}
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(capacity, placement, counts, start, config)
+
+
+def _broken(
+    snapshot: Snapshot, gang: GangRequest, counts: Mapping[int, int], breakage: Breakage | None
+) -> dict[str, int]:
+    """The whole domains the placement breaks (from the solver's prices when it weighed them)."""
+    if breakage is None:
+        return broken_by(snapshot, gang.pool, counts)
+    return breakage.broken(snapshot, counts)
 
 
 def _liked(

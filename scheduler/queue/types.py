@@ -42,7 +42,8 @@ class QueueConfig:
     @property
     def trial(self) -> PlaceConfig:
         """Placement as it would be once hosts are freed: no patience, no bound to compute."""
-        return self.place.model_copy(update={"scheduling": self._impatient, "report_bound": False})
+        trial = {"scheduling": self._impatient, "report_bound": False, "report_broken": False}
+        return self.place.model_copy(update=trial)
 
     @property
     def at_once(self) -> PlaceConfig:

@@ -99,5 +99,6 @@ def queue_config(config: SimConfig, policy: str) -> QueueConfig:
         policy=policy,
         seed=config.seed,
         report_bound=ours,
+        report_broken=False,  # the operator's status reads it; no simulator measure does
     )
     return QueueConfig(place, config.report_waits, config.pool_rules, config.teams)
