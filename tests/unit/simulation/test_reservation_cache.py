@@ -1,0 +1,65 @@
+"""EASY's reservation is kept between cycles while what it was made on is unchanged (the view,
+the pool's running gangs, the cycle's starts): checked on seeded overloaded replays against the
+reservation computed from scratch at every cycle it is asked for, with failures and several
+priorities, so that ends, starts, evictions and restarts all happen."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import scheduler.queue.queue as queue_module
+from scheduler.queue import Backfill, SchedulingQueue
+from scheduler.queue.reservation import reserve
+from scheduler.simulation.config import Failures, SimConfig
+from scheduler.simulation.engine import Simulation
+from scheduler.simulation.trace import TraceJob
+from scheduler.topology import Fabric, generate
+
+FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
+
+
+def overload(seed: int, n: int = 250) -> list[TraceJob]:
+    rng = random.Random(seed)
+    jobs = [
+        TraceJob(
+            id=f"j{i}",
+            submit_s=rng.uniform(0, 20_000),
+            duration_s=rng.lognormvariate(8, 1),
+            gpus=rng.choice([8, 8, 16, 32, 64, 96, 4, 1]),
+            priority=rng.choice([0, 0, 0, 5]),
+        )
+        for i in range(n)
+    ]
+    return sorted(jobs, key=lambda j: j.submit_s)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
+def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypatch):
+    kept, made = SchedulingQueue._reservation, []
+    asked = []
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        made.append(1)
+        return reserve(*args)
+
+    def checked(self, c, entry, view, seen):  # type: ignore[no-untyped-def]
+        found = kept(self, c, entry, view, seen)
+        pool = entry.gang.pool
+        mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
+        fresh = reserve(entry.key, view, entry.gang, c.index.releases(pool, mine), self.config)
+        asked.append(1)
+        assert found == fresh, f"{entry.key} at {c.now}"
+        return found
+
+    monkeypatch.setattr(SchedulingQueue, "_reservation", checked)
+    monkeypatch.setattr(queue_module, "reserve", counted)
+    config = SimConfig.of(seed=seed, backfill=Backfill.EASY).model_copy(
+        update={"failures": Failures(mtbf_hours=48.0, mttr_hours=1.0)}
+    )
+    result = Simulation(FABRIC, overload(seed), policy, config).run()
+    assert len(asked) > 100
+    assert len(made) < len(asked)  # some were kept: the cache was exercised
+    assert result.evictions
