@@ -10,7 +10,12 @@ sharing (topology/sharing.py), never tuned toward any policy.
 - An expert-parallel group split across two GB200 NVL72 domains: its step's stretch at a
   communication share of 0.2, split 16 | 16 and 24 | 8, against the group kept in one domain
   (DeepSeek-V3 limits each token to 4 nodes because its InfiniBand is 3.2x slower than its
-  NVLink; a GB200 tray's NIC is 18x slower than NVLink)."""
+  NVLink; a GB200 tray's NIC is 18x slower than NVLink).
+- Node-limited routing (DeepSeek-V3: top-8 experts on at most M = 4 nodes, one copy per node
+  over InfiniBand, forwarded over NVLink): a 64-GPU EP group over 8 HGX hosts alone on a
+  non-blocking fabric, its all-to-all's time with M = 4 (and with one copy per host but no
+  limit) over the same group sending copy by copy. The report gives no such ratio; the row
+  shows what the model makes of the routing it describes."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from scheduler.topology import Fabric
 from scheduler.topology.links import Links, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
-from scheduler.topology.traffic import Gpu, StepBytes
+from scheduler.topology.traffic import Dispatch, Gpu, StepBytes
 
 FLAT = {Tier.RACK: 1.0, Tier.BLOCK: 1.0, Tier.BLOCK + 1: 1.0}
 META = "Meta (SIGCOMM'24): up to 40% more AllReduce bandwidth with more queue pairs and E-ECMP"
@@ -96,6 +101,23 @@ def main(seeds: int = 20) -> None:
         for a, b in ((32, 0), (16, 16), (24, 8))
     ]
     print(table(["EP group of 32 over two NVL72 domains", "step stretch at share 0.2"], rows))
+    base = dispatch_seconds(None)
+    rows = [
+        [name, f"{dispatch_seconds(d) / base:.2f}x"]
+        for name, d in (("one copy per host, no limit", Dispatch(8, 8)), ("M = 4", Dispatch(8, 4)))
+    ]
+    head = ["EP 64 over 8 HGX hosts, top-8", "all-to-all time / copy by copy"]
+    print(table(head, rows))
+
+
+def dispatch_seconds(dispatch: Dispatch | None) -> float:
+    """A 64-GPU EP group over 8 hosts of 8, alone: its all-to-all's time per GB of copies."""
+    fabric = hosts(1, 8, 8, nvlink=False)
+    gpus = [Gpu(h, lane) for h in range(8) for lane in range(8)]
+    step = StepBytes(expert=1.0, dispatch=dispatch)
+    sharing = Sharing(Wires(fabric, Links(oversubscription=FLAT)))
+    sharing.add(1, job_load(sharing.wires, 1, ParallelShape(dp=64, ep=64), step, gpus))
+    return sharing.comm_seconds(1)
 
 
 if __name__ == "__main__":

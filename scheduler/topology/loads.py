@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gang import ParallelShape
 from scheduler.topology.links import CompactWires, Links, Port, Resource, Wires
-from scheduler.topology.traffic import Gpu, StepBytes, Traffic, groups, ring_edges
+from scheduler.topology.traffic import (
+    Dispatch,
+    Gpu,
+    StepBytes,
+    Traffic,
+    dispatch_edges,
+    groups,
+    ring_edges,
+)
 
 Load = dict[Resource, float]
 
@@ -56,7 +64,11 @@ def _tally(wires: Wires, shape: ParallelShape, step: StepBytes, gpus: Sequence[G
         gb = step.of(traffic)
         if gb > 0:
             for group in groups(shape, traffic):
-                _collective(wires, tally, traffic, [gpus[i] for i in group], gb)
+                members = [gpus[i] for i in group]
+                if traffic is Traffic.EXPERT and step.dispatch is not None:
+                    _dispatched(wires, tally, members, gb, step.dispatch)
+                else:
+                    _collective(wires, tally, traffic, members, gb)
     return tally
 
 
@@ -122,6 +134,24 @@ def _all_to_all(wires: Wires, tally: Tally, members: list[Gpu], gb: float) -> No
             break  # a domain holds them all: no pair leaves it, nor any above
         for (domain, lane), up, n in _crossings(wires, members, level, wires.on_rails(level)):
             tally.add(wires.uplink(level, domain, up, lane), n * share, n)
+
+
+def _dispatched(
+    wires: Wires, tally: Tally, members: list[Gpu], gb: float, dispatch: Dispatch
+) -> None:
+    """A node-limited all-to-all (traffic.Dispatch): its own NVLink domain's share as an
+    all-to-all does, and one routed edge per other domain it reaches."""
+    if len(members) < 2:
+        return
+    share = gb / len(members)
+    nvlink = Counter(wires.nvlink_domain(g.host) for g in members)
+    for g in members:
+        inside = nvlink[wires.nvlink_domain(g.host)]
+        if inside > 1:
+            tally.add(wires.port(Port.NVLINK, g, True), (inside - 1) * share, inside - 1)
+            tally.add(wires.port(Port.NVLINK, g, False), (inside - 1) * share, inside - 1)
+    for a, b, sent in dispatch_edges(members, gb, dispatch, wires.nvlink_domain):
+        _edge(wires, tally, a, b, sent)
 
 
 def _remote_lanes(wires: Wires, members: list[Gpu], g: Gpu) -> dict[int, int]:

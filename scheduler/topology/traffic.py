@@ -13,7 +13,10 @@ consecutive GPUs of a host or NVLink domain). Decides the step's flows:
 - pipeline: each stage's ranks send activations to the next stage's and receive gradients back
   (one flow each way per data-parallel rank and TP position);
 - expert parallel: all-to-all inside each EP group, each member sending 1/k of its tokens to
-  each member (itself included: that share stays on the GPU).
+  each member (itself included: that share stays on the GPU); with node-limited routing
+  (`Dispatch`, DeepSeek-V3's), each member's tokens go over NVLink to its own domain's members
+  as before, and once per other NVLink domain they reach, to the GPU of its own lane there
+  (which forwards them over NVLink: not charged, NVLink being 18x a NIC).
 Promises: the flows of a class carry what the class's collective sends (a flat ring 2 (k - 1)
 / k of the message from each member; an all-to-all (k - 1) / k); nothing else.
 Where a flow goes on the fabric, and how fast, is sharing.py's.
@@ -26,7 +29,7 @@ DeepSeek-V3 technical report for the all-to-all), or are given per class.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,14 +46,41 @@ class Traffic(StrEnum):
 
 
 @dataclass(frozen=True)
+class Dispatch:
+    """Node-limited expert routing (DeepSeek-V3 technical report, sections 2.1.2 and 3.2.2;
+    its DeepEP kernels): each token's top-k experts lie on at most `node_limit` (M) NVLink
+    domains of its EP group, and a token crosses the fabric once per such domain, whatever the
+    number of its experts there (DeepSeek-V3: top-8 of 256, M = 4, 8-GPU nodes).
+
+    Where a token goes (`reach`): experts spread evenly over the members, affinities uniform,
+    many experts per GPU (top-k as k draws with replacement): the M domains are chosen first,
+    each with probability M / N of the N the group spans, then the top-k among their about
+    M k / N members. Without a limit (M >= N) a domain of n of k members is reached with
+    probability 1 - (1 - n / k)^topk."""
+
+    topk: int
+    node_limit: int
+
+    def reach(self, n: int, k: int, domains: int) -> float:
+        """The share of a member's tokens that reach one domain holding n of the k members,
+        when the group spans `domains` NVLink domains."""
+        if domains <= self.node_limit:
+            return 1.0 - (1.0 - n / k) ** self.topk
+        among = self.node_limit * k / domains
+        return self.node_limit / domains * (1.0 - (1.0 - min(1.0, n / among)) ** self.topk)
+
+
+@dataclass(frozen=True)
 class StepBytes:
     """GB each GPU moves per step in each class: the message of its ring (TP, DP), of each
-    stage boundary (PP), the tokens it dispatches and combines (EP)."""
+    stage boundary (PP), the tokens it dispatches and combines (EP: all top-k copies), and how
+    the EP tokens are routed (`dispatch`; None: to each expert's GPU directly)."""
 
     tensor: float = 0.0
     expert: float = 0.0
     pipeline: float = 0.0
     data: float = 0.0
+    dispatch: Dispatch | None = None
 
     def of(self, traffic: Traffic) -> float:
         return {
@@ -96,8 +126,14 @@ def groups(shape: ParallelShape, traffic: Traffic) -> list[list[int]]:
     return [[r(shape, t, e, p, d) for d in outer for e in ep] for p in pp for t in tp]
 
 
-def flows(shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu]) -> list[Flow]:
-    """Every flow of one step; `gpus[rank]` holds that rank. Flows inside one GPU are left out."""
+Domains = Callable[[int], int]  # host -> its NVLink domain
+
+
+def flows(
+    shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu], nvlink: Domains = lambda h: h
+) -> list[Flow]:
+    """Every flow of one step; `gpus[rank]` holds that rank, `nvlink` names each host's
+    NVLink domain (node-limited dispatch counts them). Flows inside one GPU are left out."""
     if len(gpus) != shape.gpus:
         raise ValueError(f"{len(gpus)} GPUs for a shape of {shape.gpus}")
     out: list[Flow] = []
@@ -106,15 +142,23 @@ def flows(shape: ParallelShape, step: StepBytes, gpus: Sequence[Gpu]) -> list[Fl
         if gb > 0:
             for group in groups(shape, traffic):
                 members = [gpus[i] for i in group]
-                out += [f for f in _collective(traffic, members, gb) if f.src != f.dst]
+                found = _collective(traffic, members, gb, step.dispatch, nvlink)
+                out += [f for f in found if f.src != f.dst]
     return out
 
 
-def _collective(traffic: Traffic, members: list[Gpu], gb: float) -> Iterator[Flow]:
+def _collective(
+    traffic: Traffic, members: list[Gpu], gb: float, dispatch: Dispatch | None, nvlink: Domains
+) -> Iterator[Flow]:
     k = len(members)
     if k < 2:
         return
-    if traffic is Traffic.EXPERT:
+    if traffic is Traffic.EXPERT and dispatch is not None:
+        home = [(a, b) for a in members for b in members if nvlink(a.host) == nvlink(b.host)]
+        yield from (Flow(traffic, a, b, gb / k) for a, b in home)
+        for a, b, sent in dispatch_edges(members, gb, dispatch, nvlink):
+            yield Flow(traffic, a, b, sent)
+    elif traffic is Traffic.EXPERT:
         yield from (Flow(traffic, a, b, gb / k) for a in members for b in members)
     elif traffic is Traffic.PIPELINE:
         for a, b in itertools.pairwise(members):
@@ -122,6 +166,27 @@ def _collective(traffic: Traffic, members: list[Gpu], gb: float) -> Iterator[Flo
             yield Flow(traffic, b, a, gb)
     else:
         yield from (Flow(traffic, a, b, sent) for a, b, sent in ring_edges(members, gb))
+
+
+def dispatch_edges(
+    members: list[Gpu], gb: float, dispatch: Dispatch, nvlink: Domains
+) -> list[tuple[Gpu, Gpu, float]]:
+    """A node-limited all-to-all's traffic between NVLink domains: (member, the GPU that
+    receives for a domain it reaches, GB). `gb` counts the member's top-k copies, so one copy
+    of its tokens is gb / topk; the receiver is the domain's member on the sender's lane (the
+    rail it sends on), else its first."""
+    by_domain: dict[int, list[Gpu]] = {}
+    for g in members:
+        by_domain.setdefault(nvlink(g.host), []).append(g)
+    k, spanned, copy = len(members), len(by_domain), gb / dispatch.topk
+    out: list[tuple[Gpu, Gpu, float]] = []
+    for a in members:
+        home = nvlink(a.host)
+        for d, there in by_domain.items():
+            if d != home:
+                to = next((b for b in there if b.lane == a.lane), there[0])
+                out.append((a, to, dispatch.reach(len(there), k, spanned) * copy))
+    return out
 
 
 def ring_edges(members: list[Gpu], gb: float) -> list[tuple[Gpu, Gpu, float]]:
@@ -171,6 +236,9 @@ class Model(BaseModel):
     # with the backward pass (--overlap-grad-reduce), DeepSeek-V3's DualPipe nearly all of its
     # all-to-all. Slower communication overflows the window it hid in (sharing.stretch).
     overlap: float = Field(default=0.0, ge=0, lt=1)
+    # node-limited routing (`Dispatch`): a token's experts on at most this many NVLink domains,
+    # sent once to each (DeepSeek-V3: 4); None: every copy to its expert's GPU directly
+    node_limit: int | None = Field(default=None, ge=1)
 
     @property
     def active(self) -> float:
@@ -196,7 +264,9 @@ def step_bytes(model: Model, shape: ParallelShape) -> StepBytes:
     data = model.params_b * 1e9 * BF16 / (shape.tp * shape.pp) / 1e9
     moe = layers * model.moe_share
     expert = 4 * moe * model.topk * act / shape.tp * per_step if shape.ep > 1 else 0.0
-    return StepBytes(tensor=tensor, expert=expert, pipeline=pipeline, data=data)
+    limit = model.node_limit
+    dispatch = Dispatch(model.topk, limit) if limit is not None and model.topk else None
+    return StepBytes(tensor, expert, pipeline, data, dispatch)
 
 
 def compute_seconds(model: Model, shape: ParallelShape, flops: float = ACHIEVED_FLOPS) -> float:

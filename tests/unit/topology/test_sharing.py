@@ -3,6 +3,7 @@ loads of each parallel shape (topology/loads.py) against routing every flow (tra
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -13,7 +14,16 @@ from scheduler.topology import Fabric
 from scheduler.topology.links import Links, Port, Resource, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
-from scheduler.topology.traffic import Gpu, Model, StepBytes, Traffic, flows, groups, step_bytes
+from scheduler.topology.traffic import (
+    Dispatch,
+    Gpu,
+    Model,
+    StepBytes,
+    Traffic,
+    flows,
+    groups,
+    step_bytes,
+)
 
 Job = tuple[ParallelShape, StepBytes, list[Gpu]]
 
@@ -246,7 +256,9 @@ def assert_within_capacity(sharing: Sharing, speed: dict[int, float]) -> None:
         assert rate <= sharing.wires.capacity(r) * (1 + 1e-9), r
 
 
-def random_jobs(rng: random.Random, f: Fabric, lanes: int) -> dict[int, Job]:
+def random_jobs(
+    rng: random.Random, f: Fabric, lanes: int, dispatched: bool = False
+) -> dict[int, Job]:
     free = [Gpu(h, lane) for h in range(len(f.hosts)) for lane in range(lanes)]
     rng.shuffle(free)
     jobs: dict[int, Job] = {}
@@ -261,6 +273,9 @@ def random_jobs(rng: random.Random, f: Fabric, lanes: int) -> dict[int, Job]:
         )
         gpus, free = free[: shape.gpus], free[shape.gpus :]
         step = StepBytes(tensor=0.5, expert=1.0, pipeline=0.3, data=2.0)
+        if dispatched:  # node-limited expert routing (traffic.Dispatch)
+            limit = rng.choice([Dispatch(2, 1), Dispatch(4, 2), Dispatch(8, 4)])
+            step = dataclasses.replace(step, dispatch=limit)
         jobs[j] = (shape, step, sorted(gpus) if rng.random() < 0.5 else gpus)
     return jobs
 
@@ -288,15 +303,16 @@ def test_random_jobs_never_overfill_a_resource_and_a_lone_job_runs_at_full_speed
     assert sharing.speed == pytest.approx(fresh.speed)
 
 
+@pytest.mark.parametrize("dispatched", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_loads_are_those_of_routing_every_flow(seed):
+def test_loads_are_those_of_routing_every_flow(seed, dispatched):
     rng = random.Random(seed)
     f = fabric(spines=2, racks=2, hosts=3, gpus=4, nvlink=rng.random() < 0.3)
     nic = rng.random() < 0.5
     wires = Wires(f, Links(per_gpu_nic=nic, rails=nic and rng.random() < 0.5))
-    for j, (shape, step, gpus) in random_jobs(rng, f, lanes=4).items():
+    for j, (shape, step, gpus) in random_jobs(rng, f, 4, dispatched).items():
         routed: dict[Resource, float] = {}
-        for flow in flows(shape, step, gpus):
+        for flow in flows(shape, step, gpus, wires.nvlink_domain):
             for r in wires.route(flow.src, flow.dst):
                 routed[r] = routed.get(r, 0.0) + flow.gb
         assert job_load(wires, j, shape, step, gpus) == pytest.approx(routed)
