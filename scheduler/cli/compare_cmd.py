@@ -21,9 +21,16 @@ from rich.progress import (
 
 from scheduler.cli.protocol_view import print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
-from scheduler.simulation.compare import VARIANTS, Comparison, Saved, compare, plan
+from scheduler.simulation.compare import (
+    VARIANTS,
+    Comparison,
+    Saved,
+    compare,
+    input_digests,
+    plan,
+)
 from scheduler.simulation.profiles import ProfileName
-from scheduler.simulation.scenario import Scenario, load_scenario
+from scheduler.simulation.scenario import Scenario, input_files, load_scenario
 from scheduler.simulation.sweep import Key
 
 RESULTS = Path("rackwise-results")
@@ -87,7 +94,8 @@ def compare_cmd(
     # a run's key holds its row and seed, so rows and seeds can be added later and the runs
     # already saved are read back
     scenario_setup = spec.model_dump(mode="json", exclude={"policies", "seeds"})
-    setup = {"scenario": scenario_setup, "base": str(base.resolve())}
+    inputs = input_digests(input_files(spec, base))  # an edited trace is a new setup
+    setup = {"scenario": scenario_setup, "base": str(base.resolve()), "inputs": inputs}
     console = Console()
     started = time.perf_counter()
     with Progress(

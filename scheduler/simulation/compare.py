@@ -146,6 +146,19 @@ class Saved:
         part.replace(path)
 
 
+def input_digests(paths: list[Path]) -> dict[str, str]:
+    """Each input file's content hash, for a run's setup: a trace edited in place is a new
+    setup, so its saved runs are not read back ("missing" when it cannot be read: loading it
+    says why)."""
+    out = {}
+    for path in paths:
+        try:
+            out[str(path.resolve())] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            out[str(path)] = "missing"
+    return out
+
+
 def code_digest() -> str:
     """The scheduler's sources, hashed: what a saved run depends on."""
     digest = hashlib.sha256()

@@ -212,6 +212,13 @@ def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
     return spec
 
 
+def input_files(scenario: Scenario, base: Path) -> list[Path]:
+    """The files the scenario reads: its trace files, and a topology file or Lingjun CSV."""
+    source = scenario.topology
+    named = [source.lingjun, source.file, *(t.path for t in scenario.traces)]
+    return [base / name for name in named if name is not None]
+
+
 def _topology(scenario: Scenario, base: Path) -> TopologySpec:
     source = scenario.topology
     if source.lingjun is not None:

@@ -137,3 +137,23 @@ def _decided(document: dict) -> dict:
         row: [{k: v for k, v in run.items() if k != "wall_seconds"} for run in runs]
         for row, runs in document["rows"].items()
     }
+
+
+def test_a_trace_edited_in_place_is_run_again_not_read_back(tmp_path):
+    """The saved runs depend on the trace file's content, not only its path."""
+    trace = tmp_path / "jobs.jsonl"
+    job = '{"id": "a", "submit_s": 0, "duration_s": %d, "gpus": 8}\n'
+    scenario = tmp_path / "own.yaml"
+    scenario.write_text(
+        "name: own\ntopology:\n  generate: {blocks: 1, racks: 1, hosts: 2, gpus: 8}\n"
+        "traces:\n  - {format: rackwise, path: jobs.jsonl}\npolicies: [rackwise]\nseeds: 1\n"
+    )
+    out = tmp_path / "out.json"
+    args = ("--save", str(tmp_path / "runs"), "--json", str(out), "--no-oracle", "--variants", "")
+    makespans = []
+    for seconds in (100, 900):
+        trace.write_text(job % seconds)
+        done = run_cli("compare", str(scenario), *args)
+        assert done.returncode == 0, done.stderr
+        makespans.append(json.loads(out.read_text())["rows"]["rackwise"][0]["makespan_s"])
+    assert makespans == [100, 900]
