@@ -111,6 +111,8 @@ class Simulation:
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [state_of(j, i, self.per_host, config) for i, j in enumerate(jobs)]
         self.by_key = {s.job.id: s for s in self.states}
+        if len(self.by_key) < len(self.states):  # one would be taken for the other
+            raise ValueError("job ids must be unique within a run")
         self.events: list[Event] = []
         self.seq = 0
         self.on_host: dict[int, set[int]] = {}

@@ -81,10 +81,12 @@ def load_trace(
     if fmt not in readers:
         raise TraceError(f"{path}: unknown trace format {fmt!r}; use {', '.join(readers)}")
     report = LoadReport([])
+    seen: dict[str, int] = {}  # job id -> the line that gave it
     try:
         for line, row in _rows(path):
             try:
                 job = readers[fmt](row, line)
+                _once(job, line, seen)
             except (ValueError, KeyError, TypeError, ValidationError) as exc:
                 if not skip_bad_rows:
                     raise TraceError(f"{path}:{line}: {_why(exc)}") from exc
@@ -96,6 +98,16 @@ def load_trace(
         raise TraceError(f"{path}: {exc.strerror or exc}") from exc
     report.jobs.sort(key=lambda j: (j.submit_s, j.id))
     return report
+
+
+def _once(job: TraceJob | None, line: int, seen: dict[str, int]) -> None:
+    """A job id names one job: a second one would be taken for the first (its hosts never
+    given back)."""
+    if job is None:
+        return
+    first = seen.setdefault(job.id, line)
+    if first != line:
+        raise ValueError(f"id {job.id!r} is already the job of line {first}")
 
 
 def _why(exc: Exception) -> str:

@@ -24,6 +24,17 @@ def test_philly_sample_loads_sorted():
     assert [j.submit_s for j in report.jobs] == sorted(j.submit_s for j in report.jobs)
 
 
+def test_a_repeated_job_id_is_a_bad_row(tmp_path):
+    """A second job with an id already used would be taken for the first: it is refused (or
+    skipped with skip_bad_rows), naming both lines."""
+    path = write(tmp_path, "t.csv", "id,submit_s,duration_s,gpus\na,0,10,8\nb,5,3,8\na,6,3,8\n")
+    with pytest.raises(TraceError, match=r"t.csv:4: id 'a' is already the job of line 2"):
+        load_trace(path, "rackwise")
+    report = load_trace(path, "rackwise", skip_bad_rows=True)
+    assert [j.id for j in report.jobs] == ["a", "b"]
+    assert report.bad_rows == 1
+
+
 def test_openb_maps_qos_to_pools():
     report = load_trace(REPO / "simulations/traces/openb-pods.csv", "openb")
     pools = {j.pool for j in report.jobs}
@@ -95,3 +106,17 @@ def test_transform_window_scale_load_limit_clip(tmp_path):
 @pytest.mark.parametrize(("gpus", "pods"), [(1, 1), (8, 1), (16, 2), (12, 2), (24, 3), (7, 1)])
 def test_pods_take_whole_hosts_where_possible(gpus, pods):
     assert pods_for(gpus, 8) == pods
+
+
+def test_a_run_refuses_two_jobs_of_one_id():
+    from scheduler.simulation.config import SimConfig
+    from scheduler.simulation.engine import Simulation
+    from scheduler.simulation.trace import TraceJob
+    from scheduler.topology import Fabric, generate
+
+    job = TraceJob(id="a", submit_s=0, duration_s=10, gpus=8)
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+    with pytest.raises(ValueError, match="job ids must be unique"):
+        Simulation(
+            fabric, [job, job.model_copy(update={"submit_s": 5})], "rackwise", SimConfig.of()
+        )
