@@ -3,17 +3,19 @@
 Contract. Takes the pods each TrainingJob uid owns, the live jobs, the gangs listed as running
 and the cluster state. Decides, per job that is not listed as running, which of its pods still
 hold a host of the fabric while they go: every bound, unfinished pod of a deleted job, and the
-pods being deleted of a live one (a rollback, an eviction). Promises: one `Running` per such job,
-its pods charged what the ledger charges them (alike pods as one pod set), ending now, so that a
-blocked gang's reservation counts on the hosts they are about to give back (queue/reservation.py)
-instead of finding that nothing it knows of will make room. Nothing else in the queue sees them:
-they are never preempted, moved or counted against a quota."""
+pods being deleted of a live one (a rollback, an eviction). Promises: one `Running` per such job
+and pool of the hosts those pods hold, its pods charged what the ledger charges them (alike pods
+as one pod set), ending now, so that a blocked gang's reservation counts on the hosts they are
+about to give back (queue/reservation.py) instead of finding that nothing it knows of will make
+room. Nothing else in the queue sees them: they are never preempted, moved or counted against a
+quota."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
-from scheduler.controller.cluster.resources import Charge, pod_charge
+from scheduler.controller.cluster.resources import pod_charge
 from scheduler.controller.cluster.state import DONE, ClusterState
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.quantity import QuantityError
@@ -30,16 +32,22 @@ def leaving(
     now: float,
     gpu_resource: str,
 ) -> list[Running]:
-    """The gangs whose pods hold hosts while they go, each ending `now`."""
-    index = state.fabric.host_index
+    """The gangs whose pods hold hosts while they go, each ending `now`: one per job and pool
+    of the hosts its pods hold (a borrowed gang's pods on a lender's hosts are released in the
+    lender's pool, where a blocked gang may wait for them)."""
+    index, pools = state.fabric.host_index, state.fabric.host_pool
     out: list[Running] = []
     for uid, pods in owned.items():
         if uid in running:
             continue
-        going = [p for p in pods if _holds(p, index) and (uid not in live or p.meta.deleting)]
-        gang = _gang(uid, going, state, gpu_resource) if going else None
-        if gang is not None:
-            out.append(gang_leaving(uid, *gang, now))
+        by_pool: dict[str, list[Pod]] = {}
+        for p in pods:
+            if _holds(p, index) and (uid not in live or p.meta.deleting):
+                by_pool.setdefault(pools[str(p.node)], []).append(p)
+        for pool, going in by_pool.items():
+            gang = _gang(f"{uid}@{pool}", going, pool, gpu_resource)
+            if gang is not None:
+                out.append(gang_leaving(f"{uid}@{pool}", *gang, now))
     return out
 
 
@@ -49,7 +57,7 @@ def _holds(pod: Pod, index: Mapping[str, int]) -> bool:
 
 
 def _gang(
-    uid: str, pods: list[Pod], state: ClusterState, gpu_resource: str
+    key: str, pods: list[Pod], pool: str, gpu_resource: str
 ) -> tuple[GangRequest, list[tuple[str, str]]] | None:
     """The gang its pods make (alike charges as one pod set, the largest the workers) and each
     pod's (host, pod set); None when a charge cannot be read (the ledger fills such a pod's
@@ -58,19 +66,15 @@ def _gang(
         charges = [pod_charge(p, gpu_resource) for p in pods]
     except QuantityError:
         return None
-    sets: dict[str, tuple[Charge, int]] = {}
-    for c in charges:
-        sets[repr(c)] = (c, sets.get(repr(c), (c, 0))[1] + 1)
-    main = max(sets, key=lambda k: sets[k][1])
-    names = {k: "" if k == main else f"set-{i}" for i, k in enumerate(sets)}
-    pool = state.fabric.host_pool[str(pods[0].node)]
-    workers, count = sets[main]
+    kinds = {repr(c): c for c in charges}
+    counts = Counter(repr(c) for c in charges)
+    main = max(kinds, key=lambda k: counts[k])  # the first of the largest sets on a tie
+    names = {k: "" if k == main else f"set-{i}" for i, k in enumerate(kinds)}
     roles = tuple(
-        Role(name=names[k], pods=n, **c.per_pod()) for k, (c, n) in sets.items() if k != main
+        Role(name=names[k], pods=counts[k], **c.per_pod()) for k, c in kinds.items() if k != main
     )
-    gang = GangRequest(
-        name=f"leaving-{uid}", pods=count, **workers.per_pod(), pool=pool, roles=roles
-    )
+    per_pod = kinds[main].per_pod()
+    gang = GangRequest(name=f"leaving-{key}", pods=counts[main], **per_pod, pool=pool, roles=roles)
     return gang, [(str(p.node), names[repr(c)]) for p, c in zip(pods, charges, strict=True)]
 
 

@@ -33,7 +33,7 @@ def state() -> ClusterState:
 def test_a_deleted_jobs_bound_pods_leave_as_one_gang_with_its_pod_sets():
     pods = [pod("w0", "h0-0"), pod("w1", "h1-0"), pod("launcher", "h0-0", gpus=0)]
     [gang] = leaving({"job-a": pods}, set(), set(), state(), 7.0, CONFIG.gpu_resource)
-    assert gang.key == "job-a"
+    assert gang.key == "job-a@training"
     assert gang.end_s == 7.0
     assert gang.gang.pods == 2
     assert gang.gang.gpus_per_pod == 8
@@ -56,4 +56,25 @@ def test_a_live_jobs_pods_leave_only_while_being_deleted_and_a_running_one_never
     kept = pod("k", "h0-1")
     owned = {"live": [deleting, kept], "running": [pod("r", "h1-0", deletionTimestamp="x")]}
     found = leaving(owned, {"live", "running"}, {"running"}, state(), 0.0, CONFIG.gpu_resource)
-    assert [(g.key, [p.host for p in g.placement.pods]) for g in found] == [("live", ["h0-0"])]
+    assert [(g.key, [p.host for p in g.placement.pods]) for g in found] == [
+        ("live@training", ["h0-0"])
+    ]
+
+
+def test_a_gang_on_two_pools_leaves_from_each():
+    """A borrowed gang's pods on a lender's hosts are released in the lender's pool."""
+    spec = generate(
+        blocks=1, racks=2, hosts=2, gpus=8, pools={"training": 0.5, "online-inference": 0.5}
+    )
+    nodes = [Node.of(node_manifest(h, CONFIG)) for h in spec.hosts]
+    built = StateBuilder(CONFIG).build(nodes, [])
+    assert built is not None
+    pool = built.fabric.host_pool
+    [train] = [h for h in pool if pool[h] == "training"][:1]
+    [lent] = [h for h in pool if pool[h] == "online-inference"][:1]
+    pods = [pod("w0", train), pod("w1", lent)]
+    found = leaving({"job-a": pods}, set(), set(), built, 0.0, CONFIG.gpu_resource)
+    assert {(g.gang.pool, g.placement.pods[0].host) for g in found} == {
+        ("training", train),
+        ("online-inference", lent),
+    }
