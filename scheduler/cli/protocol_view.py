@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,24 @@ def print_headline(
     for cells in protocol_table(per_seed):
         table.add_row(*cells)
     Console(width=max(console.width, 200)).print(table)
+    print_unfinished(console, per_seed)
     console.print("rackwise / best baseline (paired per-seed ratios):")
     for ratio in ratios:
         console.print(f"  {ratio.text()}", soft_wrap=True)
+
+
+def print_unfinished(console: Console, per_seed: dict[str, list[dict[str, Any]]]) -> None:
+    """Each row whose replays ended with jobs that never finished, said under the table: no
+    measure counts them, so a row could otherwise look better for what it never ran."""
+    parts = []
+    for row, runs in per_seed.items():
+        left = [r["jobs"] - r["jobs_finished"] for r in runs if "jobs" in r]
+        if any(left):
+            parts.append(f"{row} {statistics.fmean(left):g} of {runs[0]['jobs']}")
+    if parts:
+        console.print(
+            f"jobs that never finished (mean per seed): {', '.join(parts)}; a job larger than "
+            "any domain its pool allows, or in a pool without hosts, never starts, and no "
+            "measure counts it",
+            soft_wrap=True,
+        )

@@ -48,6 +48,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 # what the document keeps of each run, under these keys (README, "rackwise compare")
 PROTOCOL_KEYS: tuple[str, ...] = (
+    "jobs",
     "measured_jobs",
     "jobs_finished",
     "jct_mean_s",

@@ -157,3 +157,20 @@ def test_a_trace_edited_in_place_is_run_again_not_read_back(tmp_path):
         assert done.returncode == 0, done.stderr
         makespans.append(json.loads(out.read_text())["rows"]["rackwise"][0]["makespan_s"])
     assert makespans == [100, 900]
+
+
+def test_jobs_that_never_finish_are_said_under_the_table(tmp_path):
+    """A job in a pool without hosts never starts; no measure counts it, so the output says."""
+    (tmp_path / "jobs.jsonl").write_text(
+        '{"id": "a", "submit_s": 0, "duration_s": 100, "gpus": 8, "pool": "batch-inference"}\n'
+        '{"id": "b", "submit_s": 5, "duration_s": 100, "gpus": 8}\n'
+    )
+    scenario = tmp_path / "own.yaml"
+    scenario.write_text(
+        "name: own\ntopology:\n  generate: {blocks: 1, racks: 1, hosts: 2, gpus: 8}\n"
+        "traces:\n  - {format: rackwise, path: jobs.jsonl}\npolicies: [rackwise]\nseeds: 1\n"
+    )
+    args = ("--save", str(tmp_path / "runs"), "--no-oracle", "--variants", "")
+    done = run_cli("compare", str(scenario), *args)
+    assert done.returncode == 0, done.stderr
+    assert "jobs that never finished (mean per seed): rackwise 1 of 2" in done.stdout
