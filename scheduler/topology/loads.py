@@ -118,12 +118,7 @@ def _all_to_all(wires: Wires, tally: Tally, members: list[Gpu], gb: float) -> No
     """Each member sends gb / k to each member (itself included: that share stays)."""
     k = len(members)
     share = gb / k
-    nvlink = Counter(wires.nvlink_domain(g.host) for g in members)
-    for g in members:
-        inside = nvlink[wires.nvlink_domain(g.host)]
-        if inside > 1:
-            tally.add(wires.port(Port.NVLINK, g, True), (inside - 1) * share, inside - 1)
-            tally.add(wires.port(Port.NVLINK, g, False), (inside - 1) * share, inside - 1)
+    for g, inside in _at_home(wires, tally, members, share):
         if k > inside:
             tally.add(wires.port(Port.NIC, g, False), (k - inside) * share, k - inside)
             remote = _remote_lanes(wires, members, g) if wires.links.rails else {0: k - inside}
@@ -143,15 +138,23 @@ def _dispatched(
     all-to-all does, and one routed edge per other domain it reaches."""
     if len(members) < 2:
         return
-    share = gb / len(members)
+    _at_home(wires, tally, members, gb / len(members))
+    for a, b, sent in dispatch_edges(members, gb, dispatch, wires.nvlink_domain):
+        _edge(wires, tally, a, b, sent)
+
+
+def _at_home(wires: Wires, tally: Tally, members: list[Gpu], share: float) -> list[tuple[Gpu, int]]:
+    """Each member's `share` to and from every other member of its NVLink domain, over
+    NVLink; (member, members in its domain) for what leaves it."""
     nvlink = Counter(wires.nvlink_domain(g.host) for g in members)
+    out = []
     for g in members:
         inside = nvlink[wires.nvlink_domain(g.host)]
         if inside > 1:
             tally.add(wires.port(Port.NVLINK, g, True), (inside - 1) * share, inside - 1)
             tally.add(wires.port(Port.NVLINK, g, False), (inside - 1) * share, inside - 1)
-    for a, b, sent in dispatch_edges(members, gb, dispatch, wires.nvlink_domain):
-        _edge(wires, tally, a, b, sent)
+        out.append((g, inside))
+    return out
 
 
 def _remote_lanes(wires: Wires, members: list[Gpu], g: Gpu) -> dict[int, int]:

@@ -5,32 +5,16 @@ compact rate), no failures, one priority, arrivals in queue order."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from scheduler.queue import Backfill, Decisions
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.profiles import FabricProfile, ProfileName
-from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
+from tests.unit.simulation.overload import overload
 
 FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
-
-
-def overload(seed: int, n: int = 300) -> list[TraceJob]:
-    rng = random.Random(seed)
-    jobs = [
-        TraceJob(
-            id=f"j{i}",
-            submit_s=rng.uniform(0, 20_000),
-            duration_s=rng.lognormvariate(8, 1),
-            gpus=rng.choice([8, 8, 8, 16, 16, 32, 64, 96, 4, 2]),
-        )
-        for i in range(n)
-    ]
-    return sorted(jobs, key=lambda j: j.submit_s)  # the simulator queues in list order
 
 
 class Promised(Simulation):

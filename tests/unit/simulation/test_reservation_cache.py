@@ -5,8 +5,6 @@ priorities, so that ends, starts, evictions and restarts all happen."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 import scheduler.queue.queue as queue_module
@@ -14,25 +12,11 @@ from scheduler.queue import Backfill, SchedulingQueue
 from scheduler.queue.reservation import reserve
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
-from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
+from tests.unit.simulation.overload import overload
 
 FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
-
-
-def overload(seed: int, n: int = 250) -> list[TraceJob]:
-    rng = random.Random(seed)
-    jobs = [
-        TraceJob(
-            id=f"j{i}",
-            submit_s=rng.uniform(0, 20_000),
-            duration_s=rng.lognormvariate(8, 1),
-            gpus=rng.choice([8, 8, 16, 32, 64, 96, 4, 1]),
-            priority=rng.choice([0, 0, 0, 5]),
-        )
-        for i in range(n)
-    ]
-    return sorted(jobs, key=lambda j: j.submit_s)
+SIZES = (8, 8, 16, 32, 64, 96, 4, 1)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -59,7 +43,7 @@ def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypat
     config = SimConfig.of(seed=seed, backfill=Backfill.EASY).model_copy(
         update={"failures": Failures(mtbf_hours=48.0, mttr_hours=1.0)}
     )
-    result = Simulation(FABRIC, overload(seed), policy, config).run()
+    result = Simulation(FABRIC, overload(seed, 250, SIZES, (0, 0, 0, 5)), policy, config).run()
     assert len(asked) > 100
     assert len(made) < len(asked)  # some were kept: the cache was exercised
     assert result.evictions
