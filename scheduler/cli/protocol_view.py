@@ -40,6 +40,8 @@ def print_unfinished(console: Console, per_seed: dict[str, list[dict[str, Any]]]
         left = [r["jobs"] - r["jobs_finished"] for r in runs if "jobs" in r]
         if any(left):
             parts.append(f"{row} {statistics.fmean(left):g} of {runs[0]['jobs']}")
+    if all(r.get("measured_jobs") == 0 for runs in per_seed.values() for r in runs):
+        console.print("no job was submitted after the warm-up: every measure counts nothing")
     if parts:
         console.print(
             f"jobs that never finished (mean per seed): {', '.join(parts)}; a job larger than "

@@ -275,6 +275,11 @@ def build_jobs(
             max_duration_s=source.max_duration_hours * 3600 if source.max_duration_hours else None,
         )
         jobs.extend(tag(chosen, f"t{i}-"))
+    if not jobs:  # a replay of nothing would print a table of zeros as if it measured them
+        raise ScenarioError(
+            f"{scenario.name}: no jobs: every trace is empty within its window "
+            "(start_days, days, jobs)"
+        )
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs, bad
 

@@ -174,3 +174,26 @@ def test_jobs_that_never_finish_are_said_under_the_table(tmp_path):
     done = run_cli("compare", str(scenario), *args)
     assert done.returncode == 0, done.stderr
     assert "jobs that never finished (mean per seed): rackwise 1 of 2" in done.stdout
+
+
+def test_an_empty_scenario_is_refused_and_an_empty_measure_window_said(tmp_path):
+    trace = tmp_path / "jobs.jsonl"
+    scenario = tmp_path / "own.yaml"
+    own = (
+        "name: own\ntopology:\n  generate: {blocks: 1, racks: 1, hosts: 2, gpus: 8}\n"
+        "traces:\n  - {format: rackwise, path: jobs.jsonl}\npolicies: [rackwise]\nseeds: 1\n"
+    )
+    scenario.write_text(own)
+    trace.write_text("")
+    args = ("--save", str(tmp_path / "runs"), "--no-oracle", "--variants", "")
+    done = run_cli("compare", str(scenario), *args)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "rackwise: error: own: no jobs: every trace is empty within its window "
+        "(start_days, days, jobs)"
+    )
+    trace.write_text('{"id": "a", "submit_s": 0, "duration_s": 100, "gpus": 8}\n')
+    scenario.write_text(own + "warmup_s: 3600\n")
+    done = run_cli("compare", str(scenario), *args)
+    assert done.returncode == 0, done.stderr
+    assert "no job was submitted after the warm-up" in done.stdout
