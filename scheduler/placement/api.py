@@ -129,6 +129,8 @@ def _broken(
     snapshot: Snapshot, gang: GangRequest, counts: Mapping[int, int], breakage: Breakage | None
 ) -> dict[str, int]:
     """The whole domains the placement breaks (from the solver's prices when it weighed them)."""
+    if not gang.gpus_per_pod:  # its pods take no GPU: every domain's GPUs stay free
+        return {}
     if breakage is None:
         return broken_by(snapshot, gang.pool, counts)
     return breakage.broken(snapshot, counts)

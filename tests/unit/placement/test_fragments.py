@@ -63,6 +63,15 @@ def test_a_used_rack_is_preferred_at_the_same_traffic():
     validate(snapshot, GANG, new)
 
 
+@pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
+def test_pods_without_gpus_break_no_domain(policy):
+    """A CPU-only gang on an idle fabric leaves every domain's GPUs free."""
+    cpu = GangRequest(name="cpu", pods=2, gpus_per_pod=0, cpu_milli_per_pod=1000)
+    [placed] = place(busy(), [cpu], PlaceConfig.of(policy=policy))
+    assert placed.placed
+    assert placed.broken == {}
+
+
 def test_a_whole_spine_is_kept_when_a_used_one_holds_the_gang():
     """r1 is full, the other racks whole: the gang breaks a whole rack either way, but in r0
     it leaves spine s1 whole."""
