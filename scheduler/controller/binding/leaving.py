@@ -45,9 +45,10 @@ def leaving(
             if _holds(p, index) and (uid not in live or p.meta.deleting):
                 by_pool.setdefault(pools[str(p.node)], []).append(p)
         for pool, going in by_pool.items():
-            gang = _gang(f"{uid}@{pool}", going, pool, gpu_resource)
+            key = f"{uid}@{pool}"
+            gang = _gang(key, going, pool, gpu_resource)
             if gang is not None:
-                out.append(gang_leaving(f"{uid}@{pool}", *gang, now))
+                out.append(_ending(key, *gang, now))
     return out
 
 
@@ -78,7 +79,7 @@ def _gang(
     return gang, [(str(p.node), names[repr(c)]) for p, c in zip(pods, charges, strict=True)]
 
 
-def gang_leaving(uid: str, gang: GangRequest, pods: list[tuple[str, str]], now: float) -> Running:
+def _ending(key: str, gang: GangRequest, pods: list[tuple[str, str]], now: float) -> Running:
     """A `Running` that ends now: its pods on their hosts, ranked per pod set."""
     seen: dict[str, int] = {}
     assignments = []
@@ -89,4 +90,4 @@ def gang_leaving(uid: str, gang: GangRequest, pods: list[tuple[str, str]], now: 
     placement = Placement(
         gang=gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=tuple(assignments)
     )
-    return Running(uid, gang, placement, now, end_s=now)
+    return Running(key, gang, placement, now, end_s=now)
