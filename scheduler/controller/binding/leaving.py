@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from scheduler.controller.cluster.resources import pod_charge
-from scheduler.controller.cluster.state import DONE, ClusterState
+from scheduler.controller.cluster.state import ClusterState, charged
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.quantity import QuantityError
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
@@ -42,7 +42,7 @@ def leaving(
             continue
         by_pool: dict[str, list[Pod]] = {}
         for p in pods:
-            if _holds(p, index) and (uid not in live or p.meta.deleting):
+            if charged(p, index) and (uid not in live or p.meta.deleting):
                 by_pool.setdefault(pools[str(p.node)], []).append(p)
         for pool, going in by_pool.items():
             key = f"{uid}@{pool}"
@@ -50,11 +50,6 @@ def leaving(
             if gang is not None:
                 out.append(_ending(key, *gang, now))
     return out
-
-
-def _holds(pod: Pod, index: Mapping[str, int]) -> bool:
-    """Bound to a host of the fabric and not finished: the ledger charges it."""
-    return pod.node is not None and pod.node in index and pod.phase not in DONE
 
 
 def _gang(

@@ -8,7 +8,7 @@ Kubernetes charges it (init containers, sidecars, overhead), so capacity is neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,12 @@ def schedulable(node: Node) -> bool:
         t.key.startswith(CONDITION_TAINTS) and t.effect in BLOCKING_EFFECTS for t in node.taints
     )
     return node.ready and not node.unschedulable and not held
+
+
+def charged(pod: Pod, index: Mapping[str, int]) -> bool:
+    """Bound (or being bound) to a host of the fabric and not finished: its node's capacity
+    is charged for it, whoever placed it."""
+    return pod.node is not None and pod.node in index and pod.phase not in DONE
 
 
 @dataclass
@@ -166,9 +172,7 @@ class StateBuilder:
             return None
         fabric = self.fabric(entries)
         index = fabric.host_index
-        counted = (
-            (node, pod) for pod in pods if (node := pod.node) in index and pod.phase not in DONE
-        )
+        counted = ((str(pod.node), pod) for pod in pods if charged(pod, index))
         snapshot = self.ledger.update(fabric, counted)
         in_fabric = [n for n in nodes if n.name in index]
         ready = {n.name for n in in_fabric if n.ready}
