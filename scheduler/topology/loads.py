@@ -65,10 +65,7 @@ def _tally(wires: Wires, shape: ParallelShape, step: StepBytes, gpus: Sequence[G
         if gb > 0:
             for group in groups(shape, traffic):
                 members = [gpus[i] for i in group]
-                if traffic is Traffic.EXPERT and step.dispatch is not None:
-                    _dispatched(wires, tally, members, gb, step.dispatch)
-                else:
-                    _collective(wires, tally, traffic, members, gb)
+                _collective(wires, tally, traffic, members, gb, step.dispatch)
     return tally
 
 
@@ -92,12 +89,19 @@ def compact_seconds(
 
 
 def _collective(
-    wires: Wires, tally: Tally, traffic: Traffic, members: list[Gpu], gb: float
+    wires: Wires,
+    tally: Tally,
+    traffic: Traffic,
+    members: list[Gpu],
+    gb: float,
+    dispatch: Dispatch | None = None,
 ) -> None:
     k = len(members)
     if k < 2:
         return
-    if traffic is Traffic.EXPERT:
+    if traffic is Traffic.EXPERT and dispatch is not None:
+        _dispatched(wires, tally, members, gb, dispatch)
+    elif traffic is Traffic.EXPERT:
         _all_to_all(wires, tally, members, gb)
     elif traffic is Traffic.PIPELINE:
         for a, b in itertools.pairwise(members):
@@ -136,8 +140,6 @@ def _dispatched(
 ) -> None:
     """A node-limited all-to-all (traffic.Dispatch): its own NVLink domain's share as an
     all-to-all does, and one routed edge per other domain it reaches."""
-    if len(members) < 2:
-        return
     _at_home(wires, tally, members, gb / len(members))
     for a, b, sent in dispatch_edges(members, gb, dispatch, wires.nvlink_domain):
         _edge(wires, tally, a, b, sent)

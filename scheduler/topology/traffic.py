@@ -179,13 +179,15 @@ def dispatch_edges(
     for g in members:
         by_domain.setdefault(nvlink(g.host), []).append(g)
     k, spanned, copy = len(members), len(by_domain), gb / dispatch.topk
+    # per domain: what one member sends it, and its first member on each lane
+    sent = {d: dispatch.reach(len(there), k, spanned) * copy for d, there in by_domain.items()}
+    lanes = {d: {g.lane: g for g in reversed(there)} for d, there in by_domain.items()}
     out: list[tuple[Gpu, Gpu, float]] = []
     for a in members:
         home = nvlink(a.host)
         for d, there in by_domain.items():
             if d != home:
-                to = next((b for b in there if b.lane == a.lane), there[0])
-                out.append((a, to, dispatch.reach(len(there), k, spanned) * copy))
+                out.append((a, lanes[d].get(a.lane, there[0]), sent[d]))
     return out
 
 
