@@ -16,7 +16,7 @@ from pathlib import Path
 from benchmarks.common import table
 from scheduler.simulation.compare import Row, Saved, input_digests, run_all, tasks
 from scheduler.simulation.profiles import FabricProfile, ProfileName
-from scheduler.simulation.scenario import input_files, load_scenario
+from scheduler.simulation.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = ("llm-mix", "philly-real")
@@ -60,7 +60,7 @@ def main() -> None:
         scenario = scenario.model_copy(update={"fabric": fabric})
         seeds = list(range(args.seeds))
         todo = tasks(scenario, base, seeds, [Row("kueue-best-fit", "kueue-best-fit", {})])
-        inputs = input_digests(input_files(scenario, base))
+        inputs = input_digests(scenario, base)
         setup = {
             "scenario": scenario.model_dump(mode="json"),
             "calibration": True,

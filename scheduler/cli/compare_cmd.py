@@ -30,7 +30,7 @@ from scheduler.simulation.compare import (
     plan,
 )
 from scheduler.simulation.profiles import ProfileName
-from scheduler.simulation.scenario import Scenario, input_files, load_scenario
+from scheduler.simulation.scenario import Scenario, load_scenario
 from scheduler.simulation.sweep import Key
 
 RESULTS = Path("rackwise-results")
@@ -94,7 +94,7 @@ def compare_cmd(
     # a run's key holds its row and seed, so rows and seeds can be added later and the runs
     # already saved are read back
     scenario_setup = spec.model_dump(mode="json", exclude={"policies", "seeds"})
-    inputs = input_digests(input_files(spec, base))  # an edited trace is a new setup
+    inputs = input_digests(spec, base)  # an edited trace is a new setup
     setup = {"scenario": scenario_setup, "base": str(base.resolve()), "inputs": inputs}
     console = Console()
     started = time.perf_counter()

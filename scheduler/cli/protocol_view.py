@@ -26,15 +26,16 @@ def print_headline(
     for cells in protocol_table(per_seed):
         table.add_row(*cells)
     Console(width=max(console.width, 200)).print(table)
-    print_unfinished(console, per_seed)
+    print_uncounted(console, per_seed)
     console.print("rackwise / best baseline (paired per-seed ratios):")
     for ratio in ratios:
         console.print(f"  {ratio.text()}", soft_wrap=True)
 
 
-def print_unfinished(console: Console, per_seed: dict[str, list[dict[str, Any]]]) -> None:
-    """Each row whose replays ended with jobs that never finished, said under the table: no
-    measure counts them, so a row could otherwise look better for what it never ran."""
+def print_uncounted(console: Console, per_seed: dict[str, list[dict[str, Any]]]) -> None:
+    """What the measures leave out, said under the table: no job after the warm-up at all,
+    and each row whose replays ended with jobs that never finished (a row could otherwise look
+    better for what it never ran)."""
     parts = []
     for row, runs in per_seed.items():
         left = [r["jobs"] - r["jobs_finished"] for r in runs if "jobs" in r]

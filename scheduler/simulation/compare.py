@@ -34,7 +34,13 @@ from scheduler.simulation.protocol import (
     ratios,
 )
 from scheduler.simulation.runner import Task
-from scheduler.simulation.scenario import Scenario, build_topology, seed_jobs, with_teams
+from scheduler.simulation.scenario import (
+    Scenario,
+    build_topology,
+    input_files,
+    seed_jobs,
+    with_teams,
+)
 from scheduler.simulation.sweep import Key
 
 ORACLE_POLICY = "kueue-best-fit"
@@ -147,12 +153,12 @@ class Saved:
         part.replace(path)
 
 
-def input_digests(paths: list[Path]) -> dict[str, str]:
-    """Each input file's content hash, for a run's setup: a trace edited in place is a new
-    setup, so its saved runs are not read back ("missing" when it cannot be read: loading it
-    says why)."""
+def input_digests(scenario: Scenario, base: Path) -> dict[str, str]:
+    """The content hash of each file the scenario reads, for a run's setup: a trace edited in
+    place is a new setup, so its saved runs are not read back ("missing" when it cannot be
+    read: loading it says why)."""
     out = {}
-    for path in paths:
+    for path in input_files(scenario, base):
         try:
             out[str(path.resolve())] = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
