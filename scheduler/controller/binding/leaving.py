@@ -1,14 +1,15 @@
-"""Gangs on their way out: pods rackwise made that still hold their hosts while they go.
+"""Gangs on their way out: pods of the operator's gangs that still hold their hosts while they go.
 
-Contract. Takes the pods each TrainingJob uid owns, the live jobs, the gangs listed as running
-and the cluster state. Decides, per job that is not listed as running, which of its pods still
-hold a host of the fabric while they go: every bound, unfinished pod of a deleted job, and the
-pods being deleted of a live one (a rollback, an eviction). Promises: one `Running` per such job
-and pool of the hosts those pods hold, its pods charged what the ledger charges them (alike pods
-as one pod set), ending now, so that a blocked gang's reservation counts on the hosts they are
-about to give back (queue/reservation.py) instead of finding that nothing it knows of will make
-room. Nothing else in the queue sees them: they are never preempted, moved or counted against a
-quota."""
+Contract. Takes the pods each TrainingJob uid (or pod group key) owns, the live jobs, the gangs
+listed as running and the cluster state. Decides, per job that is not listed as running, which
+of its pods still hold a host of the fabric while they go: every bound, unfinished pod of a
+deleted job, and the pods being deleted of a live one (a rollback, an eviction; a pod group's
+members, whose group counts as live and is never listed as running). Promises: one `Running`
+per such job and pool of the hosts those pods hold, its pods charged what the ledger charges
+them (alike pods as one pod set), ending now, so that a blocked gang's reservation counts on the
+hosts they are about to give back (queue/reservation.py) instead of finding that nothing it
+knows of will make room. Nothing else in the queue sees them: they are never preempted, moved
+or counted against a quota."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.teams import QueueObjects, charged
-from scheduler.controller.podgroup.members import Members, collect
+from scheduler.controller.podgroup.members import Members, collect, departing
 from scheduler.controller.podgroup.runner import GroupRunner, Waiting
 from scheduler.controller.pods.affinity import Running, resolve_gang
 from scheduler.controller.pods.nominate import Nominations
@@ -216,7 +216,7 @@ class Reconciler:
         if state is not None:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
-        going = [] if state is None else self._leaving(owned, set(live), set(running), state)
+        going = [] if state is None else self._leaving(pods, owned, set(live), set(running), state)
         self.driver.place(pending, running, state, report, waiting, teams.on, going)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)
@@ -229,11 +229,19 @@ class Reconciler:
         return report
 
     def _leaving(
-        self, owned: dict[str, list[Pod]], live: set[str], running: set[str], state: ClusterState
+        self,
+        pods: list[Pod],
+        owned: dict[str, list[Pod]],
+        live: set[str],
+        running: set[str],
+        state: ClusterState,
     ) -> list[QueueRunning]:
-        """Jobs' pods that hold hosts while they go (binding/leaving.py)."""
+        """Jobs' and pod groups' pods that hold hosts while they go (binding/leaving.py): a
+        group is never listed as running, so only its members being deleted count."""
         now, resource = self.clock(), self.config.gpu_resource
-        return leaving(owned, live, running, state, now, resource)
+        members = departing(pods, self.config)
+        jobs = leaving(owned, live, running, state, now, resource)
+        return jobs + leaving(members, set(members), set(), state, now, resource)
 
     def _teams(self) -> tuple[list[QueueObject], Teams]:
         """The Queues and the teams they make; when they cannot be read, the teams last read

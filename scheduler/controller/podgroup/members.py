@@ -171,6 +171,18 @@ def collect(pods: list[Pod], podgroups: list[PodGroup], config: OperatorConfig) 
     return out
 
 
+def departing(pods: list[Pod], config: OperatorConfig) -> dict[str, list[Pod]]:
+    """Members being deleted that have not finished, by their group's key: the pods `collect`
+    leaves out that may still hold a host while they go (binding/leaving.py)."""
+    out: dict[str, list[Pod]] = {}
+    for pod in pods:
+        where = _group_of(pod, config)
+        if where is not None and pod.meta.deleting and not pod.done:
+            api, ns, name = where
+            out.setdefault(Members(ns, name, [], None, 0, api).key, []).append(pod)
+    return out
+
+
 def _group_of(pod: Pod, config: OperatorConfig) -> tuple[GroupApi, str, str] | None:
     """The group a pod of the operator's scheduler names: the Workload API's field first (a
     pod may carry a stale plugins label copied from a template)."""

@@ -7,6 +7,7 @@ from typing import Any
 from scheduler.controller.binding.leaving import leaving
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podgroup.members import departing
 from scheduler.controller.runtime.objects import Node, Pod
 from scheduler.devtools.fake import node_manifest
 from scheduler.topology import generate
@@ -15,11 +16,14 @@ CONFIG = OperatorConfig()
 SPEC = generate(blocks=1, racks=2, hosts=2, gpus=8)
 
 
-def pod(name: str, node: str | None, gpus: int = 8, **meta: Any) -> Pod:
+def pod(
+    name: str, node: str | None, gpus: int = 8, scheduler: str = "rackwise", **meta: Any
+) -> Pod:
     phase = meta.pop("phase", "Running")
     limits = {"nvidia.com/gpu": str(gpus), "cpu": "1"}
     container = {"name": "c", "image": "x", "resources": {"limits": limits}}
-    spec: dict[str, Any] = {"containers": [container]} | ({"nodeName": node} if node else {})
+    spec: dict[str, Any] = {"containers": [container], "schedulerName": scheduler}
+    spec |= {"nodeName": node} if node else {}
     metadata = {"name": name, "namespace": "default", "uid": f"pod-{name}", **meta}
     return Pod.of({"metadata": metadata, "spec": spec, "status": {"phase": phase}})
 
@@ -78,3 +82,25 @@ def test_a_gang_on_two_pools_leaves_from_each():
         ("training", train),
         ("online-inference", lent),
     }
+
+
+def member(name: str, group: str, scheduler: str = "rackwise", **meta: Any) -> Pod:
+    """A pod group's member bound to h0-0."""
+    labels = {"scheduling.x-k8s.io/pod-group": group}
+    return pod(name, "h0-0", scheduler=scheduler, labels=labels, **meta)
+
+
+def test_a_pod_groups_members_leave_only_while_being_deleted_and_unfinished():
+    going = "2026-12-01T00:00:00Z"
+    pods = [
+        member("kept", "g"),
+        member("going", "g", deletionTimestamp=going),
+        member("done", "g", deletionTimestamp=going, phase="Succeeded"),
+        member("other", "g", scheduler="default-scheduler", deletionTimestamp=going),
+    ]
+    found = departing(pods, CONFIG)
+    assert {k: [p.meta.name for p in v] for k, v in found.items()} == {
+        "podgroup:default/g": ["going"]
+    }
+    [gang] = leaving(found, set(found), set(), state(), 0.0, CONFIG.gpu_resource)
+    assert gang.key == "podgroup:default/g@training"

@@ -619,3 +619,28 @@ def test_a_deleted_jobs_terminating_pods_stay_reserved_for_the_blocked_gang(api,
         reconciler.cycle()
     assert all(api.nodes_of("big").values())
     assert not any(api.nodes_of("small").values())
+
+
+def test_a_pod_groups_terminating_member_stays_reserved_for_the_blocked_gang(api, reconciler):
+    """A pod group's member holds a host and is being deleted (its group is never listed as
+    running). big (all 4 hosts) arrives: its reservation counts on that host coming back
+    (binding/leaving.py), so small waits instead of being backfilled onto a host big needs."""
+    api.linger = True
+    api.add_member("g", 0, at="2026-12-01T00:00:00Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 1}}
+    )
+    reconciler.cycle()
+    [member] = api.members("g")
+    assert member["spec"].get("nodeName")
+    api.delete_pod("default", member["metadata"]["name"])
+    api.submit("big", 4, at="2026-12-01T00:01:00Z")
+    api.submit("small", 1, at="2026-12-01T00:02:00Z")
+    for _ in range(3):
+        reconciler.cycle()
+    assert not any(api.nodes_of("small").values())
+    assert api.reason("small") == "WaitingForReservation"
+    api.gone()
+    for _ in range(2):
+        reconciler.cycle()
+    assert all(api.nodes_of("big").values())
