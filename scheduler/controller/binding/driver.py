@@ -55,6 +55,18 @@ def _assignment(view: JobView, pod: Pod, host: str) -> PodAssignment:
     return PodAssignment(rank=rank, host=host, role=role, role_rank=index if role else None)
 
 
+@dataclass(frozen=True)
+class Gangs:
+    """What a cycle hands the queue: TrainingJobs waiting (each with its unbound pods) and
+    running, pod groups waiting, and gangs whose pods still hold hosts while they go
+    (binding/leaving.py), which a reservation counts on."""
+
+    pending: Pending
+    running: Bound
+    groups: dict[str, Waiting]
+    leaving: Sequence[Running] = ()
+
+
 @dataclass
 class QueueDriver:
     config: OperatorConfig
@@ -86,19 +98,12 @@ class QueueDriver:
         return False
 
     def place(
-        self,
-        pending: Pending,
-        running: Bound,
-        state: ClusterState | None,
-        report: CycleReport,
-        groups: dict[str, Waiting],
-        teams: bool = False,
-        leaving: Sequence[Running] = (),
+        self, gangs: Gangs, state: ClusterState | None, report: CycleReport, teams: bool = False
     ) -> None:
         """Every waiting gang, pod group or TrainingJob, goes into the queue the same way.
         With teams' quotas (`teams`), the queue is told the running gangs every cycle, so that
-        their Queues' numbers hold even when nothing waits. `leaving`: gangs whose pods still
-        hold hosts while they go (binding/leaving.py), which a reservation counts on."""
+        their Queues' numbers hold even when nothing waits."""
+        pending, running, groups = gangs.pending, gangs.running, gangs.groups
         waiting = {**groups, **{uid: w for uid, (_, w) in pending.items()}}
         report.pending += len(waiting)
         depth = dict.fromkeys(self.config.pool_names, 0)
@@ -117,7 +122,7 @@ class QueueDriver:
             if not teams:
                 return  # nothing waits: no need to describe every running gang to the queue
         holding = [r for r in (self._running(state, *vp) for vp in running.values()) if r]
-        decisions = self.queue.cycle(self.clock(), state.snapshot, holding, leaving)
+        decisions = self.queue.cycle(self.clock(), state.snapshot, holding, gangs.leaving)
         apply(decisions, _CycleEffects(self, pending, running, state, report, groups))
         self._nominate(decisions, waiting, state)
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from scheduler.controller.binding.driver import CycleReport, QueueDriver
+from scheduler.controller.binding.driver import CycleReport, Gangs, QueueDriver
 from scheduler.controller.binding.leaving import leaving
 from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
@@ -217,7 +217,7 @@ class Reconciler:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
         going = [] if state is None else self._leaving(pods, owned, set(live), set(running), state)
-        self.driver.place(pending, running, state, report, waiting, teams.on, going)
+        self.driver.place(Gangs(pending, running, waiting, going), state, report, teams.on)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)
         self._launch(report)
