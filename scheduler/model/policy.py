@@ -94,6 +94,9 @@ class SchedulingPolicy(_Knobs):
     # breaking a wholly free rack in J, as a share of one host crossing
     fragmentation_share: float = Field(default=0.05, ge=0, le=1, alias="fragmentationShare")
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5, alias="fragmentationWeight")
+    # J prices each uplink a training gang crosses by the running gangs already crossing it
+    # (placement/scoring.py, its load term); off: by its ring weight alone
+    contention: bool = True
     # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
     # placed again together when that lowers their total J; below 2 switches it off
     joint_gangs: int = Field(default=8, ge=0, alias="jointGangs")
@@ -134,6 +137,7 @@ class SchedulingPolicy(_Knobs):
         return self.model_copy(
             update={
                 "fragmentation_share": 0.0,
+                "contention": False,
                 "joint_gangs": 0,
                 "defrag_moves_per_hour": 0.0,
                 "lending": lending,

@@ -1,23 +1,33 @@
 """What rackwise minimises for a training gang, and reports as `objective`:
 
     J = sum over levels of  w_l x ring_crossings(k_l)      (ring edges crossing the level)
+      + sum over levels of  w_l x sum over the domains d it uses there, when k_l >= 2,
+                                of g_d                      (the load already on d's uplink)
       + sum over levels of  p_l x (k_l - 1)                (preferred levels: extra domains)
       + f x (fresh racks used, when the gang spans racks)  (capacity it breaks)
 
-with k_l the gang's domains at level l, w_l the link seconds of one ring edge there, p_l the
-preferred-level weight and f the fresh-rack weight (a small share of one host crossing). The
-ring part equals `cost.traffic()` for a pure data-parallel gang under depth-first rank order;
-for pipeline-parallel gangs it is a proxy, and `cost` (the traffic model) is reported apart.
-`optimal` and `bound` always refer to J."""
+with k_l the gang's domains at level l, w_l the link seconds of one ring edge there, g_d the
+running gangs whose traffic crosses the uplink of domain d (rack level and up; known where the
+queue keeps them, placement/uplinks.py, else 0), p_l the preferred-level weight and f the
+fresh-rack weight (a small share of one host crossing). The load term is the ring term under
+fair sharing: a ring that leaves d through an uplink g_d other gangs cross gets 1/(g_d + 1) of
+it, so its crossing there takes (1 + g_d) times as long (the simulator's max-min sharing,
+topology/sharing.py); nothing in it is tuned. The ring part equals `cost.traffic()` for a pure
+data-parallel gang under depth-first rank order; for pipeline-parallel gangs it is a proxy,
+and `cost` (the traffic model) is reported apart. `optimal` and `bound` always refer to J."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
 from scheduler.placement.bounds import ring_crossings
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.fragments import Prices
+from scheduler.placement.snapshot import Snapshot
 from scheduler.topology.fabric import Fabric
 
 RACK = Tier.RACK
@@ -50,9 +60,9 @@ def objective(
     """J of the placement `counts` (host -> pods)."""
     fabric = capacity.snapshot.fabric
     hosts = [h for h, n in counts.items() if n > 0]
-    spans = [len({fabric.domain[level][h] for h in hosts}) for level in range(fabric.depth)]
+    spans = _spans(fabric, hosts)
     prefs = preference_weights(capacity.snapshot.fabric, capacity.gang, weights)
-    value = sum(w * ring_crossings(k) for w, k in zip(weights, spans, strict=True))
+    value = _traffic(capacity.snapshot, hosts, spans, weights)
     value += sum(p * (k - 1) for p, k in zip(prefs, spans, strict=True))
     if spans[RACK] >= 2:
         free = set(range(len(fabric.names[RACK]))) - capacity.snapshot.busy_racks()
@@ -61,9 +71,41 @@ def objective(
 
 
 def ring_cost(capacity: Capacity, counts: Mapping[int, int], weights: Sequence[float]) -> float:
-    fabric = capacity.snapshot.fabric
+    """J's ring and load terms (what the traffic costs, without preferences or fresh racks)."""
     hosts = [h for h, n in counts.items() if n > 0]
-    return sum(
-        weights[level] * ring_crossings(len({fabric.domain[level][h] for h in hosts}))
-        for level in range(fabric.depth)
-    )
+    return _traffic(capacity.snapshot, hosts, _spans(capacity.snapshot.fabric, hosts), weights)
+
+
+def _spans(fabric: Fabric, hosts: Sequence[int]) -> list[int]:
+    """k_l: the domains the hosts take at each level."""
+    return [len({fabric.domain[level][h] for h in hosts}) for level in range(fabric.depth)]
+
+
+def _traffic(
+    snapshot: Snapshot, hosts: Sequence[int], spans: Sequence[int], weights: Sequence[float]
+) -> float:
+    """J's ring and load terms."""
+    ring = sum(w * ring_crossings(k) for w, k in zip(weights, spans, strict=True))
+    return ring + crossing_load(snapshot, hosts, weights, spans)
+
+
+def crossing_load(
+    snapshot: Snapshot, hosts: Sequence[int], weights: Sequence[float], spans: Sequence[int]
+) -> float:
+    """J's load term: at each level the gang spans (two domains or more, rack and up), w_l x
+    the running gangs crossing the uplinks of the domains it uses there (0 when not known)."""
+    if snapshot.uplinks is None:
+        return 0.0
+    fabric, used = snapshot.fabric, np.asarray(hosts, dtype=np.int64)
+    value = 0.0
+    for level, load in snapshot.uplinks().items():
+        if spans[level] >= 2:
+            value += weights[level] * float(load[np.unique(fabric.columns[level][used])].sum())
+    return value
+
+
+def crossing_prices(snapshot: Snapshot, weights: Sequence[float]) -> Prices | None:
+    """The load term as the tree DP's per-domain prices (treedp.solve_tree's `crossing`)."""
+    if snapshot.uplinks is None:
+        return None
+    return {lv: load.astype(np.float64) * weights[lv] for lv, load in snapshot.uplinks().items()}

@@ -77,6 +77,7 @@ class TreeDP:
         breaks: Prices | None = None,
         racks: Racks | None = None,
         prior: Prior | None = None,
+        crossing: Prices | None = None,
     ) -> None:
         self.work = work  # knapsack cells a parent solves exactly (knapsack.scale_for)
         self.capacity = capacity
@@ -90,6 +91,9 @@ class TreeDP:
         # whole groups per domain at each level (slices, TP groups)
         self.size = slices.sizes(self.fabric, capacity.gang)
         self.racks = racks if racks is not None and racks.work == work else None
+        # what crossing each domain's uplink costs beyond its ring weight (scoring.py: the
+        # running gangs that cross it), paid per child of a merge like the ring weight
+        self.crossing = crossing or {}
 
     def leaves(self) -> list[Node]:
         """Every leaf's vector at once: F[x] = (hosts needed for x) x the per-host weight, its
@@ -187,11 +191,11 @@ class TreeDP:
             if not self.judge.worth(level + 1):
                 break
             groups: dict[int, list[tuple[Node, float]]] = {}
-            prices = self.judge.prices(level)
+            prices, load = self.judge.prices(level), self.crossing.get(level)
             for d, node in level_nodes.items():
                 up = fabric.parent[level][d] if level < fabric.top else 0
                 extra = w[level] + (self.fresh_rack if level == RACK and d in fresh else 0.0)
-                extra += float(prices[d])
+                extra += float(prices[d]) + (float(load[d]) if load is not None else 0.0)
                 groups.setdefault(up, []).append((node, extra))
             level_nodes = self.parents(level + 1, groups)
             self.judge.judge(list(level_nodes.values()))
@@ -266,6 +270,7 @@ def solve_tree(
     breaks: Prices | None = None,
     racks: Racks | None = None,
     prior: Prior | None = None,
+    crossing: Prices | None = None,
 ) -> DPResult | None:
     """Best placement inside one domain of level <= allowed_top (the required level).
 
@@ -274,19 +279,22 @@ def solve_tree(
     Parents wider than `work` knapsack cells are merged coarse (knapsack.py); when the result
     is not within TOLERANCE of its own lower bound, the whole tree is solved again exactly.
     `breaks` adds each touched domain's price (fragments.py) to what is minimised; `value` and
-    `bound` then include it. `racks`, from an earlier solve of the same gang on the same
-    capacity, saves building the tree up to the rack level again; `prior`, from that solve,
-    skips the domains that cannot hold the new optimum."""
+    `bound` then include it. `crossing` adds, per domain of the rack level and above, what
+    crossing its uplink costs beyond the ring weight, paid where the ring weight is (J's load
+    term, scoring.py): `value` and `bound` are then J's. `racks`, from an earlier solve of the
+    same gang on the same capacity, saves building the tree up to the rack level again;
+    `prior`, from that solve, skips the domains that cannot hold the new optimum."""
     n = capacity.gang.pods
     fits = capacity.pods >= n
     if fits.any():
         host = best_fit_host(capacity, capacity.hosts[fits], capacity.pods[fits])
         return DPResult({host: n}, 0.0, 0.0)
     weighted = [w + p for w, p in zip(weights, penalty, strict=True)]
-    dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, work, breaks, racks, prior)
+    args = (capacity, weighted, fresh_rack, allowed_top, penalty)
+    dp = TreeDP(*args, work, breaks, racks, prior, crossing)
     found = dp.solve()
     if found is not None and found[0] > found[1] * (1 + TOLERANCE):  # coarse and too loose
-        dp = TreeDP(capacity, weighted, fresh_rack, allowed_top, penalty, INF, breaks, None, prior)
+        dp = TreeDP(*args, INF, breaks, None, prior, crossing)
         found = dp.solve()
     if found is None:
         return None

@@ -1,14 +1,13 @@
-"""The load running gangs put on the fabric's uplinks, and a placement's share of it.
+"""The load running gangs put on the fabric's uplinks.
 
 Contract. `crossings` takes the fabric and the placements of the gangs running now and counts,
 for every domain of the rack level and above, the gangs with pods both inside and outside it:
-their traffic crosses its uplink (rings and all-to-all alike leave a domain a gang spans). A
-placement `meets` the sum of those counts over the domains it crosses itself (each domain it
-uses at a level where it uses more than one): how many running gangs its traffic will share an
-uplink with, the quantity that ECMP collisions and oversubscribed tiers charge for (issue
-"Where placement pays": hashed paths with few flows, Gangidi et al. SIGCOMM'24). It decides
-nothing: rackwise breaks ties in J by it (cpsat/solve.py); J, its bound and `optimal` are
-unchanged."""
+their traffic crosses its uplink (rings and all-to-all alike leave a domain a gang spans).
+`Crossings` keeps those counts from one queue cycle to the next. It decides nothing: rackwise's
+J prices each uplink a gang crosses by them (placement/scoring.py, its load term), the queue
+hands them to rackwise's placements (Snapshot.uplinks); the quantity that shared, hashed and
+oversubscribed uplinks charge for (issue "Where placement pays": ECMP with few flows, Gangidi
+et al. SIGCOMM'24)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ import numpy as np
 
 from scheduler.model.placement import Placement
 from scheduler.model.topology import Tier
-from scheduler.placement.fragments import Prices
-from scheduler.placement.snapshot import Array, Snapshot
+from scheduler.placement.snapshot import Array
 from scheduler.topology.fabric import Fabric
 
 RACK = Tier.RACK
@@ -45,15 +43,23 @@ class Crossings:
         }
         self.gangs: dict[str, tuple[Placement, list[tuple[int, Array]]]] = {}
 
-    def of(self, running: Callable[[], Mapping[str, Placement]]) -> Callable[[], dict[int, Array]]:
+    def of(
+        self,
+        running: Callable[[], Mapping[str, Placement]],
+        started: Callable[[], Mapping[str, Placement]],
+    ) -> Callable[[], dict[int, Array]]:
         """The counts once the gangs `running` gives run (key -> placement), brought up to date
-        when first asked for: most queue cycles place no gang that weighs them."""
+        when first asked for (most queue cycles place no gang that weighs them), and then with
+        each gang `started` in the cycle since (a later placement of the same cycle sees it)."""
         done: list[bool] = []
 
         def counts() -> dict[int, Array]:
             if not done:
                 self.update(running())
                 done.append(True)
+            for key, placement in started().items():
+                if key not in self.gangs:
+                    self.add(key, placement)
             return self.counts
 
         return counts
@@ -81,24 +87,3 @@ class Crossings:
         _, spans = self.gangs.pop(key)
         for level, used in spans:
             self.counts[level][used] -= 1
-
-
-def meets(snapshot: Snapshot, counts: Mapping[int, int]) -> int:
-    """The running gangs a placement's traffic shares uplinks with (with repeats: per domain it
-    crosses)."""
-    if snapshot.uplinks is None:
-        return 0
-    fabric = snapshot.fabric
-    hosts = np.fromiter((h for h, n in counts.items() if n > 0), np.int64)
-    total = 0
-    for level, load in snapshot.uplinks().items():
-        used = np.unique(fabric.columns[level][hosts])
-        if len(used) > 1:
-            total += int(load[used].sum())
-    return total
-
-
-def prices(snapshot: Snapshot) -> Prices:
-    """The counts as the tree DP's per-domain prices (fragments.Prices)."""
-    known = snapshot.uplinks() if snapshot.uplinks is not None else {}
-    return {level: load.astype(np.float64) for level, load in known.items()}

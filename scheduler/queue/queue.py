@@ -183,10 +183,14 @@ class SchedulingQueue:
 
     def _uplinks(self, snapshot: Snapshot, c: Cycle) -> Callable[[], dict[int, Array]]:
         """The running gangs crossing each domain's uplink, kept between cycles and brought up
-        to date only in a cycle that asks (what runs is listed only then)."""
+        to date only in a cycle that asks (what runs is listed only then), then with each of
+        the cycle's starts."""
         if self._crossings is None or self._crossings.fabric is not snapshot.fabric:
             self._crossings = Crossings(snapshot.fabric)
-        return self._crossings.of(lambda: {r.key: r.placement for r in c.running})
+        return self._crossings.of(
+            lambda: {r.key: r.placement for r in c.running},
+            lambda: {r.key: r.placement for r in c.started},
+        )
 
     # teams
     def use_teams(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
@@ -279,8 +283,8 @@ class SchedulingQueue:
         c = self._new_cycle(now, snapshot, running)
         c.leaving = list(leaving)
         self._teams.begin(c)
-        if self.config.place.policy == RACKWISE:  # its tie-break weighs the uplinks' load
-            c.work.uplinks = self._uplinks(snapshot, c)
+        if self.config.place.policy == RACKWISE and self.config.policy.contention:
+            c.work.uplinks = self._uplinks(snapshot, c)  # J prices the uplinks' load
         self._preempting.settle(c)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()

@@ -49,8 +49,14 @@ ORACLE_POLICY = "kueue-best-fit"
 VARIANTS: dict[str, dict[str, Any]] = {
     "rackwise -frag": {"fragmentation_share": 0.0},
     "rackwise -joint": {"joint_gangs": 0},
+    "rackwise -contention": {"contention": False},
     "rackwise +defrag": {"defrag_moves_per_hour": 4.0},
-    "rackwise (none)": {"fragmentation_share": 0.0, "joint_gangs": 0, "defrag_moves_per_hour": 0.0},
+    "rackwise (none)": {
+        "fragmentation_share": 0.0,
+        "contention": False,
+        "joint_gangs": 0,
+        "defrag_moves_per_hour": 0.0,
+    },
 }
 # what the document keeps of each run, under these keys (README, "rackwise compare")
 PROTOCOL_KEYS: tuple[str, ...] = (

@@ -2,7 +2,8 @@
 
 Variables: pods x and hosts used u per bin; a boolean y per domain at every level above the
 bins' leaf; per level the count k of domains spanned and a boolean `many` for k >= 2, so the
-ring crossings at that level are exactly k - 1 + many (0 when the gang stays in one domain).
+ring crossings at that level are exactly k - 1 + many (0 when the gang stays in one domain);
+a boolean z per domain with running gangs on its uplink, set where the gang crosses it.
 """
 
 from __future__ import annotations
@@ -157,6 +158,21 @@ def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExpr:
     )
 
 
+def load_terms(gm: GangModel, capacity: Capacity, weights: list[int]) -> cp_model.LinearExpr:
+    """J's load term (scoring.py): w_l x the running gangs crossing a used domain's uplink, for
+    each domain at a level the gang spans (z >= y + many - 1: a minimisation sets z to it)."""
+    known = capacity.snapshot.uplinks
+    loads = known() if known is not None else {}
+    terms = []
+    for (level, d), y in gm.used_domain.items():
+        gangs = int(loads[level][d]) if level in loads else 0
+        if gangs and weights[level]:
+            z = gm.model.new_bool_var(f"z{level}_{d}")
+            gm.model.add(z >= y + gm.many[level] - 1)
+            terms.append(weights[level] * gangs * z)
+    return total(terms)
+
+
 def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
     gang = capacity.gang
     objective = objective_of(gang)
@@ -171,7 +187,8 @@ def _objective(gm: GangModel, capacity: Capacity, weights: list[int]) -> None:
     )
     best_fit = total(b.slots * u for b, u in zip(gm.bins, gm.used, strict=True))
     if objective == "pack":
-        gm.model.minimize(ring_terms(gm, weights) + fresh_racks + preferred)
+        ring = ring_terms(gm, weights) + load_terms(gm, capacity, weights)
+        gm.model.minimize(ring + fresh_racks + preferred)
     elif objective == "fill":
         gm.model.minimize(1000 * fresh_racks + 100 * fresh_hosts + best_fit + preferred)
     else:  # spread: as many racks as the per-rack cap and the gang allow, then fill fragments

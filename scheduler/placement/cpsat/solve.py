@@ -10,7 +10,6 @@ from ortools.sat.python import cp_model
 
 from scheduler.model.gang import objective_of
 from scheduler.model.placement import PlaceConfig
-from scheduler.placement import uplinks
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
@@ -19,6 +18,7 @@ from scheduler.placement.cpsat.bins import Bin, bins_of, fill, make_bins
 from scheduler.placement.cpsat.model import SCALE, GangModel, build
 from scheduler.placement.fragments import Breakage, Prices
 from scheduler.placement.scoring import (
+    crossing_prices,
     fresh_rack_weight,
     objective,
     preference_weights,
@@ -61,10 +61,9 @@ def solve(
     ):
         found = _tree(capacity, weights, fresh)
         if found is not None:
-            chosen = _less_broken(
+            return _less_broken(
                 capacity, weights, fresh, found, config.scheduling.fragmentation_share
             )
-            return _less_loaded(capacity, weights, fresh, found, chosen)
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = objective_of(gang) == "pack"
@@ -89,10 +88,10 @@ def _tree(
     fabric = capacity.snapshot.fabric
     top = fabric.index(gang.required_level) if gang.required_level else fabric.top
     prefs = preference_weights(fabric, gang, weights)
-    return solve_tree(capacity, weights, top, fresh, prefs, breaks=breaks, racks=racks, prior=prior)
-
-
-TIE = 1e-3  # contention prices at most this share of J: they choose among equal J only
+    load = crossing_prices(capacity.snapshot, weights)
+    return solve_tree(
+        capacity, weights, top, fresh, prefs, breaks=breaks, racks=racks, prior=prior, crossing=load
+    )
 
 
 def _less_broken(
@@ -129,44 +128,6 @@ def _less_broken(
     # a coarse first solve may leave P0 up to 1% above the optimum: P1 can then cost less
     premium = max(0.0, j1 / j0 - 1)
     return Solution(other.counts, best.bound, "tree-dp", premium, breakage)
-
-
-def _less_loaded(
-    capacity: Capacity, weights: list[float], fresh: float, best: DPResult, chosen: Solution
-) -> Solution:
-    """Among placements of the same J that break no more, one whose traffic meets fewer
-    running gangs on the uplinks it crosses (placement/uplinks.py): the tree solved again with
-    those counts as prices small beside J (TIE of it), kept only when its J is no higher, it
-    breaks no more free capacity, spans no more domains and meets fewer gangs. A tie-break: J,
-    its bound and the labels stay those of the placement it replaces."""
-    snapshot = capacity.snapshot
-    counts = chosen.counts
-    if counts is None or snapshot.uplinks is None or len(counts) < 2:
-        return chosen
-    met = uplinks.meets(snapshot, counts)
-    if met == 0:
-        return chosen
-    j0 = objective(capacity, counts, weights, fresh)
-    prices = {lv: p * (TIE * j0 / met) for lv, p in uplinks.prices(snapshot).items()}
-    breakage = chosen.breakage
-    f0 = breakage.value(snapshot, counts) if breakage is not None else 0.0
-    if breakage is not None and f0 > 0:
-        prices = {lv: p + breakage.prices[lv] * (TIE * j0 / f0) for lv, p in prices.items()}
-    other = _tree(capacity, weights, fresh, prices, best.racks)
-    if other is None:
-        return chosen
-    j1 = objective(capacity, other.counts, weights, fresh)
-    f1 = breakage.value(snapshot, other.counts) if breakage is not None else 0.0
-    if (
-        uplinks.meets(snapshot, other.counts) >= met
-        or j1 > j0 * (1 + 1e-12)
-        or f1 > f0 * (1 + 1e-12)
-        or _wider(capacity, other.counts, counts)
-    ):
-        return chosen
-    optimum = j0 / (1 + chosen.premium)  # the J-optimum the premium is counted from
-    premium = max(0.0, j1 / optimum - 1) if optimum > 0 else 0.0
-    return Solution(other.counts, chosen.bound, chosen.engine, premium, breakage)
 
 
 def _wider(capacity: Capacity, new: dict[int, int], old: dict[int, int]) -> bool:

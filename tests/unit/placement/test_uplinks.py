@@ -1,15 +1,23 @@
-"""The uplinks' load (placement/uplinks.py) and rackwise's tie-break by it (cpsat/solve.py,
-_less_loaded): counted by hand, and never traded for J."""
+"""The uplinks' load (placement/uplinks.py) and J's load term (placement/scoring.py): counted
+and priced by hand. Its labels against brute force: tests/unit/placement/test_exact_labels.py
+(tiny fabrics with running gangs on their uplinks)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
+import numpy as np
 import pytest
 
-from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
+from scheduler.model import GangRequest, PlaceConfig, Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot, place, validate
-from scheduler.placement.uplinks import crossings, meets
+from scheduler.placement.api import j_value
+from scheduler.placement.bounds import lower_bound
+from scheduler.placement.capacity import Capacity
+from scheduler.placement.cpsat.solve import model_solve
+from scheduler.placement.scoring import level_weights
+from scheduler.placement.uplinks import Crossings, crossings
 from scheduler.topology import Fabric, generate
 
 # 2 spines x 2 racks x 2 hosts: racks r0, r1 under s0; r2, r3 under s1 (hosts h<rack>-<i>)
@@ -34,66 +42,86 @@ def test_a_gang_crosses_the_uplink_of_every_domain_it_spans():
     assert sorted(spines.values()) == [1, 1]  # only the second gang leaves its spine
 
 
-def counts(snapshot: Snapshot, placement: Placement) -> dict[int, int]:
-    index = snapshot.fabric.host_index
-    return {index[h]: n for h, n in placement.hosts("").items()}
-
-
-def taken(*hosts: str) -> Snapshot:
-    snapshot = Snapshot(Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8)))
+def taken(fabric: Fabric, *hosts: str) -> Snapshot:
+    snapshot = Snapshot(fabric)
     for h in hosts:
         snapshot.use(h, 8)
     return snapshot
 
 
-def test_of_equal_placements_the_one_meeting_fewer_running_gangs_is_taken():
-    """One free host per rack: a two-pod gang spans two racks whichever it takes (equal J).
-    A running gang crosses the uplinks of r1 and r2, the pair the gang takes when it does not
-    look: it takes r0 and one of them."""
-    snapshot = taken("h0-0", "h1-0", "h2-0")
+def loaded(snapshot: Snapshot, **gangs: int) -> None:
+    """Running gangs crossing each named rack's uplink, by hand."""
+    rack = snapshot.fabric.index("rack")
+    load = {lv: np.zeros(len(snapshot.fabric.names[lv]), dtype=np.int64) for lv in (rack,)}
+    for name, n in gangs.items():
+        short = [full.rsplit("/", 1)[-1] for full in snapshot.fabric.names[rack]]
+        load[rack][short.index(name)] = n
+    snapshot.uplinks = lambda: load
+
+
+def racks_of(snapshot: Snapshot, hosts: Iterable[str]) -> set[str]:
+    rack = snapshot.fabric.index("rack")
+    index = snapshot.fabric.host_index
+    names = [full.rsplit("/", 1)[-1] for full in snapshot.fabric.names[rack]]
+    return {names[snapshot.fabric.domain[rack][index[h]]] for h in hosts}
+
+
+def test_of_placements_with_equal_rings_the_one_crossing_fewer_running_gangs_is_taken():
+    """One free host per rack: a two-pod gang spans two racks whichever it takes (equal ring
+    term). One running gang crosses the uplinks of r1 and r2: the gang takes r0 and one of
+    them, and J counts that one gang once, at the rack weight (scoring.py's load term)."""
+    fabric = Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8))
+    snapshot = taken(fabric, "h0-0", "h1-0", "h2-0")
     gang = GangRequest(name="g", pods=2)
     [blind] = place(snapshot, [gang])
-    load = crossings(snapshot.fabric, [running("h1-0", "h2-0")])
-    snapshot.uplinks = lambda: load
+    loaded(snapshot, r1=1, r2=1)
     [aware] = place(snapshot, [gang])
     validate(snapshot, gang, aware)
-    assert meets(snapshot, counts(snapshot, aware)) == 1
-    assert meets(snapshot, counts(snapshot, blind)) == 2
-    assert (aware.objective, aware.bound, aware.optimal) == (
-        blind.objective,
-        blind.bound,
-        blind.optimal,
-    )
+    assert "r0" in racks_of(snapshot, aware.hosts())
+    w = level_weights(fabric, gang)[fabric.index("rack")]
+    assert aware.objective == pytest.approx(blind.objective + w)
+    assert aware.optimal
+    assert aware.bound == pytest.approx(aware.objective)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_tie_break_never_costs_j_nor_changes_a_label(seed):
-    rng = random.Random(seed)
-    fabric = Fabric(generate(blocks=2, racks=2, hosts=3, gpus=8))
-    snapshot = Snapshot(fabric)
-    names = [h.name for h in fabric.hosts]
-    for h in names:
-        if rng.random() < 0.5:
-            snapshot.use(h, rng.choice([4, 8]))
-    others = [running(*rng.sample(names, rng.randint(2, 4))) for _ in range(rng.randint(1, 4))]
-    gang = GangRequest(name="g", pods=rng.randint(2, 6), gpus_per_pod=rng.choice([4, 8]))
-    [blind] = place(snapshot, [gang])
-    load = crossings(fabric, others)
-    snapshot.uplinks = lambda: load
-    [aware] = place(snapshot, [gang])
-    assert aware.placed == blind.placed
-    if aware.placed:
-        validate(snapshot, gang, aware)
-        assert aware.objective <= blind.objective * (1 + 1e-12)
-        assert (aware.bound, aware.optimal) == (blind.bound, blind.optimal)
-        assert meets(snapshot, counts(snapshot, aware)) <= meets(snapshot, counts(snapshot, blind))
+@pytest.mark.parametrize("engine", ["tree-dp", "cp-sat model"])
+@pytest.mark.parametrize(("gangs", "crosses_spines"), [(31, False), (33, True)])
+def test_a_gang_leaves_loaded_racks_for_a_spine_crossing_only_when_their_load_outweighs_it(
+    gangs, crosses_spines, engine
+):
+    """Free: one host in r0, r1 (spine s0) and r2 (s1). Inside s0 the gang crosses both loaded
+    uplinks (2 w_r + 2 L w_r); across spines only one, but two spine crossings (2 w_r + 2 w_s +
+    L w_r). With w_s = 16 w_r the spine pays off past L = 32 gangs, by hand. The tree DP proves
+    it; the CP-SAT model alone (no warm start: its own load terms) finds the same."""
+    snapshot = taken(FABRIC, "h0-0", "h1-0", "h2-0", "h3-0", "h3-1")
+    gang = GangRequest(name="g", pods=2)
+    loaded(snapshot, r0=gangs, r1=gangs)
+    w = level_weights(FABRIC, gang)
+    if engine == "tree-dp":
+        [p] = place(snapshot, [gang])
+        validate(snapshot, gang, p)
+        assert p.optimal
+        counts, value = p.hosts(), p.objective
+    else:
+        capacity = Capacity.of(snapshot, gang)
+        config = PlaceConfig.of(work_limit=5)
+        found = model_solve(capacity, lower_bound(capacity, w), w, config, None)
+        assert found is not None
+        names = [h.name for h in FABRIC.hosts]
+        counts = {names[h]: n for h, n in found.counts.items() if n}
+        value = j_value(capacity, found.counts, config)
+    rack, spine = w[FABRIC.index("rack")], w[FABRIC.index("spine")]
+    inside = 2 * rack + 2 * gangs * rack
+    across = 2 * rack + 2 * spine + gangs * rack
+    assert ("r2" in racks_of(snapshot, counts)) is crosses_spines
+    below = 2 * (w[FABRIC.index("host")] + w[FABRIC.index("nvlink")])
+    assert value == pytest.approx(below + min(inside, across))
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_counts_kept_between_cycles_equal_counts_made_afresh(seed):
     """Gangs start, end and move (same key, new placement) at random: what `Crossings` keeps
     is what counting every running gang again gives."""
-    from scheduler.placement.uplinks import Crossings
 
     rng = random.Random(seed)
     names = [h.name for h in FABRIC.hosts]
@@ -107,3 +135,12 @@ def test_counts_kept_between_cycles_equal_counts_made_afresh(seed):
         kept.update(now)
         fresh = crossings(FABRIC, now.values())
         assert all((kept.counts[lv] == fresh[lv]).all() for lv in fresh)
+
+
+def test_a_gang_started_in_the_cycle_counts_for_the_next_placement_of_the_same_cycle():
+    rack = FABRIC.index("rack")
+    started: dict[str, Placement] = {}
+    counts = Crossings(FABRIC).of(lambda: {"a": running("h0-0", "h1-0")}, lambda: started)
+    assert by_name(rack, counts()[rack]) == {"c0/s0/r0": 1, "c0/s0/r1": 1}
+    started["b"] = running("h1-1", "h2-0")
+    assert by_name(rack, counts()[rack]) == {"c0/s0/r0": 1, "c0/s0/r1": 2, "c0/s1/r2": 1}

@@ -4,17 +4,20 @@ Each case is small enough to enumerate every spread, and built to hold what trip
 before: domain names that repeat under different parents (rack r0 under both spines, NVLink
 domain nv0 in several racks), racks where some hosts share an NVLink domain and others have
 none, tainted, labelled, pod-capped and down hosts, CPU already used, slices at every level at
-or below the required level (and TP groups across hosts), preferred levels."""
+or below the required level (and TP groups across hosts), preferred levels, running gangs on
+the uplinks."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 from scheduler.model import GangRequest, ParallelShape
 from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
 from scheduler.model.gang import Slice
-from scheduler.model.topology import LEVELS, HostSpec, TopologySpec
+from scheduler.model.topology import LEVELS, HostSpec, Tier, TopologySpec
 from scheduler.placement import Snapshot
 from scheduler.topology import Fabric
 
@@ -35,7 +38,22 @@ class Case:
 def case(seed: int) -> Case:
     rng = random.Random(seed)
     fabric = Fabric(TopologySpec(hosts=tuple(_hosts(rng))))
-    return Case(seed, _occupied(rng, fabric), _gang(rng, fabric))
+    snapshot, gang = _occupied(rng, fabric), _gang(rng, fabric)
+    _crossed(random.Random(f"uplinks {seed}"), snapshot)  # its own draws: the cases above stay
+    return Case(seed, snapshot, gang)
+
+
+def _crossed(rng: random.Random, snapshot: Snapshot) -> None:
+    """In half the cases, running gangs on the uplinks (0-3 per domain, rack level and up):
+    J's load term (placement/scoring.py) is then in every engine's objective and label."""
+    if rng.random() < 0.5:
+        return
+    fabric = snapshot.fabric
+    load = {
+        level: np.array([rng.choice([0, 0, 1, 3]) for _ in fabric.names[level]], dtype=np.int64)
+        for level in range(Tier.RACK, fabric.depth)
+    }
+    snapshot.uplinks = lambda: load
 
 
 def _hosts(rng: random.Random) -> list[HostSpec]:
