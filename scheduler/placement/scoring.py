@@ -27,7 +27,7 @@ from scheduler.model.topology import Tier
 from scheduler.placement.bounds import ring_crossings
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.fragments import Prices
-from scheduler.placement.snapshot import Snapshot
+from scheduler.placement.snapshot import Array, Snapshot
 from scheduler.topology.fabric import Fabric
 
 RACK = Tier.RACK
@@ -89,23 +89,30 @@ def _traffic(
     return ring + crossing_load(snapshot, hosts, weights, spans)
 
 
+def shared_uplinks(snapshot: Snapshot) -> dict[int, Array]:
+    """g_d at the levels whose uplinks are oversubscribed (level -> per domain): a 1:1 uplink
+    carries every host below it at its NIC rate, so the gangs crossing it never slow each
+    other there (the simulator's sharing models); none when the running gangs are not known."""
+    if snapshot.uplinks is None:
+        return {}
+    levels = snapshot.fabric.spec.levels
+    return {lv: g for lv, g in snapshot.uplinks().items() if levels[lv].oversubscription > 1}
+
+
 def crossing_load(
     snapshot: Snapshot, hosts: Sequence[int], weights: Sequence[float], spans: Sequence[int]
 ) -> float:
     """J's load term: at each level the gang spans (two domains or more, rack and up), w_l x
-    the running gangs crossing the uplinks of the domains it uses there (0 when not known)."""
-    if snapshot.uplinks is None:
-        return 0.0
+    the running gangs crossing the uplinks of the domains it uses there (shared_uplinks)."""
     fabric, used = snapshot.fabric, np.asarray(hosts, dtype=np.int64)
     value = 0.0
-    for level, load in snapshot.uplinks().items():
+    for level, load in shared_uplinks(snapshot).items():
         if spans[level] >= 2:
             value += weights[level] * float(load[np.unique(fabric.columns[level][used])].sum())
     return value
 
 
-def crossing_prices(snapshot: Snapshot, weights: Sequence[float]) -> Prices | None:
+def crossing_prices(snapshot: Snapshot, weights: Sequence[float]) -> Prices:
     """The load term as the tree DP's per-domain prices (treedp.solve_tree's `crossing`)."""
-    if snapshot.uplinks is None:
-        return None
-    return {lv: load.astype(np.float64) * weights[lv] for lv, load in snapshot.uplinks().items()}
+    shared = shared_uplinks(snapshot).items()
+    return {lv: load.astype(np.float64) * weights[lv] for lv, load in shared}

@@ -100,6 +100,8 @@ def fragmentation(fabric: Fabric, snapshot: Snapshot) -> tuple[int, int]:
 
 class Simulation:
     def __init__(self, fabric: Fabric, jobs: list[TraceJob], policy: str, config: SimConfig):
+        known = config.fabric.provisioned(fabric.spec)  # the ratios the scheduler is told
+        fabric = fabric if known is fabric.spec else Fabric(known)
         self.fabric = fabric
         self.policy = policy
         self.config = config

@@ -29,7 +29,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.model.topology import Tier
+from scheduler.model.topology import Tier, TopologySpec
 
 
 class ProfileName(StrEnum):
@@ -59,8 +59,9 @@ class FabricProfile(Frozen):
     # host; F flows per job per link at an ECMP level (1: plain ECMP; 16: Llama 3's queue pairs)
     per_gpu_nic: bool = True
     flows: int = Field(default=1, ge=1)
-    # level name -> oversubscription, over the profile's rule (never for the oracle): e.g. a
-    # fabric non-blocking inside its pods and 1:7 between them, as Llama 3's, `{core: 7}`
+    # level name -> oversubscription of the links that leave its domains, over the profile's
+    # rule (never for the oracle): e.g. a fabric non-blocking inside its pods (spines) and 1:7
+    # between them, as Llama 3's, `{spine: 7}`
     ratios: dict[str, float] = Field(default_factory=dict)
     # rail-optimised racks (topology/links.py): a rack is a scalable unit whose lane i of every
     # host is cabled to rail switch i; needs the demand model and a NIC per GPU
@@ -89,6 +90,20 @@ class FabricProfile(Frozen):
         if self.name == ProfileName.OVERSUBSCRIBED:
             return 1.0 if level == Tier.RACK else 3.0
         return topology
+
+    def provisioned(self, spec: TopologySpec) -> TopologySpec:
+        """The topology with each level's oversubscription as this profile provisions it: what
+        an operator configured for this fabric would tell rackwise (its J prices the load only
+        on oversubscribed uplinks, placement/scoring.py)."""
+        levels = tuple(
+            level.model_copy(
+                update={
+                    "oversubscription": self.oversubscription(i, level.oversubscription, level.name)
+                }
+            )
+            for i, level in enumerate(spec.levels)
+        )
+        return spec if levels == spec.levels else spec.model_copy(update={"levels": levels})
 
 
 def ecmp_capacity(capacity: float, nic_gbps: float, flows: int) -> float:

@@ -19,6 +19,7 @@ from scheduler.placement import slices
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.bins import Bin
+from scheduler.placement.scoring import shared_uplinks
 
 Expr = cp_model.LinearExprT
 
@@ -161,8 +162,7 @@ def ring_terms(gm: GangModel, weights: list[int]) -> cp_model.LinearExpr:
 def load_terms(gm: GangModel, capacity: Capacity, weights: list[int]) -> cp_model.LinearExpr:
     """J's load term (scoring.py): w_l x the running gangs crossing a used domain's uplink, for
     each domain at a level the gang spans (z >= y + many - 1: a minimisation sets z to it)."""
-    known = capacity.snapshot.uplinks
-    loads = known() if known is not None else {}
+    loads = shared_uplinks(capacity.snapshot)
     terms = []
     for (level, d), y in gm.used_domain.items():
         gangs = int(loads[level][d]) if level in loads else 0

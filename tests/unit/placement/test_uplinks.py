@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from scheduler.model import GangRequest, PlaceConfig, Placement, PlacementStatus, PodAssignment
+from scheduler.model.topology import TopologySpec
 from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.api import j_value
 from scheduler.placement.bounds import lower_bound
@@ -21,7 +22,18 @@ from scheduler.placement.uplinks import Crossings, crossings
 from scheduler.topology import Fabric, generate
 
 # 2 spines x 2 racks x 2 hosts: racks r0, r1 under s0; r2, r3 under s1 (hosts h<rack>-<i>)
-FABRIC = Fabric(generate(blocks=2, racks=2, hosts=2, gpus=8))
+
+
+def shared_racks(spec: TopologySpec) -> Fabric:
+    """The fabric with 2:1 rack uplinks: J prices the load only on oversubscribed uplinks."""
+    levels = tuple(
+        lv.model_copy(update={"oversubscription": 2.0}) if lv.name == "rack" else lv
+        for lv in spec.levels
+    )
+    return Fabric(spec.model_copy(update={"levels": levels}))
+
+
+FABRIC = shared_racks(generate(blocks=2, racks=2, hosts=2, gpus=8))
 
 
 def running(*hosts: str) -> Placement:
@@ -70,7 +82,7 @@ def test_of_placements_with_equal_rings_the_one_crossing_fewer_running_gangs_is_
     """One free host per rack: a two-pod gang spans two racks whichever it takes (equal ring
     term). One running gang crosses the uplinks of r1 and r2: the gang takes r0 and one of
     them, and J counts that one gang once, at the rack weight (scoring.py's load term)."""
-    fabric = Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8))
+    fabric = shared_racks(generate(blocks=1, racks=3, hosts=2, gpus=8))
     snapshot = taken(fabric, "h0-0", "h1-0", "h2-0")
     gang = GangRequest(name="g", pods=2)
     [blind] = place(snapshot, [gang])
@@ -135,6 +147,19 @@ def test_counts_kept_between_cycles_equal_counts_made_afresh(seed):
         kept.update(now)
         fresh = crossings(FABRIC, now.values())
         assert all((kept.counts[lv] == fresh[lv]).all() for lv in fresh)
+
+
+def test_the_load_on_a_one_to_one_uplink_costs_nothing():
+    """A 1:1 rack uplink carries every host below it at its NIC rate: the gangs crossing it
+    never slow each other there, and J does not price them (scoring.shared_uplinks)."""
+    plain = Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8))
+    snapshot = taken(plain, "h0-0", "h1-0", "h2-0")
+    gang = GangRequest(name="g", pods=2)
+    [blind] = place(snapshot, [gang])
+    loaded(snapshot, r1=5, r2=5)
+    [aware] = place(snapshot, [gang])
+    assert aware.objective == pytest.approx(blind.objective)
+    assert aware.hosts() == blind.hosts()
 
 
 def test_a_gang_started_in_the_cycle_counts_for_the_next_placement_of_the_same_cycle():
