@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scheduler.io import load_yaml
-from scheduler.model.topology import TopologySpec
+from scheduler.model.topology import Tier, TopologySpec
 from scheduler.placement import POLICIES
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
@@ -200,16 +200,37 @@ def load_scenario(path: Path) -> tuple[Scenario, Path]:
 
 
 def build_topology(scenario: Scenario, base: Path) -> TopologySpec:
-    """The scenario's topology; ScenarioError when `ecmp` names a level it does not have, or
-    `rails` meet hosts of different sizes."""
+    """The scenario's topology; ScenarioError when `ecmp` or `ratios` name a level it does not
+    have or whose links no flow crosses, or `rails` meet hosts of different sizes."""
     spec = _topology(scenario, base)
-    unknown = [name for name in scenario.fabric.ecmp if name not in spec.names]
-    if unknown:
-        levels = ", ".join(spec.names)
-        raise ScenarioError(f"fabric.ecmp: unknown level {unknown[0]!r}; levels are {levels}")
     if scenario.fabric.rails and not rails_fit(spec.hosts, scenario.fabric.per_gpu_nic):
         raise ScenarioError(f"fabric.rails: {RAILS_NEED}")
+    for field, names in (("ecmp", scenario.fabric.ecmp), ("ratios", scenario.fabric.ratios)):
+        for name in names:
+            _check_level(spec, field, name)
+    if any(spec.names.index(name) < Tier.RACK for name in scenario.fabric.ratios):
+        raise ScenarioError(
+            "fabric.ratios: a host's NIC is never oversubscribed; name switch levels"
+        )
     return spec
+
+
+def _check_level(spec: TopologySpec, field: str, name: str) -> None:
+    """`ecmp` and `ratios` apply to the links that leave a domain of the level they name: it
+    must be a level some flow leaves (a top level of one domain has none: the links between
+    its children are the level below's), or the model they state is dropped in silence."""
+    names = list(spec.names)
+    if name not in names:
+        raise ScenarioError(
+            f"fabric.{field}: unknown level {name!r}; levels are {', '.join(names)}"
+        )
+    at = names.index(name)
+    if at == len(names) - 1 and len({h.domains.get(name) for h in spec.hosts}) < 2:
+        below = names[at - 1]
+        raise ScenarioError(
+            f"fabric.{field}: no link leaves a {name!r} domain (the top level has one); the "
+            f"links between its {below!r} domains leave those: name {below!r}"
+        )
 
 
 def input_files(scenario: Scenario, base: Path) -> list[Path]:
