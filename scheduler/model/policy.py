@@ -94,9 +94,10 @@ class SchedulingPolicy(_Knobs):
     # breaking a wholly free rack in J, as a share of one host crossing
     fragmentation_share: float = Field(default=0.05, ge=0, le=1, alias="fragmentationShare")
     fragmentation_weight: float = Field(default=0.01, ge=0, le=0.5, alias="fragmentationWeight")
-    # J prices each uplink a training gang crosses by the running gangs already crossing it
-    # (placement/scoring.py, its load term); off: by its ring weight alone
-    contention: bool = True
+    # J prices each oversubscribed uplink a training gang crosses by the running gangs already
+    # crossing it (placement/scoring.py, its load term); off by default: measured no better
+    # than the ring weight alone (docs/design.md, "What the objective sees of it")
+    contention: bool = False
     # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
     # placed again together when that lowers their total J; below 2 switches it off
     joint_gangs: int = Field(default=8, ge=0, alias="jointGangs")

@@ -49,7 +49,7 @@ ORACLE_POLICY = "kueue-best-fit"
 VARIANTS: dict[str, dict[str, Any]] = {
     "rackwise -frag": {"fragmentation_share": 0.0},
     "rackwise -joint": {"joint_gangs": 0},
-    "rackwise -contention": {"contention": False},
+    "rackwise +contention": {"contention": True},
     "rackwise +defrag": {"defrag_moves_per_hour": 4.0},
     "rackwise (none)": {
         "fragmentation_share": 0.0,
