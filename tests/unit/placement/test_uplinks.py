@@ -78,16 +78,25 @@ def racks_of(snapshot: Snapshot, hosts: Iterable[str]) -> set[str]:
     return {names[snapshot.fabric.domain[rack][index[h]]] for h in hosts}
 
 
+def blind_and_aware(
+    fabric: Fabric, **gangs: int
+) -> tuple[Snapshot, GangRequest, Placement, Placement]:
+    """One free host per rack, a two-pod gang placed before and after running gangs are put
+    on the named racks' uplinks."""
+    snapshot = taken(fabric, "h0-0", "h1-0", "h2-0")
+    gang = GangRequest(name="g", pods=2)
+    [blind] = place(snapshot, [gang])
+    loaded(snapshot, **gangs)
+    [aware] = place(snapshot, [gang])
+    return snapshot, gang, blind, aware
+
+
 def test_of_placements_with_equal_rings_the_one_crossing_fewer_running_gangs_is_taken():
     """One free host per rack: a two-pod gang spans two racks whichever it takes (equal ring
     term). One running gang crosses the uplinks of r1 and r2: the gang takes r0 and one of
     them, and J counts that one gang once, at the rack weight (scoring.py's load term)."""
     fabric = shared_racks(generate(blocks=1, racks=3, hosts=2, gpus=8))
-    snapshot = taken(fabric, "h0-0", "h1-0", "h2-0")
-    gang = GangRequest(name="g", pods=2)
-    [blind] = place(snapshot, [gang])
-    loaded(snapshot, r1=1, r2=1)
-    [aware] = place(snapshot, [gang])
+    snapshot, gang, blind, aware = blind_and_aware(fabric, r1=1, r2=1)
     validate(snapshot, gang, aware)
     assert "r0" in racks_of(snapshot, aware.hosts())
     w = level_weights(fabric, gang)[fabric.index("rack")]
@@ -153,11 +162,7 @@ def test_the_load_on_a_one_to_one_uplink_costs_nothing():
     """A 1:1 rack uplink carries every host below it at its NIC rate: the gangs crossing it
     never slow each other there, and J does not price them (scoring.shared_uplinks)."""
     plain = Fabric(generate(blocks=1, racks=3, hosts=2, gpus=8))
-    snapshot = taken(plain, "h0-0", "h1-0", "h2-0")
-    gang = GangRequest(name="g", pods=2)
-    [blind] = place(snapshot, [gang])
-    loaded(snapshot, r1=5, r2=5)
-    [aware] = place(snapshot, [gang])
+    _, _, blind, aware = blind_and_aware(plain, r1=5, r2=5)
     assert aware.objective == pytest.approx(blind.objective)
     assert aware.hosts() == blind.hosts()
 
