@@ -363,16 +363,24 @@ def test_a_gang_held_back_by_other_than_gpus_with_nothing_running_waits_without_
     assert "anti[0]" in decisions.waiting["blocked"].message
 
 
-def test_rackwise_sees_the_uplinks_running_gangs_cross():
-    """One free host per rack of three; a running gang spans r1 and r2. Through the queue, as
-    in place_one given the load, the new two-pod gang takes r0 and one other rack."""
-    snap = Snapshot(fabric(blocks=1, racks=3, hosts=2))
+@pytest.mark.parametrize("contention", [True, False])
+def test_rackwise_sees_the_uplinks_running_gangs_cross_when_told_to(contention):
+    """One free host per rack of three, rack uplinks 2:1; a running gang spans r1 and r2.
+    With `contention` on, the queue hands placement the load (as place_one given it) and the
+    new two-pod gang takes r0 and one other rack; off, it takes r1 and r2 (the first pair)."""
+    spec = fabric(blocks=1, racks=3, hosts=2).spec
+    levels = tuple(
+        lv.model_copy(update={"oversubscription": 2.0}) if lv.name == "rack" else lv
+        for lv in spec.levels
+    )
+    snap = Snapshot(Fabric(spec.model_copy(update={"levels": levels})))
     crossing = running(snap, "crossing", ["h1-0", "h2-0"])
     snap.use("h0-0", 8)
-    queue = SchedulingQueue(OFF)
+    config = QueueConfig.of(preemption=Preemption.OFF, contention=contention)
+    queue = SchedulingQueue(config)
     queue.add("new", gang("new", 2), arrival=0)
     [(_, placement)] = queue.cycle(0, snap, [crossing]).starts
-    assert {p.host[:2] for p in placement.pods} & {"h0"}
+    assert bool({p.host[:2] for p in placement.pods} & {"h0"}) is contention
 
 
 def test_a_reservation_is_made_again_when_the_gangs_on_the_same_free_capacity_change():
