@@ -612,13 +612,7 @@ def test_a_deleted_jobs_terminating_pods_stay_reserved_for_the_blocked_gang(api,
     for _ in range(3):
         reconciler.cycle()
     assert api.of("first")["first-0"]["metadata"].get("deletionTimestamp")
-    assert not any(api.nodes_of("small").values())
-    assert api.reason("small") == "WaitingForReservation"
-    api.gone()
-    for _ in range(2):
-        reconciler.cycle()
-    assert all(api.nodes_of("big").values())
-    assert not any(api.nodes_of("small").values())
+    small_waits_until_the_pods_are_gone(api, reconciler)
 
 
 def test_a_pod_groups_terminating_member_stays_reserved_for_the_blocked_gang(api, reconciler):
@@ -638,9 +632,16 @@ def test_a_pod_groups_terminating_member_stays_reserved_for_the_blocked_gang(api
     api.submit("small", 1, at="2026-12-01T00:02:00Z")
     for _ in range(3):
         reconciler.cycle()
+    small_waits_until_the_pods_are_gone(api, reconciler)
+
+
+def small_waits_until_the_pods_are_gone(api: MemoryApi, reconciler: Driven) -> None:
+    """small is not backfilled onto the host the terminating pods hold for big; once they are
+    gone, big takes every host."""
     assert not any(api.nodes_of("small").values())
     assert api.reason("small") == "WaitingForReservation"
     api.gone()
     for _ in range(2):
         reconciler.cycle()
     assert all(api.nodes_of("big").values())
+    assert not any(api.nodes_of("small").values())

@@ -19,6 +19,7 @@ from scheduler.placement.capacity import Capacity
 from scheduler.placement.cpsat.solve import model_solve
 from scheduler.placement.scoring import level_weights
 from scheduler.placement.uplinks import Crossings, crossings
+from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.topology import Fabric, generate
 
 # 2 spines x 2 racks x 2 hosts: racks r0, r1 under s0; r2, r3 under s1 (hosts h<rack>-<i>)
@@ -26,11 +27,7 @@ from scheduler.topology import Fabric, generate
 
 def shared_racks(spec: TopologySpec) -> Fabric:
     """The fabric with 2:1 rack uplinks: J prices the load only on oversubscribed uplinks."""
-    levels = tuple(
-        lv.model_copy(update={"oversubscription": 2.0}) if lv.name == "rack" else lv
-        for lv in spec.levels
-    )
-    return Fabric(spec.model_copy(update={"levels": levels}))
+    return Fabric(FabricProfile(name=ProfileName.TOPOLOGY, ratios={"rack": 2.0}).provisioned(spec))
 
 
 FABRIC = shared_racks(generate(blocks=2, racks=2, hosts=2, gpus=8))

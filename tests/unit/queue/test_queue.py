@@ -11,6 +11,7 @@ from scheduler.model.gang import Role
 from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
+from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.topology import Fabric
 from tests.conftest import place_raises_for
 from tests.unit.queue.helpers import fabric, gang, running
@@ -368,12 +369,8 @@ def test_rackwise_sees_the_uplinks_running_gangs_cross_when_told_to(contention):
     """One free host per rack of three, rack uplinks 2:1; a running gang spans r1 and r2.
     With `contention` on, the queue hands placement the load (as place_one given it) and the
     new two-pod gang takes r0 and one other rack; off, it takes r1 and r2 (the first pair)."""
-    spec = fabric(blocks=1, racks=3, hosts=2).spec
-    levels = tuple(
-        lv.model_copy(update={"oversubscription": 2.0}) if lv.name == "rack" else lv
-        for lv in spec.levels
-    )
-    snap = Snapshot(Fabric(spec.model_copy(update={"levels": levels})))
+    ratios = FabricProfile(name=ProfileName.TOPOLOGY, ratios={"rack": 2.0})
+    snap = Snapshot(Fabric(ratios.provisioned(fabric(blocks=1, racks=3, hosts=2).spec)))
     crossing = running(snap, "crossing", ["h1-0", "h2-0"])
     snap.use("h0-0", 8)
     config = QueueConfig.of(preemption=Preemption.OFF, contention=contention)
