@@ -15,7 +15,14 @@ sharing (topology/sharing.py), never tuned toward any policy.
   over InfiniBand, forwarded over NVLink): a 64-GPU EP group over 8 HGX hosts alone on a
   non-blocking fabric, its all-to-all's time with M = 4 (and with one copy per host but no
   limit) over the same group sending copy by copy. The report gives no such ratio; the row
-  shows what the model makes of the routing it describes."""
+  shows what the model makes of the routing it describes.
+- A gang larger than a pod, alone: modern-pods' fabric (pods of 384 GPUs, 1:1 inside, 1:7
+  between them, ECMP at the pods' uplinks) and its pre-training shapes (Llama 3 70B, TP 8,
+  PP 4 or 8), split between two or three pods: its step's stretch with the fabric to itself at
+  F = 1 (mean and worst over hash seeds and splits), F = 16 and adaptive routing. Llama 3's
+  report keeps jobs inside pods for this; what it shows is the part of a larger gang's loss
+  that no placement avoids without knowing the hash, which `rackwise compare` reports as the
+  loss apart from sharing ("of it shared" is the rest)."""
 
 from __future__ import annotations
 
@@ -24,11 +31,12 @@ import statistics
 from benchmarks.common import table
 from scheduler.model import ParallelShape
 from scheduler.model.topology import HostSpec, Tier, TopologySpec
-from scheduler.topology import Fabric
+from scheduler.simulation.synthetic import LLAMA_70B
+from scheduler.topology import Fabric, generate
 from scheduler.topology.links import Links, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
-from scheduler.topology.traffic import Dispatch, Gpu, StepBytes
+from scheduler.topology.traffic import Dispatch, Gpu, StepBytes, compute_seconds, step_bytes
 
 FLAT = {Tier.RACK: 1.0, Tier.BLOCK: 1.0, Tier.BLOCK + 1: 1.0}
 META = "Meta (SIGCOMM'24): up to 40% more AllReduce bandwidth with more queue pairs and E-ECMP"
@@ -108,6 +116,54 @@ def main(seeds: int = 20) -> None:
     ]
     head = ["EP 64 over 8 HGX hosts, top-8", "all-to-all time / copy by copy"]
     print(table(head, rows))
+    head = ["Llama 70B gang alone across 1:7 pods", "F = 1 mean", "F = 1 worst", "F = 16"]
+    print(table([*head, "adaptive"], larger_than_a_pod(seeds)))
+
+
+POD = 384  # GPUs in a modern-pods pod: 6 racks x 8 hosts x 8 GPUs
+# (GPUs, pipeline stages, the GPUs in each pod it uses)
+LARGER = ((512, 4, (256, 256)), (512, 8, (384, 128)), (1024, 8, (384, 384, 256)))
+
+
+def pod_stretches(
+    gpus: int, pp: int, split: tuple[int, ...], flows: int | None, seeds: int
+) -> list[float]:
+    """The step stretches of a pre-training gang alone on modern-pods' fabric, its ranks in
+    depth-first order over the pods of `split`, one per hash seed (one run: adaptive)."""
+    fabric = Fabric(generate(blocks=len(split), racks=6, hosts=8, gpus=8))
+    shape = ParallelShape(dp=gpus // (8 * pp), tp=8, pp=pp)
+    step = step_bytes(LLAMA_70B, shape)
+    chosen = [p * POD + g for p, n in enumerate(split) for g in range(n)]
+    ranks = [Gpu(g // 8, g % 8) for g in chosen]
+    found = []
+    for seed in range(seeds if flows else 1):
+        links = Links(
+            oversubscription={**FLAT, Tier.BLOCK: 7.0},
+            ecmp=frozenset({Tier.BLOCK}) if flows else frozenset(),
+            flows=flows or 1,
+            seed=seed,
+        )
+        sharing = Sharing(Wires(fabric, links))
+        sharing.add(1, job_load(sharing.wires, 1, shape, step, ranks))
+        compact = compact_seconds(links, shape, step, host_gpus=8, domain_gpus=8)
+        share = compact / (compact + compute_seconds(LLAMA_70B, shape))
+        found.append(stretch(share, compact, sharing.comm_seconds(1)))
+    return found
+
+
+def larger_than_a_pod(seeds: int) -> list[list[str]]:
+    rows = []
+    for gpus, pp, split in LARGER:
+        one = pod_stretches(gpus, pp, split, 1, seeds)
+        many, even = (pod_stretches(gpus, pp, split, f, seeds)[0] for f in (16, None))
+        cells = [
+            f"{statistics.fmean(one):.3f}x",
+            f"{max(one):.3f}x",
+            f"{many:.3f}x",
+            f"{even:.3f}x",
+        ]
+        rows.append([f"{gpus} GPUs, PP {pp}, {' | '.join(map(str, split))}", *cells])
+    return rows
 
 
 def dispatch_seconds(dispatch: Dispatch | None) -> float:

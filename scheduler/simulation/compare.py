@@ -69,6 +69,8 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "jct_mean_s_by_class",
     "jct_p95_s_by_class",
     "gpu_hours_lost",
+    "gpu_hours_lost_alone",
+    "gpu_hours_lost_shared",
     "large_gangs",
     "large_gang_wait_mean_s",
     "large_gang_wait_p95_s",

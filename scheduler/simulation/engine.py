@@ -271,12 +271,21 @@ class Simulation:
         inside = min(now, end) - max(state.progress_at, start)
         if inside > 0:
             self.result.useful_gpu_s += state.gang.all_gpus * inside / state.stretch
-        if state.stretch > self.load.lone(state) + 1e-9:
-            state.contended_s += elapsed  # the stretch of the interval is still the old one
+        self._lost(state, elapsed)
         comm = state.stretch - (1.0 - state.share) if state.share else 0.0
         state.comm_gpu_s += state.gang.gpus * elapsed * max(comm, 0.0) / state.stretch
         state.run_gpu_s += state.gang.gpus * elapsed
         state.progress_at = now
+
+    def _lost(self, state: JobState, elapsed: float) -> None:
+        """Split what the interval's stretch cost (the stretch is still the old one) into what
+        the job would lose alone on its placement and what sharing added to that."""
+        lone, held = self.load.lone(state), state.gang.all_gpus * elapsed
+        if state.stretch > lone + 1e-9:
+            state.contended_s += elapsed
+            state.shared_lost_gpu_s += held * (state.stretch - lone) / state.stretch
+        if lone > 1.0:
+            state.alone_lost_gpu_s += held * (lone - 1.0) / state.stretch
 
     def _rerate(self, state: JobState, now: float) -> None:
         """The ring's rate changed (or the run began): finish at the new pace."""

@@ -183,6 +183,8 @@ def field_metrics(result: SimResult) -> dict[str, Any]:
         "jct_mean_s_by_class": {c: _mean(v) if v else None for c, v in jct.items()},
         "jct_p95_s_by_class": {c: percentile(v, 95) if v else None for c, v in jct.items()},
         "gpu_hours_lost": sum(_lost_gpu_s(j) for j in done) / 3600,
+        "gpu_hours_lost_alone": sum(j.alone_lost_gpu_s for j in done) / 3600,
+        "gpu_hours_lost_shared": sum(j.shared_lost_gpu_s for j in done) / 3600,
         "large_gangs": len(large),
         "large_gang_wait_mean_s": _mean(large) if large else None,
         "large_gang_wait_p95_s": percentile(large, 95) if large else None,

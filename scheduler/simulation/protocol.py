@@ -41,6 +41,14 @@ HEADLINE: tuple[Measure, ...] = (
         definition="sum over finished jobs of GPUs x (time their GPUs were held - run time on a "
         "compact placement): slowdown on shared links, restart time and work redone",
     ),
+    Measure(
+        "gpu_hours_lost_shared",
+        "of it shared",
+        True,
+        definition="the part of the slowdown's loss that sharing links with other jobs added to "
+        "what each job would lose alone on its placement (the rest of the slowdown's is its "
+        "placement's own: crossings, its own flows hashed onto few paths)",
+    ),
     Measure("jct_mean_s", "JCT h", True, H, "mean of submission to completion"),
     Measure("jct_p95_s", "JCT p95 h", True, H, "95th percentile of submission to completion"),
     Measure("jct_mean_s_by_class.host", "JCT host h", True, H, "mean JCT of gangs within one host"),

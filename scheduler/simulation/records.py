@@ -43,6 +43,10 @@ class JobState:
     run_gpu_s: float = 0.0  # GPU-seconds of running (restart overhead excluded), every run
     held_gpu_s: float = 0.0  # GPU-seconds its GPUs were held, restarts included, every run
     contended_s: float = 0.0  # seconds run below its uncontended rate (shared links)
+    # GPU-seconds of its runs lost at the stretch it would have alone on its placement, and
+    # those that sharing links with other jobs added (together: all that the fabric cost it)
+    alone_lost_gpu_s: float = 0.0
+    shared_lost_gpu_s: float = 0.0
     done_s: float = 0.0  # compact seconds of work done, every run (redone work included)
 
     @property

@@ -78,6 +78,22 @@ def test_calibration_counts_multi_host_jobs_that_shared_a_link():
     assert m["multihost_contended_slowdown_mean"] == pytest.approx((6.2 + 8.0) / 2)
 
 
+def test_the_fabrics_loss_splits_into_what_each_job_loses_alone_and_what_sharing_adds():
+    """The NIC-sharing case of test_network: alone each 4-GPU job's stretch is 4.4, together 8.
+    b runs 0..400 at 8: of each GPU's 400 s, 400 x 3.4 / 8 = 170 are its placement's own
+    (50 s of work at 4.4 instead of 1) and 400 x 3.6 / 8 = 180 sharing's. a does the same
+    until 400, then its last 50 s of work alone at 4.4 (another 170 of its own)."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+    jobs = [job("a", 0, 100, 4, pods=2), job("b", 0, 50, 4, pods=2)]
+    config = SimConfig(comm_share=CommShare(low=0.2, high=0.2))
+    m = field_metrics(Simulation(fabric, jobs, "least-allocated", config).run())
+    assert m["gpu_hours_lost_alone"] == pytest.approx(4 * (170 + 170 + 170) / 3600)
+    assert m["gpu_hours_lost_shared"] == pytest.approx(4 * (180 + 180) / 3600)
+    assert m["gpu_hours_lost"] == pytest.approx(
+        m["gpu_hours_lost_alone"] + m["gpu_hours_lost_shared"]
+    )
+
+
 def test_the_oracle_row_equals_the_non_blocking_profile_where_no_ring_shares():
     """Whole-host gangs on a non-blocking fabric never fill a link (a ring is one NIC's worth
     through links of hosts x NIC), so every job runs at its compact rate: the same starts and
