@@ -8,7 +8,10 @@ Every fabric has 60% of its GPUs taken at random (each GPU independently, seeded
       (4 spines); 20% of hosts tainted `accelerator=h200:NoSchedule` and labelled so; half the
       gangs tolerate and select them (20% of hosts), half run on the rest;
   5 levels (the default profile), 100k and 400k GPUs: 16 and 64 spines of the same shape,
-      gangs of 256, 1,024 and 4,096 GPUs (how solve time grows with fabric and gang size).
+      gangs of 256, 1,024 and 4,096 GPUs (how solve time grows with fabric and gang size);
+  5 levels, 100k GPUs with 2:1 rack and 3:1 spine uplinks, J's load term off and on (`contention`): on, every
+      rack and spine uplink is crossed by 0-3 running gangs (seeded), which J prices per domain
+      (placement/scoring.py); the same seeds, so the two rows' ratio is the load term's cost.
 Before a fabric's cases, one placement per constraint set fills the fabric's caches (its time
 is printed apart, not counted). Per case: p50 / p99 solve time over seeds, the share of
 decisions proven optimal, and the share proven optimal or within 1% of a valid lower bound
@@ -23,14 +26,18 @@ ring, placement.api JOINT_PODS)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import time
+
+import numpy as np
+import numpy.typing as npt
 
 from benchmarks.common import table
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
 from scheduler.model.gang import Role, Slice
-from scheduler.model.topology import HostSpec, LevelSpec, TopologySpec
+from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 from scheduler.placement import place_one, validate
 from scheduler.placement.snapshot import random_occupancy
 from scheduler.simulation.metrics import percentile
@@ -89,6 +96,24 @@ def default() -> Fabric:
     return Fabric(generate(blocks=16, racks=98, hosts=8, gpus=8))
 
 
+def oversubscribed() -> Fabric:
+    """The default fabric with 2:1 rack and 3:1 spine uplinks: J's load term prices
+    oversubscribed ones, and a 1,024-GPU gang spans racks."""
+    spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
+    ratio = {"rack": 2.0, "spine": 3.0}
+    levels = tuple(
+        lv.model_copy(update={"oversubscription": ratio[lv.name]}) if lv.name in ratio else lv
+        for lv in spec.levels
+    )
+    return Fabric(spec.model_copy(update={"levels": levels}))
+
+
+def loads(fabric: Fabric, seed: int) -> dict[int, npt.NDArray[np.int64]]:
+    """0-3 running gangs crossing each uplink of the rack level and above (seeded)."""
+    rng = np.random.default_rng(seed)
+    return {lv: rng.integers(0, 4, len(fabric.names[lv])) for lv in range(Tier.RACK, fabric.depth)}
+
+
 def big() -> Fabric:
     return Fabric(generate(blocks=64, racks=98, hosts=8, gpus=8))
 
@@ -120,15 +145,19 @@ def measure(
     constraints: list[NodeConstraints],
     share: float,
     roles: tuple[Role, ...] = (),
+    loaded: bool = False,
 ) -> list[object]:
     times, good, proven = [], 0, 0
     for seed in range(seeds):
         snapshot = random_occupancy(fabric, 0.6, seed)
+        if loaded:
+            snapshot.uplinks = functools.partial(loads, fabric, seed)
         wanted = constraints[seed % len(constraints)]
         gang = GangRequest(
             name=f"g{gpus}", pods=gpus, gpus_per_pod=1, constraints=wanted, roles=roles
         )
-        placement = place_one(snapshot, gang, PlaceConfig.of(seed=seed, fragmentation_share=share))
+        config = PlaceConfig.of(seed=seed, fragmentation_share=share, contention=loaded)
+        placement = place_one(snapshot, gang, config)
         validate(snapshot, gang, placement)
         times.append(placement.solve_seconds)
         proven += placement.optimal
@@ -181,6 +210,8 @@ def main() -> None:
         ("6 levels, 100k, taints, roles", six_levels, [1024], tainted, ROLES),
         ("6 levels, 100k, taints, launcher+ring", six_levels, [1024], tainted, RING),
         ("5 levels, 100k", default, [256, 1024, 4096], plain, ()),
+        ("5 levels, 100k, 2:1/3:1", oversubscribed, [1024], plain, ()),
+        ("5 levels, 100k, 2:1/3:1, uplink load", oversubscribed, [1024], plain, ()),
         ("5 levels, 400k", big, [256, 1024, 4096], plain, ()),
     ]
     rows = []
@@ -192,7 +223,8 @@ def main() -> None:
         gpus = int(fabric.gpus.sum())
         first = warm(fabric, sizes[0], constraints, share, roles)
         for size in sizes:
-            measured = measure(fabric, size, args.seeds, constraints, share, roles)
+            loaded = name.endswith("uplink load")
+            measured = measure(fabric, size, args.seeds, constraints, share, roles, loaded)
             rows.append([name, f"{gpus:,}", size, *measured])
         print(
             f"{name}: fabric built in {built:.1f} s; its first placement took "
