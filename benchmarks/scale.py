@@ -9,9 +9,10 @@ Every fabric has 60% of its GPUs taken at random (each GPU independently, seeded
       gangs tolerate and select them (20% of hosts), half run on the rest;
   5 levels (the default profile), 100k and 400k GPUs: 16 and 64 spines of the same shape,
       gangs of 256, 1,024 and 4,096 GPUs (how solve time grows with fabric and gang size);
-  5 levels, 100k GPUs with 2:1 rack and 3:1 spine uplinks, J's load term off and on (`contention`): on, every
-      rack and spine uplink is crossed by 0-3 running gangs (seeded), which J prices per domain
-      (placement/scoring.py); the same seeds, so the two rows' ratio is the load term's cost.
+  5 levels, 100k GPUs with 2:1 rack and 3:1 spine uplinks, J's load term off and on: on,
+      every uplink of the rack level and above is crossed by 0-3 running gangs (seeded),
+      which J prices per domain (placement/scoring.py); the same seeds, so the two rows'
+      ratio is the load term's cost.
 Before a fabric's cases, one placement per constraint set fills the fabric's caches (its time
 is printed apart, not counted). Per case: p50 / p99 solve time over seeds, the share of
 decisions proven optimal, and the share proven optimal or within 1% of a valid lower bound
