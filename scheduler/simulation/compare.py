@@ -51,6 +51,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "rackwise -joint": {"joint_gangs": 0},
     "rackwise +contention": {"contention": True},
     "rackwise +defrag": {"defrag_moves_per_hour": 4.0},
+    # not a mechanism: rackwise's placements with every job given the fabric to itself (slowed
+    # by its own placement, never by another job), the ceiling of avoiding all sharing
+    "rackwise alone": {"alone": True},
     "rackwise (none)": {
         "fragmentation_share": 0.0,
         "contention": False,
@@ -124,8 +127,11 @@ def varied(config: SimConfig, changes: dict[str, Any]) -> SimConfig:
     """The run's config with a row's changes: policy knobs into its scheduling policy, the
     rest (the oracle's fabric) into the run's."""
     knobs = {k: v for k, v in changes.items() if k in SchedulingPolicy.model_fields}
-    rest = {k: v for k, v in changes.items() if k not in knobs}
+    wiring = {k: v for k, v in changes.items() if k in FabricProfile.model_fields}
+    rest = {k: v for k, v in changes.items() if k not in knobs and k not in wiring}
     policy = config.scheduling.model_copy(update=knobs)
+    if wiring:  # a change to the scenario's own fabric profile (a ceiling row), not a new one
+        rest.setdefault("fabric", config.fabric.model_copy(update=wiring))
     return config.model_copy(update={**rest, "scheduling": policy})
 
 

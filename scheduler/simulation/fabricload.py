@@ -55,7 +55,8 @@ class RingLoad:
         state.reference_gbps = self.reference.gbps(state.gang)
         shared = self.profile.shared
         state.cap_gbps = uncontended_gbps(self.fabric, hosts) if shared else state.reference_gbps
-        links = self.network.crossed(hosts) if state.share and shared else ()
+        meets = state.share and shared and not self.profile.alone
+        links = self.network.crossed(hosts) if meets else ()
         return self.network.start(state.order, state.cap_gbps, links) | {state.order}
 
     def stop(self, order: int) -> set[int]:
@@ -103,6 +104,7 @@ class DemandLoad:
         self.held: dict[int, list[Gpu]] = {}
         self.compact: dict[int, float] = {}
         self.overlap: dict[int, float] = {}  # the jobs whose model hides some communication
+        self.own: dict[int, Sharing] = {}  # each job's fabric of its own (profile.alone)
 
     def start(self, state: JobState) -> set[int]:
         assert state.placement is not None
@@ -123,23 +125,28 @@ class DemandLoad:
         if not self.profile.shared or not state.share:
             return {state.order}
         load = job_load(self.wires, state.order, shape, step, gpus)
-        return self.sharing.add(state.order, load) | {state.order}
+        sharing = self.sharing
+        if self.profile.alone:
+            sharing = self.own[state.order] = Sharing(self.wires)
+        return sharing.add(state.order, load) | {state.order}
 
     def stop(self, order: int) -> set[int]:
         for gpu in self.held.pop(order, []):
             self.free[gpu.host].append(gpu.lane)
         self.compact.pop(order, None)
         self.overlap.pop(order, None)
-        return self.sharing.remove(order) if order in self.sharing.jobs else set()
+        sharing = self.own.pop(order, self.sharing)
+        return sharing.remove(order) if order in sharing.jobs else set()
 
     def stretch(self, state: JobState) -> float:
-        if state.order not in self.sharing.jobs:
+        sharing = self.own.get(state.order, self.sharing)
+        if state.order not in sharing.jobs:
             return 1.0
-        actual = self.sharing.comm_seconds(state.order)
+        actual = sharing.comm_seconds(state.order)
         return stretch(state.share, self.compact[state.order], actual, self._hidden(state))
 
     def lone(self, state: JobState) -> float:
-        demand = self.sharing.jobs.get(state.order)
+        demand = self.own.get(state.order, self.sharing).jobs.get(state.order)
         if demand is None:
             return 1.0
         return stretch(state.share, self.compact[state.order], demand.alone, self._hidden(state))

@@ -66,6 +66,10 @@ class FabricProfile(Frozen):
     # rail-optimised racks (topology/links.py): a rack is a scalable unit whose lane i of every
     # host is cabled to rail switch i; needs the demand model and a NIC per GPU
     rails: bool = False
+    # every job with the fabric to itself: slowed by its own placement (crossings, NVLink
+    # spills, its flows hashed onto few paths) as it would be alone, never by another job; the
+    # ceiling of what placing away from other jobs could gain (not the oracle, which is compact)
+    alone: bool = False
 
     @model_validator(mode="after")
     def _rails_need_demand(self) -> FabricProfile:

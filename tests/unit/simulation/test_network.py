@@ -177,6 +177,29 @@ def test_the_demand_model_stretches_by_what_each_job_sends(per_gpu_nic, finish):
     assert {s.job.id: s.finish for s in alone.run().jobs} == pytest.approx({"a": 100, "b": 50})
 
 
+@pytest.mark.parametrize(
+    ("sharing", "finish"),
+    [("rings", {"a": 440, "b": 220}), ("demand", {"a": 320, "b": 160})],
+)
+def test_with_the_fabric_to_itself_each_job_keeps_its_lone_stretch(sharing, finish):
+    """The same two jobs sharing their hosts' NICs, each given the fabric to itself
+    (`alone`): neither slows the other, each still pays its own placement. Ring model: alone
+    4.4 (test_contention_stretches_and_releases_job_times), a 100 x 4.4, b 50 x 4.4. Demand
+    model with one NIC per host: alone 3.2 (above), a 320, b 160."""
+    fabric = Fabric(generate(blocks=1, racks=1, hosts=2, gpus=8))
+    jobs = [
+        TraceJob(id="a", submit_s=0, duration_s=100, gpus=4, pods=2),
+        TraceJob(id="b", submit_s=0, duration_s=50, gpus=4, pods=2),
+    ]
+    profile = FabricProfile(
+        name=ProfileName.NON_BLOCKING, sharing=sharing, per_gpu_nic=False, alone=True
+    )
+    config = SimConfig(comm_share=CommShare(low=0.2, high=0.2), fabric=profile)
+    done = Simulation(fabric, jobs, "least-allocated", config).run()
+    assert {s.job.id: s.finish for s in done.jobs} == pytest.approx(finish)
+    assert all(s.contended_s == 0 and s.shared_lost_gpu_s == 0 for s in done.jobs)
+
+
 @pytest.mark.parametrize(("overlap", "finish"), [(0.0, 100 * (1 + 5 / 5.5)), (0.5, 200.0)])
 def test_a_models_overlap_hides_communication_until_it_slows(overlap, finish):
     """One 4-GPU data-parallel job of a 0.3B model (0.6 GB of gradients per GPU), 2 pods on two

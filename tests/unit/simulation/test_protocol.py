@@ -7,7 +7,9 @@ import math
 
 import pytest
 
-from scheduler.simulation.compare import PROTOCOL_KEYS
+from scheduler.simulation.compare import PROTOCOL_KEYS, VARIANTS, varied
+from scheduler.simulation.config import SimConfig
+from scheduler.simulation.profiles import FabricProfile, ProfileName, SharingModel
 from scheduler.simulation.protocol import (
     HEADLINE,
     Ratio,
@@ -132,3 +134,19 @@ def test_every_headline_measure_is_kept_from_a_run():
     """A measure the table heads must be among the keys a run's measures keep, or its column
     reads '-' for every row."""
     assert {m.key.split(".")[0] for m in HEADLINE} <= set(PROTOCOL_KEYS)
+
+
+def test_the_alone_row_keeps_the_scenarios_fabric_and_gives_each_job_its_own():
+    """`rackwise alone` changes the scenario's own profile (its ratios, ECMP, flows kept),
+    where the oracle replaces it; a policy knob still goes to the policy."""
+    fabric = FabricProfile(sharing=SharingModel.DEMAND, ratios={"spine": 7}, ecmp=("spine",))
+    config = SimConfig(fabric=fabric)
+    alone = varied(config, VARIANTS["rackwise alone"])
+    assert alone.fabric == fabric.model_copy(update={"alone": True})
+    assert not config.fabric.alone
+    both = varied(config, {"alone": True, "contention": True})
+    assert both.fabric.alone
+    assert both.scheduling.contention
+    oracle = varied(config, {"fabric": FabricProfile(name=ProfileName.ORACLE)})
+    assert oracle.fabric.name is ProfileName.ORACLE
+    assert not oracle.fabric.ratios
