@@ -7,8 +7,9 @@ stretch it would have alone on the fabric, and which other jobs a start or stop 
 NIC rate, shared max-min); `DemandLoad` is the demand model (topology/sharing.py: each job's
 traffic by parallel class on every link it crosses, GPUs on lanes with a NIC each, ECMP as
 hashed flows). Promises: under the oracle profile nothing is ever shared and every job runs at
-its compact stretch of 1; the engine's decisions do not depend on which model it asks, only
-the stretches do.
+its compact stretch of 1; with `alone` every job runs at the stretch its placement gives it
+alone and no job moves another; the engine's decisions do not depend on which model it asks,
+only the stretches do.
 """
 
 from __future__ import annotations
