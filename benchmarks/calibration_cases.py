@@ -19,7 +19,7 @@ sharing (topology/sharing.py), never tuned toward any policy.
 - A gang larger than a pod, alone: modern-pods' fabric (pods of 384 GPUs, 1:1 inside, 1:7
   between them, ECMP at the pods' uplinks) and its pre-training shapes (Llama 3 70B, TP 8,
   PP 4 or 8), split between two or three pods: its step's stretch with the fabric to itself at
-  F = 1 (mean and worst over hash seeds and splits), F = 16 and adaptive routing. Llama 3's
+  F = 1 (mean and worst over hash seeds), F = 16 (mean) and adaptive routing. Llama 3's
   report keeps jobs inside pods for this; what it shows is the part of a larger gang's loss
   that no placement avoids without knowing the hash, which `rackwise compare` reports as the
   loss apart from sharing ("of it shared" is the rest)."""
@@ -154,12 +154,12 @@ def pod_stretches(
 def larger_than_a_pod(seeds: int) -> list[list[str]]:
     rows = []
     for gpus, pp, split in LARGER:
-        one = pod_stretches(gpus, pp, split, 1, seeds)
-        many, even = (pod_stretches(gpus, pp, split, f, seeds)[0] for f in (16, None))
+        one, many = (pod_stretches(gpus, pp, split, f, seeds) for f in (1, 16))
+        (even,) = pod_stretches(gpus, pp, split, None, seeds)
         cells = [
             f"{statistics.fmean(one):.3f}x",
             f"{max(one):.3f}x",
-            f"{many:.3f}x",
+            f"{statistics.fmean(many):.3f}x",
             f"{even:.3f}x",
         ]
         rows.append([f"{gpus} GPUs, PP {pp}, {' | '.join(map(str, split))}", *cells])
