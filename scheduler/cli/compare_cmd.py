@@ -68,7 +68,11 @@ def compare_cmd(
         str | None, typer.Option(help="comma-separated (default: the scenario's)")
     ] = None,
     variants: Annotated[
-        str, typer.Option(help=f"rackwise rows with mechanisms off: {', '.join(VARIANTS)}")
+        str,
+        typer.Option(
+            help="rackwise rows with a mechanism off or on ('rackwise alone': every job with "
+            f"the fabric to itself, a ceiling): {', '.join(VARIANTS)}"
+        ),
     ] = "rackwise (none)",
     load: Annotated[float | None, typer.Option(min=0.01, help="offered load")] = None,
     profile: Annotated[ProfileName | None, typer.Option(help="fabric profile")] = None,
