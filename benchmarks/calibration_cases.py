@@ -36,7 +36,7 @@ from scheduler.topology import Fabric, generate
 from scheduler.topology.links import Links, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
-from scheduler.topology.traffic import Dispatch, Gpu, StepBytes, compute_seconds, step_bytes
+from scheduler.topology.traffic import Dispatch, Gpu, StepBytes, comm_share, step_bytes
 
 FLAT = {Tier.RACK: 1.0, Tier.BLOCK: 1.0, Tier.BLOCK + 1: 1.0}
 META = "Meta (SIGCOMM'24): up to 40% more AllReduce bandwidth with more queue pairs and E-ECMP"
@@ -146,7 +146,7 @@ def pod_stretches(
         sharing = Sharing(Wires(fabric, links))
         sharing.add(1, job_load(sharing.wires, 1, shape, step, ranks))
         compact = compact_seconds(links, shape, step, host_gpus=8, domain_gpus=8)
-        share = compact / (compact + compute_seconds(LLAMA_70B, shape))
+        share = comm_share(LLAMA_70B, shape, compact)
         found.append(stretch(share, compact, sharing.comm_seconds(1)))
     return found
 

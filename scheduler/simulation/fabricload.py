@@ -26,7 +26,7 @@ from scheduler.topology.fabric import Fabric
 from scheduler.topology.links import Links, Wires
 from scheduler.topology.loads import compact_seconds, job_load
 from scheduler.topology.sharing import Sharing, stretch
-from scheduler.topology.traffic import Gpu, StepBytes, compute_seconds, step_bytes
+from scheduler.topology.traffic import Gpu, StepBytes, comm_share, step_bytes
 
 
 class FabricLoad(Protocol):
@@ -120,8 +120,7 @@ class DemandLoad:
         compact = compact_seconds(self.wires.links, shape, step, self.host_gpus, domain)
         self.compact[state.order] = compact
         if model is not None:  # the share follows from the model, not a draw: what is exposed
-            exposed = compact * (1.0 - model.overlap)
-            state.share = exposed / (exposed + compute_seconds(model, shape)) if compact else 0.0
+            state.share = comm_share(model, shape, compact)
             self.overlap[state.order] = model.overlap
         if not self.profile.shared or not state.share:
             return {state.order}

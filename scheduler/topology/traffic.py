@@ -277,3 +277,12 @@ def compute_seconds(model: Model, shape: ParallelShape, flops: float = ACHIEVED_
     tp x pp GPUs."""
     tokens = model.seq * model.micro_batch * model.micro_batches
     return 6 * model.active * 1e9 * tokens / (shape.tp * shape.pp) / flops
+
+
+def comm_share(model: Model, shape: ParallelShape, compact: float) -> float:
+    """The share of a compact step its exposed communication takes: `compact` seconds of it,
+    `overlap` of which hides behind compute (0 when the step communicates nothing)."""
+    if not compact:
+        return 0.0
+    exposed = compact * (1.0 - model.overlap)
+    return exposed / (exposed + compute_seconds(model, shape))
