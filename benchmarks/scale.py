@@ -42,6 +42,7 @@ from scheduler.model.topology import HostSpec, LevelSpec, Tier, TopologySpec
 from scheduler.placement import place_one, validate
 from scheduler.placement.snapshot import random_occupancy
 from scheduler.simulation.metrics import percentile
+from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.topology import Fabric, generate
 
 TAINT = Taint(key="accelerator", value="h200", effect=TaintEffect.NO_SCHEDULE)
@@ -100,13 +101,8 @@ def default() -> Fabric:
 def oversubscribed() -> Fabric:
     """The default fabric with 2:1 rack and 3:1 spine uplinks: J's load term prices
     oversubscribed ones, and a 1,024-GPU gang spans racks."""
-    spec = generate(blocks=16, racks=98, hosts=8, gpus=8)
-    ratio = {"rack": 2.0, "spine": 3.0}
-    levels = tuple(
-        lv.model_copy(update={"oversubscription": ratio[lv.name]}) if lv.name in ratio else lv
-        for lv in spec.levels
-    )
-    return Fabric(spec.model_copy(update={"levels": levels}))
+    profile = FabricProfile(name=ProfileName.TOPOLOGY, ratios={"rack": 2.0, "spine": 3.0})
+    return Fabric(profile.provisioned(generate(blocks=16, racks=98, hosts=8, gpus=8)))
 
 
 def loads(fabric: Fabric, seed: int) -> dict[int, npt.NDArray[np.int64]]:
@@ -206,25 +202,24 @@ def main() -> None:
     plain = [NodeConstraints()]
     tainted = [H200, NodeConstraints()]
     cases = [
-        ("3 levels, 100k", three_levels, [1024], plain, ()),
-        ("6 levels, 100k, taints", six_levels, [1024], tainted, ()),
-        ("6 levels, 100k, taints, roles", six_levels, [1024], tainted, ROLES),
-        ("6 levels, 100k, taints, launcher+ring", six_levels, [1024], tainted, RING),
-        ("5 levels, 100k", default, [256, 1024, 4096], plain, ()),
-        ("5 levels, 100k, 2:1/3:1", oversubscribed, [1024], plain, ()),
-        ("5 levels, 100k, 2:1/3:1, uplink load", oversubscribed, [1024], plain, ()),
-        ("5 levels, 400k", big, [256, 1024, 4096], plain, ()),
+        ("3 levels, 100k", three_levels, [1024], plain, (), False),
+        ("6 levels, 100k, taints", six_levels, [1024], tainted, (), False),
+        ("6 levels, 100k, taints, roles", six_levels, [1024], tainted, ROLES, False),
+        ("6 levels, 100k, taints, launcher+ring", six_levels, [1024], tainted, RING, False),
+        ("5 levels, 100k", default, [256, 1024, 4096], plain, (), False),
+        ("5 levels, 100k, 2:1/3:1", oversubscribed, [1024], plain, (), False),
+        ("5 levels, 100k, 2:1/3:1, uplink load", oversubscribed, [1024], plain, (), True),
+        ("5 levels, 400k", big, [256, 1024, 4096], plain, (), False),
     ]
     rows = []
     chosen = [c for c in cases if args.only is None or args.only in c[0]]
-    for name, build, sizes, constraints, roles in chosen:
+    for name, build, sizes, constraints, roles, loaded in chosen:
         started = time.perf_counter()
         fabric = build()
         built = time.perf_counter() - started
         gpus = int(fabric.gpus.sum())
         first = warm(fabric, sizes[0], constraints, share, roles)
         for size in sizes:
-            loaded = name.endswith("uplink load")
             measured = measure(fabric, size, args.seeds, constraints, share, roles, loaded)
             rows.append([name, f"{gpus:,}", size, *measured])
         print(
