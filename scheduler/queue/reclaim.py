@@ -3,8 +3,9 @@
 Contract. Takes, each cycle, the lending pools' rules, the borrowed gangs running and the
 lender's first waiting gang (or, through `claim`, any owner and its candidates: team queues,
 queue/teams.py, which are not `patient`: there a victim without a checkpoint before the
-deadline leaves at once, the least work lost chosen first). `start`: when borrowed gangs hold
-hosts that gang needs, chooses the victims (`topology`: those that lose nothing, their
+deadline leaves at once, the least work lost chosen first; teams call `choose` and `begin`
+apart, to wait for the deadline before victims that would lose work). `start`: when borrowed
+gangs hold hosts that gang needs, chooses the victims (`topology`: those that lose nothing, their
 checkpoint falling before the deadline, first; then the largest, for the fewest gangs; each one
 the gang fits without is spared: every one off the hosts it lands on, exactly, then up to
 `PRUNE_MAX` others tried one by one; `quota`: the newest, until it fits, then each one it still
@@ -87,12 +88,19 @@ class Reclaims:
         """Begin taking hosts back from `candidates` for `entry`, within `within_s`; their
         GPUs freed must also cover `short` (quota owed back). False: no set of them makes
         room."""
-        view = self.views.view(c, entry).snapshot
-        found = self._choose(c, view, entry.gang, candidates, within_s, short)
+        found = self.choose(c, entry, candidates, within_s, short)
         if found is None:
             return False
-        self._begin(c, entry, found, within_s, why)
+        self.begin(c, entry, found, within_s, why)
         return True
+
+    def choose(
+        self, c: Cycle, entry: Entry, candidates: list[Running], within_s: float, short: int
+    ) -> tuple[list[Running], Placement] | None:
+        """The victims that make room for `entry` within `within_s`, and its placement then
+        (None: no set of them does)."""
+        view = self.views.view(c, entry).snapshot
+        return self._choose(c, view, entry.gang, candidates, within_s, short)
 
     def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
         waiting = self.waiting(c, pool)
@@ -179,7 +187,7 @@ class Reclaims:
                 chosen, placement = rest, found
         return chosen, placement
 
-    def _begin(
+    def begin(
         self,
         c: Cycle,
         entry: Entry,
@@ -284,6 +292,12 @@ def evict_at(r: Running, rc: Reclaim, now: float) -> float:
 
 def _checkpoints_by(r: Running, now: float, deadline: float) -> bool:
     return r.next_checkpoint(now) <= deadline or r.last_checkpoint(now) == now
+
+
+def loses_at_once(r: Running, now: float, deadline: float) -> bool:
+    """An impatient victim (teams) chosen now leaves at once and loses work: no checkpoint of
+    its falls by the deadline, and it ran since its last one."""
+    return not _checkpoints_by(r, now, deadline) and r.lost_gpu_s(now) > 0
 
 
 def loss_by(r: Running, now: float, deadline: float) -> float:

@@ -1,8 +1,9 @@
 """Teams on the real API server: two teams in two namespaces share 32 GPUs through a cohort.
 Team b borrows team a's idle quota; team a submits, b's borrowers are reclaimed (they declare no
-checkpoint before the deadline, so at once) and a's gang is placed; `kubectl get queues` shows
-the numbers before and after. A TrainingJob created suspended is never placed, and is once
-resumed, as an admission controller (Kueue) would flip it. Its own cluster and operator."""
+checkpoint before the deadline: evicted at once they would lose work, so they go at it) and a's
+gang is placed; `kubectl get queues` shows the numbers before and after. A TrainingJob created
+suspended is never placed, and is once resumed, as an admission controller (Kueue) would flip
+it. Its own cluster and operator."""
 
 from __future__ import annotations
 

@@ -348,25 +348,51 @@ def test_reclaim_takes_back_what_the_quota_owes_where_hosts_are_free():
     ]
     q = teams_queue(queue_spec("o", 16), queue_spec("w", 32), queue_spec("b", 0))
     add(q, "owner", 2, "o")
-    out = q.cycle(100.0, s, held)
-    # neither declares checkpoints: waiting would only lose more, so both go at once
+    # neither declares checkpoints: evicted now, both would lose work, so the owner waits
+    # until its deadline (300 s) for capacity to free, and they go at it
+    first = q.cycle(100.0, s, held)
+    assert first.evictions == []
+    assert first.starts == []
+    assert first.waiting["owner"].reason is WaitReason.PREEMPTING
+    assert first.wake_at == pytest.approx(400.0)
+    out = q.cycle(400.0, s, held)
     assert sorted(e.victim for e in out.evictions) == ["b1", "b2"]
     assert all(e.reclaimed for e in out.evictions)
     assert out.starts == []
 
 
-def test_a_borrower_whose_checkpoint_falls_after_the_deadline_goes_at_once():
-    # x checkpoints at 600 s intervals from 0: at 1000 s its next (1200) is past a 100 s
-    # deadline, so it is evicted now, losing the 400 s since its last checkpoint
+def test_capacity_that_frees_before_the_deadline_spares_every_borrower():
+    # as above, but w's first gang ends before o's deadline: o is admitted on what that frees
+    s = snap()
+    w1 = running(s, "w1", ["h0-0", "h0-1", "h1-0", "h1-1"], tenant="w")
+    borrowers = [
+        running(s, "b1", ["h2-0"], tenant="b", started=10.0),
+        running(s, "b2", ["h2-1"], tenant="b", started=20.0),
+    ]
+    q = teams_queue(queue_spec("o", 16), queue_spec("w", 32), queue_spec("b", 0))
+    add(q, "owner", 2, "o")
+    assert q.cycle(100.0, s, [w1, *borrowers]).evictions == []
+    s.release(w1.gang, w1.placement)
+    out = q.cycle(200.0, s, borrowers)
+    assert [k for k, _ in out.starts] == ["owner"]
+    assert out.evictions == []
+    assert out.reclaiming == {}
+    assert q.cycle(400.0, s, borrowers).evictions == []
+
+
+def test_a_borrower_whose_checkpoint_falls_after_the_deadline_goes_at_the_deadline():
+    # with a 100 s deadline at 1000 s, no borrower checkpoints by 1100 (x at 1200, y1 at 1210,
+    # y2 at 1220): the owner waits until 1100, and then the least work lost goes at once:
+    # y1 and y2 (490 and 480 s since their checkpoints at 610 and 620) before x (500 s, 16 GPUs)
     s, held = reclaim_setup()
     q = teams_queue(queue_spec("o", 32), queue_spec("w", 32), queue_spec("b", 0), within_s=100.0)
     add(q, "owner", 2, "o", at=1000.0)
-    out = q.cycle(1000.0, s, held)
+    assert q.cycle(1000.0, s, held).evictions == []
+    out = q.cycle(1100.0, s, held)
     assert out.reclaiming == {}
     lost = {e.victim: e.lost_gpu_s for e in out.evictions}
-    assert lost  # y1 and y2 (checkpoints at 610, 620: 390 and 380 s lost) before x (400 s)
     assert sorted(lost) == ["y1", "y2"]
-    assert lost["y1"] == pytest.approx(390 * 8)
+    assert lost["y1"] == pytest.approx(490 * 8)
 
 
 @pytest.mark.parametrize("seed", range(20))
