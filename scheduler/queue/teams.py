@@ -338,7 +338,8 @@ class TeamQueues:
             return False
         if not any(loses_at_once(r, c.now, deadline) for r in victims):
             return False
-        why = f"{RECLAIMED} borrowers by {deadline:.0f} s, unless capacity frees first"
+        # the queue's clock is the driver's own (monotonic in the operator): say how long
+        why = f"{RECLAIMED} borrowers in {deadline - c.now:.0f} s, unless capacity frees first"
         self.wait(c, entry, Wait(WaitReason.PREEMPTING, why))
         c.out.wake(deadline)
         return True
