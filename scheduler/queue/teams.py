@@ -319,14 +319,15 @@ class TeamQueues:
             return False
         spec = self.teams.by_name[self._queue(entry) or ""]
         deadline = self.owed_since.setdefault(entry.key, c.now) + spec.reclaim_within_s
-        found = self.reclaim.choose(c, entry, candidates, deadline - c.now, short)
+        left = max(0.0, deadline - c.now)  # a cycle may come after the deadline it woke for
+        found = self.reclaim.choose(c, entry, candidates, left, short)
         if found is None:
             self.owed_since.pop(entry.key, None)
             return False
         if self._defers(c, entry, found[0], deadline):
             return True
         self.owed_since.pop(entry.key, None)
-        self.reclaim.begin(c, entry, found, deadline - c.now, RECLAIMED)
+        self.reclaim.begin(c, entry, found, left, RECLAIMED)
         self._hold_quota(c, entry)
         return True
 
