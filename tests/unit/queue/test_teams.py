@@ -355,7 +355,6 @@ def test_reclaim_takes_back_what_the_quota_owes_where_hosts_are_free():
     assert first.starts == []
     assert first.waiting["owner"].reason is WaitReason.PREEMPTING
     assert "in 300 s" in first.waiting["owner"].message
-    assert "in 300 s" in first.waiting["owner"].message
     assert first.wake_at == pytest.approx(400.0)
     out = q.cycle(400.0, s, held)
     assert sorted(e.victim for e in out.evictions) == ["b1", "b2"]
