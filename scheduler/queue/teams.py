@@ -314,19 +314,18 @@ class TeamQueues:
             for r in self._borrowing(c, pool)
             if r.key not in c.evicted and r.key not in self.reclaim.pending
         ]
+        since = self.owed_since.pop(entry.key, c.now)  # kept again only while it defers
         if not candidates:
-            self.owed_since.pop(entry.key, None)
             return False
         spec = self.teams.by_name[self._queue(entry) or ""]
-        deadline = self.owed_since.setdefault(entry.key, c.now) + spec.reclaim_within_s
+        deadline = since + spec.reclaim_within_s
         left = max(0.0, deadline - c.now)  # a cycle may come after the deadline it woke for
         found = self.reclaim.choose(c, entry, candidates, left, short)
         if found is None:
-            self.owed_since.pop(entry.key, None)
             return False
         if self._defers(c, entry, found[0], deadline):
+            self.owed_since[entry.key] = since
             return True
-        self.owed_since.pop(entry.key, None)
         self.reclaim.begin(c, entry, found, left, RECLAIMED)
         self._hold_quota(c, entry)
         return True
