@@ -11,8 +11,11 @@ gangs and the cycle's work snapshot. Decides:
   start them), in queue order, placed by their own objective on their pool's free hosts plus
   the fewest lent racks that hold them (`quota`: every lent host), no host held for another
   gang;
-- reclaims (queue/reclaim.py): a lending pool's first gang that cannot start, when borrowed
-  gangs hold its hosts: the victims, evicted at their checkpoints or at `reclaim_within_s`.
+- reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
+  that cannot start, when borrowed gangs hold its hosts: the victims, evicted at their
+  checkpoints or at `reclaim_within_s` (`topology`: one that would lose work is not chosen
+  before that deadline, the owner taking what frees meanwhile); while its gang waits for that,
+  a pool lends nothing new.
 Promises: a pinned host is lent to no one; a borrowed gang being reclaimed is evicted no later
 than its deadline; a borrowed gang runs only on hosts lent to its pool when it started; every
 eviction names the lending pool's gang it makes room for and the work it loses.
@@ -107,6 +110,7 @@ class Lending:
         owned = owner_busy(c)
         self._track_idle(c, owned)
         borrowed = [r for r in c.running if r.key not in c.evicted and is_borrowed(c.work, r)]
+        self.reclaim.forget_gone()
         self.reclaim.start(c, borrowed)
         self.reclaim.due(c, {r.key: r for r in borrowed})
         self._borrow(c, self._lent(c, owned))
@@ -124,9 +128,10 @@ class Lending:
 
     def _lent(self, c: Cycle, owned: set[int]) -> dict[str, frozenset[int]]:
         held = frozenset().union(*self.pins.hosts.values())
+        owed = self.reclaim.owed_pools()  # a pool whose own gang waits for its hosts back
         out: dict[str, frozenset[int]] = {}
         for pool, rules in self.lenders.items():
-            hosts = self._lendable(c, pool, rules, owned, held)
+            hosts = frozenset() if pool in owed else self._lendable(c, pool, rules, owned, held)
             c.out.lent[pool] = int(c.work.fabric.gpus[sorted(hosts)].sum())
             for borrower in self.borrowers - {pool}:
                 out[borrower] = out.get(borrower, frozenset()) | hosts

@@ -1,26 +1,33 @@
-"""Taking lent hosts back for the pool that lent them (part of queue/lending.py).
+"""Taking borrowed capacity back for its owner: one mechanism for pool lending
+(queue/lending.py: a lending pool's first waiting gang) and team queues (queue/teams.py: a
+gang within its queue's quota).
 
-Contract. Takes, each cycle, the lending pools' rules, the borrowed gangs running and the
-lender's first waiting gang (or, through `claim`, any owner and its candidates: team queues,
-queue/teams.py, which are not `patient`: there a victim without a checkpoint before the
-deadline leaves at once, the least work lost chosen first; teams call `choose` and `begin`
-apart, to wait for the deadline before victims that would lose work). `start`: when borrowed
-gangs hold hosts that gang needs, chooses the victims (`topology`: those that lose nothing, their
-checkpoint falling before the deadline, first; then the largest, for the fewest gangs; each one
-the gang fits without is spared: every one off the hosts it lands on, exactly, then up to
-`PRUNE_MAX` others tried one by one; `quota`: the newest, until it fits, then each one it still
-fits without given back, as Kueue's minimalPreemptions does), pins the gang to the
-hosts that frees (holds.py) and records each victim's reclaim. `due`: evicts each victim at its
-first checkpoint since its reclaim began or at the deadline, whichever comes first (`quota`: at
-once), and says when to look again. Promises: no victim is evicted after its deadline; every
-eviction names the gang it makes room for, the work it loses, and how long it waited; a reclaim
-whose owner left is dropped, and the borrowed gang runs on; so is one with a victim that no
-longer borrows when its eviction comes (`borrows`), its owner placed again from the next cycle."""
+Contract. Takes, each cycle, an owner, its candidates (the borrowed gangs running, those already
+being reclaimed excepted) and its `reclaimWithinSeconds`. `claim`: the owner's deadline runs from
+the cycle it was first owed a reclaim; chooses the victims that make room (`topology`: pool
+lending, `patient`: those that lose nothing, their checkpoint falling before the deadline, first,
+then the largest, for the fewest gangs; teams, not patient: the least work lost first, then the
+largest; each one the gang fits without spared: every one off the hosts it lands on, exactly,
+then up to `PRUNE_MAX` others tried one by one; `quota`: the newest, until it fits, then each one
+it still fits without given back, as Kueue's minimalPreemptions does). Under `topology` a set
+whose victims would lose work before the deadline is not begun: the owner waits
+(`WaitingForPreemption`, saying how long), takes capacity that frees meanwhile in its place in
+the walk, and the victims are chosen again each cycle (`Claim.DEFERRED`); at the deadline, or
+once no victim would lose work, the reclaim begins: the owner is pinned to the hosts it frees
+(holds.py) and each victim's reclaim recorded (`Claim.BEGUN`). `due`: evicts each victim at its
+first checkpoint since its reclaim began or at the deadline, whichever comes first (teams: at
+once where no checkpoint falls within it; `quota`: at once), and says when to look again.
+Promises: no victim is evicted after its deadline; every eviction names the gang it makes room
+for, the work it loses, and how long it waited; a reclaim whose owner left is dropped, and the
+borrowed gang runs on; so is one with a victim that no longer borrows when its eviction comes
+(`borrows`), its owner placed again from the next cycle; an owner that starts or leaves is owed
+nothing (queued again, its deadline runs anew)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
@@ -39,11 +46,18 @@ TRIES = 16  # placements tried while victims are added, before the gang is said 
 LENT = "reclaiming its pool's hosts lent to"
 
 
+class Claim(Enum):
+    NONE = "none"  # nothing to take back, or no set of victims makes room
+    DEFERRED = "deferred"  # the owner waits for its deadline (`Reclaims._defers`)
+    BEGUN = "begun"  # victims chosen, the owner pinned to what they free
+
+
 @dataclass(frozen=True)
 class Reclaim:
-    owner: str  # the lending pool's gang the hosts go to
-    started: float
+    owner: str  # the gang the hosts go to
+    started: float  # the cycle its victims were chosen
     deadline: float
+    owed: float  # the cycle its owner was first owed it (before `started` when it deferred)
 
 
 @dataclass
@@ -64,6 +78,8 @@ class Reclaims:
     # than its nominal quota); one that no longer does is not evicted, and its owner's reclaim
     # is dropped, to be planned again on what borrows then
     borrows: Callable[[Cycle, Running], bool] = lambda _c, _r: True
+    # an owner deferring its reclaim (`_defers`) -> the cycle it was first owed one
+    owed_since: dict[str, float] = field(default_factory=dict)
 
     def start(self, c: Cycle, borrowed: list[Running]) -> None:
         for pool, rules in self.lenders().items():
@@ -73,8 +89,7 @@ class Reclaims:
             candidates = [
                 r for r in borrowed if r.key not in self.pending and uses_pool(c.work, r, pool)
             ]
-            if candidates:
-                self.claim(c, entry, candidates, rules.reclaim_within_s, LENT)
+            self.claim(c, entry, candidates, rules.reclaim_within_s, LENT)
 
     def claim(
         self,
@@ -84,17 +99,51 @@ class Reclaims:
         within_s: float,
         why: str,
         short: int = 0,
-    ) -> bool:
-        """Begin taking hosts back from `candidates` for `entry`, within `within_s`; their
-        GPUs freed must also cover `short` (quota owed back). False: no set of them makes
-        room."""
-        found = self.choose(c, entry, candidates, within_s, short)
+    ) -> Claim:
+        """Take hosts back from `candidates` for `entry` by its deadline, `within_s` from the
+        cycle it was first owed them (kept while it defers); their GPUs freed must also cover
+        `short` (quota owed back). `topology` defers while a victim would lose work before the
+        deadline (`_defers`)."""
+        since = self.owed_since.pop(entry.key, c.now)  # kept again only while it defers
+        if not candidates:
+            return Claim.NONE
+        deadline = since + within_s
+        left = max(0.0, deadline - c.now)  # a cycle may come after the deadline it woke for
+        found = self._chosen(c, entry, candidates, left, short)
         if found is None:
+            return Claim.NONE
+        if self._defers(c, entry, found[0], deadline, why):
+            self.owed_since[entry.key] = since
+            return Claim.DEFERRED
+        self._begin(c, entry, found, left, why, since)
+        return Claim.BEGUN
+
+    def _defers(
+        self, c: Cycle, entry: Entry, victims: list[Running], deadline: float, why: str
+    ) -> bool:
+        """Whether a victim would lose work leaving now while the owner's deadline is still
+        ahead: the owner waits for it (capacity that frees meanwhile, or a victim's checkpoint,
+        costs nothing), and the victims are chosen again then. Only `topology`."""
+        if self.config.policy.lending is not LendingMode.TOPOLOGY or c.now >= deadline:
             return False
-        self.begin(c, entry, found, within_s, why)
+        if not any(loses_at_once(r, c.now, deadline) for r in victims):
+            return False
+        # the queue's clock is the driver's own (monotonic in the operator): say how long
+        wait = f"{why} borrowers in {deadline - c.now:.0f} s, unless capacity frees first"
+        self.wait(c, entry, Wait(WaitReason.PREEMPTING, wait))
+        c.out.wake(deadline)
         return True
 
-    def choose(
+    def owed_pools(self) -> set[str]:
+        """The pools of the owners deferring a reclaim (which lend nothing new meanwhile)."""
+        return {self.entries[k].gang.pool for k in self.owed_since if k in self.entries}
+
+    def forget_gone(self) -> None:
+        """An owner that started or left is owed nothing: queued again later, it is owed anew."""
+        for key in [k for k in self.owed_since if k not in self.entries]:
+            del self.owed_since[key]
+
+    def _chosen(
         self, c: Cycle, entry: Entry, candidates: list[Running], within_s: float, short: int
     ) -> tuple[list[Running], Placement] | None:
         """The victims that make room for `entry` within `within_s`, and its placement then
@@ -187,20 +236,21 @@ class Reclaims:
                 chosen, placement = rest, found
         return chosen, placement
 
-    def begin(
+    def _begin(
         self,
         c: Cycle,
         entry: Entry,
         found: tuple[list[Running], Placement],
         within_s: float,
         why: str,
+        owed: float,
     ) -> None:
         victims, placement = found
         grace = within_s if self.config.policy.lending is LendingMode.TOPOLOGY else 0.0
         for r in victims:
             # not patient: waiting past now is worth it only for a checkpoint within the grace
             stay = grace if self.patient or _checkpoints_by(r, c.now, c.now + grace) else 0.0
-            self.pending[r.key] = Reclaim(entry.key, c.now, c.now + stay)
+            self.pending[r.key] = Reclaim(entry.key, c.now, c.now + stay, owed)
         index = c.work.fabric.host_index
         hosts = frozenset(index[h] for h in placement.hosts())
         self.pins.hold(entry.key, placement, hosts, frozenset(r.key for r in victims))
@@ -248,7 +298,7 @@ class Reclaims:
                 continue
             del self.pending[key]
             lost = r.lost_gpu_s(c.now)
-            waited = c.now - rc.started
+            waited = c.now - rc.owed  # how long its owner was kept waiting for it
             c.out.evictions.append(Eviction(key, rc.owner, lost, reclaimed=True, waited_s=waited))
             c.evicted.add(key)
             c.work.release(r.gang, r.placement)

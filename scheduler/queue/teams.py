@@ -13,21 +13,21 @@ hosts while they wait counted as using theirs). Decides:
   each admitted again on the ledger as it then is and placed; no borrower preempts, holds a
   reservation or blocks anyone; a start that borrows is reported (`Decisions.beyond_quota`);
 - reclaim: a gang within its nominal quota that cannot start, by quota (others borrow what its
-  queue lends) or by placement, takes hosts back from gangs that borrow (never one within its own
-  queue's quota: a queue's gangs in start order fill its nominal GPUs, the rest borrow; at most
-  `CANDIDATES`, the latest started first), chosen by pool lending's chooser (queue/reclaim.py) in
-  the order `topology` gives quotas: the least work lost first (a borrower whose checkpoint falls
-  within the owner's `reclaimWithinSeconds` leaves at it, one without leaves at once), then the
-  largest, each one not needed spared; `quota` (Kueue's): the newest, at once, those not needed
-  given back. `topology` begins no reclaim whose victims would lose work before the owner's
-  deadline (`reclaimWithinSeconds` from when it was first owed one): the owner waits for it,
-  taking capacity that frees meanwhile, and the victims are chosen again each cycle (those that
-  lose nothing begin at once). The gang is pinned to the hosts that frees, and its quota is
-  held from that cycle on (its queue's later gangs are admitted on what is left); a victim is
-  evicted only while its queue still uses more than its nominal quota (Kueue's rule), else the
-  reclaim is dropped and planned again on what then borrows. At most `RECLAIMS` reclaims begin
-  per queue and pool per cycle, and one that found no room is not tried again for that shape
-  and size until the running gangs change.
+  queue lends) or by placement, takes hosts back from gangs that borrow (never one within its
+  own queue's quota: a queue's gangs in start order fill its nominal GPUs, the rest borrow; at
+  most `CANDIDATES`, the latest started first), chosen and deferred by the mechanism pool
+  lending uses (queue/reclaim.py) in the order `topology` gives quotas: the least work lost
+  first (a borrower whose checkpoint falls within the owner's `reclaimWithinSeconds` leaves at
+  it, one without leaves at once), then the largest, each one not needed spared; `quota`
+  (Kueue's): the newest, at once, those not needed given back. `topology` begins no reclaim
+  whose victims would lose work before the owner's deadline (`reclaimWithinSeconds` from when it
+  was first owed one): the owner waits for it, taking capacity that frees meanwhile, and the
+  victims are chosen again each cycle (those that lose nothing begin at once). The gang is
+  pinned to the hosts that frees, and its quota is held from that cycle on (its queue's later
+  gangs are admitted on what is left); a victim is evicted only while its queue still uses more
+  than its nominal quota (Kueue's rule), else the reclaim is dropped and planned again on what
+  then borrows. At most `RECLAIMS` reclaims begin per queue and pool per cycle, and one that
+  found no room is not tried again for that shape and size until the running gangs change.
 With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
 (`Entry.evictable`: a pod group, whose pods rackwise only binds), as Run:ai and KAI keep
 non-preemptible workloads within their queue's quota. Promises: no start takes a queue past
@@ -56,7 +56,7 @@ from scheduler.queue.quotas import (
     Verdict,
     demand,
 )
-from scheduler.queue.reclaim import Reclaims, loses_at_once
+from scheduler.queue.reclaim import Claim, Reclaims
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
@@ -96,8 +96,6 @@ class TeamQueues:
     teams: Teams = field(init=False)
     table: Table = field(init=False)  # the teams' limits, read once per Teams
     charged: tuple[Charge, ...] = ()
-    # a gang owed a reclaim it defers (`_defers`) -> when it was first owed it
-    owed_since: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
@@ -177,14 +175,13 @@ class TeamQueues:
                 usage.append((self._queue(entry), entry.gang.pool, _demand(entry)))
                 c.quota_held.add(key)
         c.ledger = Ledger.of(self.table, usage)
-        for key in [k for k in self.owed_since if k not in self.entries]:
-            del self.owed_since[key]  # it left the queue
+        self.reclaim.forget_gone()
 
     def _queue(self, entry: Entry) -> str | None:
         return self.queue_of(entry.queue, entry.tenant)
 
     def started(self, c: Cycle, entry: Entry) -> None:
-        self.owed_since.pop(entry.key, None)
+        self.reclaim.owed_since.pop(entry.key, None)  # owed anew if it queues again
         if c.ledger is not None and entry.key not in c.quota_held:
             c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
         if c.borrowing:
@@ -314,35 +311,11 @@ class TeamQueues:
             for r in self._borrowing(c, pool)
             if r.key not in c.evicted and r.key not in self.reclaim.pending
         ]
-        since = self.owed_since.pop(entry.key, c.now)  # kept again only while it defers
-        if not candidates:
-            return False
         spec = self.teams.by_name[self._queue(entry) or ""]
-        deadline = since + spec.reclaim_within_s
-        left = max(0.0, deadline - c.now)  # a cycle may come after the deadline it woke for
-        found = self.reclaim.choose(c, entry, candidates, left, short)
-        if found is None:
-            return False
-        if self._defers(c, entry, found[0], deadline):
-            self.owed_since[entry.key] = since
-            return True
-        self.reclaim.begin(c, entry, found, left, RECLAIMED)
-        self._hold_quota(c, entry)
-        return True
-
-    def _defers(self, c: Cycle, entry: Entry, victims: list[Running], deadline: float) -> bool:
-        """Whether a victim would lose work leaving now while the owner's deadline is still
-        ahead: the owner waits for it (capacity that frees meanwhile, or a victim's checkpoint,
-        costs nothing), and the victims are chosen again then. Only `topology`."""
-        if self.config.policy.lending is not LendingMode.TOPOLOGY or c.now >= deadline:
-            return False
-        if not any(loses_at_once(r, c.now, deadline) for r in victims):
-            return False
-        # the queue's clock is the driver's own (monotonic in the operator): say how long
-        why = f"{RECLAIMED} borrowers in {deadline - c.now:.0f} s, unless capacity frees first"
-        self.wait(c, entry, Wait(WaitReason.PREEMPTING, why))
-        c.out.wake(deadline)
-        return True
+        found = self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short)
+        if found is Claim.BEGUN:
+            self._hold_quota(c, entry)
+        return found is not Claim.NONE
 
     def _hold_quota(self, c: Cycle, entry: Entry) -> None:
         """The owner's quota is spoken for from the cycle its reclaim begins, as a pinned gang's

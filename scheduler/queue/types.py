@@ -179,7 +179,7 @@ class Eviction:
     preemptor: str  # the gang it makes room for
     lost_gpu_s: float
     reclaimed: bool = False  # a borrowed gang taken off hosts its lender needs (lending.py)
-    waited_s: float = 0.0  # a reclaim: seconds from its start to the eviction
+    waited_s: float = 0.0  # a reclaim: seconds from when its owner was first owed it
 
 
 @dataclass(frozen=True)

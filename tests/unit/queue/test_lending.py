@@ -169,6 +169,20 @@ def test_no_host_being_reclaimed_is_lent_again():
     assert "other" not in dict(decisions.starts)
 
 
+def test_a_pool_whose_gang_waits_for_its_hosts_back_lends_nothing_new():
+    snap = Snapshot(fabric())
+    queue = SchedulingQueue(config(reclaim_within_s=600))
+    placement = borrowed_start(queue, snap)
+    assert {h[:2] for h in placement.hosts()} == {"h0", "h2"}  # r1 stays idle and lendable
+    running = [as_running("train", gang("train", 4), placement, 0.0, 3600)]
+    queue.add("serve", gang("serve", 3, pool=ONLINE), arrival=100)  # r1 and one host of r2
+    assert queue.cycle(100, snap, running).waiting["serve"].reason is WaitReason.PREEMPTING
+    queue.add("other", gang("other", 2), arrival=150)  # would borrow r1, were it lent
+    decisions = queue.cycle(150, snap, running)
+    assert not decisions.starts
+    assert decisions.lent == {ONLINE: 0}
+
+
 def many_borrowers(mode: LendingMode):
     """Three borrowed gangs on lent racks: big (both hosts of r2, started 0), and small1,
     small2 (one host of r1 each, started 10 and 20); an online gang needs a whole rack."""
@@ -195,8 +209,33 @@ def many_borrowers(mode: LendingMode):
 
 def test_the_fewest_borrowed_gangs_are_reclaimed():
     queue, snap, running = many_borrowers(LendingMode.TOPOLOGY)
-    decisions = queue.cycle(100, snap, running)
-    assert set(decisions.reclaiming) == {"big"}  # one gang, not two
+    assert not queue.cycle(100, snap, running).evictions  # none checkpoints: it waits (below)
+    decisions = queue.cycle(700, snap, running)  # the deadline
+    assert [e.victim for e in decisions.evictions] == ["big"]  # one gang, not two
+
+
+def test_the_owner_defers_a_reclaim_that_would_lose_work_until_its_deadline():
+    queue, snap, running = reclaim_scene(reclaim_within_s=60, every=3600)
+    asked = queue.cycle(100, snap, running)
+    assert not asked.reclaiming  # no victim chosen yet, no host held
+    assert asked.waiting["serve"].reason is WaitReason.PREEMPTING
+    assert "in 60 s, unless capacity frees first" in asked.waiting["serve"].message
+    assert asked.wake_at == 160
+    assert not queue.cycle(130, snap, running).evictions  # the deadline is from t=100
+    assert [e.victim for e in queue.cycle(160, snap, running).evictions] == ["train"]
+
+
+def test_capacity_freed_before_the_deadline_spares_the_borrower():
+    queue, snap, running = reclaim_scene(reclaim_within_s=600, every=3600)
+    queue.cycle(100, snap, running)
+    train, busy = running
+    snap.release(busy.gang, busy.placement)  # online's own gang on r1 ends at t=200
+    decisions = queue.cycle(200, snap, [train])
+    assert not decisions.evictions
+    assert not decisions.reclaiming
+    [(key, placement)] = decisions.starts
+    assert (key, set(placement.hosts())) == ("serve", {"h1-0", "h1-1"})
+    assert not queue.cycle(700, snap, [train]).evictions  # its deadline: owed nothing now
 
 
 def test_quota_borrowing_evicts_the_newest_at_once():

@@ -38,9 +38,14 @@ def small(lending: LendingMode) -> tuple[Scenario, Path, TopologySpec]:
     )
     traces = [t.model_copy(update={"days": 2.0}) for t in scenario.traces]
     policy = scenario.scheduling.model_copy(update={"lending": lending})
-    # a small reserve, so that the lender's peak needs what it lent
+    # a small reserve, so that the lender's peak needs what it lent, and a short deadline, so
+    # that some reclaims cannot wait for capacity to free (a deferred one that can is no reclaim)
     rules = tuple(
-        r.model_copy(update={"lend": r.lend.model_copy(update={"reserve_hosts": 2})})
+        r.model_copy(
+            update={
+                "lend": r.lend.model_copy(update={"reserve_hosts": 2, "reclaim_within_s": 120.0})
+            }
+        )
         if r.lend is not None
         else r
         for r in scenario.pool_rules
