@@ -83,13 +83,24 @@ class Reclaims:
 
     def start(self, c: Cycle, borrowed: list[Running]) -> None:
         for pool, rules in self.lenders().items():
-            entry = self._first_blocked(c, pool)
-            if entry is None:
+            waiting = self.waiting(c, pool)
+            if not waiting:
                 continue
             candidates = [
                 r for r in borrowed if r.key not in self.pending and uses_pool(c.work, r, pool)
             ]
-            self.claim(c, entry, candidates, rules.reclaim_within_s, LENT)
+            if candidates:
+                self._asked(c, waiting[1:], rules.reclaim_within_s)
+            self.claim(c, waiting[0], candidates, rules.reclaim_within_s, LENT)
+
+    def _asked(self, c: Cycle, behind: list[Entry], within_s: float) -> None:
+        """The lender's gangs behind its first are owed its hosts too, from the first cycle they
+        wait while borrowers hold them: each one's deadline runs from then, not from when the
+        gangs before it have started (a pool's deadline is from when its gang asks)."""
+        for entry in behind:
+            since = self.owed_since.setdefault(entry.key, c.now)
+            if since + within_s > c.now:  # a past one would wake the operator at once, again
+                c.out.wake(since + within_s)
 
     def claim(
         self,
@@ -150,10 +161,6 @@ class Reclaims:
         (None: no set of them does)."""
         view = self.views.view(c, entry).snapshot
         return self._choose(c, view, entry.gang, candidates, within_s, short)
-
-    def _first_blocked(self, c: Cycle, pool: str) -> Entry | None:
-        waiting = self.waiting(c, pool)
-        return waiting[0] if waiting else None
 
     def _choose(
         self,

@@ -243,3 +243,19 @@ def test_quota_borrowing_evicts_the_newest_at_once():
     decisions = queue.cycle(100, snap, running)
     assert sorted(e.victim for e in decisions.evictions) == ["small1", "small2"]
     assert all(e.reclaimed for e in decisions.evictions)
+
+
+def test_a_gang_behind_the_first_is_owed_its_hosts_from_when_it_asked():
+    queue, snap, running = many_borrowers(LendingMode.TOPOLOGY)  # none of them checkpoints
+    queue.add("serve2", gang("serve2", 2, pool=ONLINE), arrival=100)
+    queue.cycle(100, snap, running)  # serve defers to t=700; serve2 waits behind it
+    first = queue.cycle(700, snap, running)
+    assert [(e.victim, e.preemptor) for e in first.evictions] == [("big", "serve")]
+    big = running[0]
+    snap.release(big.gang, big.placement)
+    second = queue.cycle(700, snap, running[1:])
+    assert "serve" in dict(second.starts)
+    # serve2 asked at t=100 too: its deadline has come, not 600 s after serve started
+    assert sorted(e.victim for e in second.evictions) == ["small1", "small2"]
+    assert {e.preemptor for e in second.evictions} == {"serve2"}
+    assert all(e.waited_s == 600 for e in second.evictions)
