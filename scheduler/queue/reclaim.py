@@ -89,8 +89,8 @@ class Reclaims:
             candidates = [
                 r for r in borrowed if r.key not in self.pending and uses_pool(c.work, r, pool)
             ]
-            if candidates:
-                self._asked(c, waiting[1:], rules.reclaim_within_s)
+            if candidates and self.config.policy.lending is LendingMode.TOPOLOGY:
+                self._asked(c, waiting[1:], rules.reclaim_within_s)  # a clock only deferral reads
             self.claim(c, waiting[0], candidates, rules.reclaim_within_s, LENT)
 
     def _asked(self, c: Cycle, behind: list[Entry], within_s: float) -> None:
