@@ -1,13 +1,15 @@
 """Tiered pools: idle online-inference racks lent to training and taken back (queue/lending.py).
 
 Scenario `simulations/scenarios/tiered-pools.yaml` (its header says what it models and what is
-assumed). Three rows, each with rackwise placement and the same queue rules; only how the
+assumed). Four rows, each with rackwise placement and the same queue rules; only how the
 online pool lends changes:
 - static: nothing is lent (isolation, as before);
 - quota: Kueue-style borrowing: every idle host beyond the reserve lent at once; reclaim
   evicts the newest borrowed gangs at once until the owner's gang fits;
-- rackwise: whole racks idle for idleAfterSeconds, the reserve kept; reclaim takes the fewest
-  borrowed gangs, each at its checkpoint or at the deadline, whichever comes first.
+- rackwise: hosts idle for idleAfterSeconds, whole racks first (the scenario's `unit: host`),
+  the reserve kept; reclaim takes the fewest borrowed gangs, each at its checkpoint or at the
+  deadline, whichever comes first, and defers a reclaim that would lose work to the deadline;
+- rackwise racks: the same, lending whole racks only (`unit: rack`).
 Measures per run (simulation/tiers.py); and each pool measured as a team whose nominal quota is
 its own GPUs (simulation/tenants.py: its share of what it was owed while it had work waiting,
 the least over pools, its wait p95 against the quota row's); mean ±95% interval over seeds;
@@ -22,6 +24,7 @@ from typing import Any
 
 from benchmarks.common import pooled_worst, table, worst_wait
 from scheduler.model.policy import LendingMode
+from scheduler.pools import LendUnit, PoolSpec
 from scheduler.simulation.protocol import cell
 from scheduler.simulation.runner import Task, in_processes, run_one
 from scheduler.simulation.scenario import build_topology, load_scenario, seed_jobs
@@ -30,7 +33,12 @@ from scheduler.simulation.tiers import tier_measures
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "simulations" / "scenarios" / "tiered-pools.yaml"
-ROWS = {"static": LendingMode.OFF, "quota": LendingMode.QUOTA, "rackwise": LendingMode.TOPOLOGY}
+ROWS: dict[str, tuple[LendingMode, LendUnit | None]] = {
+    "static": (LendingMode.OFF, None),
+    "quota": (LendingMode.QUOTA, None),
+    "rackwise": (LendingMode.TOPOLOGY, None),  # as the scenario says
+    "rackwise racks": (LendingMode.TOPOLOGY, LendUnit.RACK),  # whole racks only
+}
 LENDER = "online-inference"
 
 
@@ -56,12 +64,18 @@ def tasks(path: Path, seeds: int) -> dict[tuple[str, int], Task]:
             j.model_copy(update={"tenant": j.pool}) for j in seed_jobs(scenario, base, spec, seed)
         ]
         config = scenario.sim_config(seed)
-        for row, mode in ROWS.items():
+        for row, (mode, unit) in ROWS.items():
             policy = config.scheduling.model_copy(update={"lending": mode})
-            out[(row, seed)] = Task(
-                spec, jobs, "rackwise", config.model_copy(update={"scheduling": policy})
-            )
+            rules = tuple(lent_by(p, unit) for p in config.pool_rules)
+            update = {"scheduling": policy, "pool_rules": rules}
+            out[(row, seed)] = Task(spec, jobs, "rackwise", config.model_copy(update=update))
     return out
+
+
+def lent_by(pool: PoolSpec, unit: LendUnit | None) -> PoolSpec:
+    if pool.lend is None or unit is None:
+        return pool
+    return pool.model_copy(update={"lend": pool.lend.model_copy(update={"unit": unit})})
 
 
 def report(found: dict[tuple[str, int], dict[str, Any]], seeds: int) -> str:

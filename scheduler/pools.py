@@ -7,6 +7,8 @@ schedulers do not drift onto them either."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.model.gang import Objective, Pool, pool_objective
@@ -14,13 +16,23 @@ from scheduler.model.gang import Objective, Pool, pool_objective
 POOLS: tuple[str, ...] = tuple(p.value for p in Pool)
 
 
+class LendUnit(StrEnum):
+    # whole racks only, none of the lender's own gangs on them when lent: a borrowed gang
+    # starts in racks (switches, uplinks) the lender had left
+    RACK = "rack"
+    # whole racks first, then the idle hosts of racks the lender still uses
+    HOST = "host"
+
+
 class Lending(BaseModel):
     """What a pool lends of its idle hosts to pools that borrow (queue/lending.py): whole
-    racks idle for `idle_after_s`, keeping `reserve_hosts` of its idle hosts unlent; taken back
-    within `reclaim_within_s` of its own gang asking (at the borrowers' checkpoints when those
-    come first)."""
+    racks idle for `idle_after_s` (and, with `unit: host`, then idle hosts of racks it still
+    uses), keeping `reserve_hosts` of its idle hosts unlent; taken back within
+    `reclaim_within_s` of its own gang asking (at the borrowers' checkpoints when those come
+    first)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    unit: LendUnit = LendUnit.RACK
     idle_after_s: float = Field(default=600.0, ge=0, alias="idleAfterSeconds")
     reserve_hosts: int = Field(default=0, ge=0, alias="reserveHosts")
     reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")

@@ -48,8 +48,9 @@ class PreemptionScope(StrEnum):
 class LendingMode(StrEnum):
     # pools never lend (static isolation)
     OFF = "off"
-    # rackwise (queue/lending.py): whole racks idle for a while, taken back at the borrowers'
-    # checkpoints within the lender's deadline, the fewest borrowed gangs that make room
+    # rackwise (queue/lending.py): whole racks idle for a while (and idle hosts, where the
+    # lender lends by the host), taken back at the borrowers' checkpoints within the lender's
+    # deadline, the fewest borrowed gangs that make room
     TOPOLOGY = "topology"
     # the baseline, as quota borrowing (Kueue cohorts): any idle host beyond the reserve, at
     # once; taken back by evicting the newest borrowed gangs at once until the owner fits

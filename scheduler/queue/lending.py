@@ -5,12 +5,14 @@ another `borrow`, and the policy's `lending` is not off. Takes the pools' rules,
 gangs and the cycle's work snapshot. Decides:
 - what each lending pool lends. `topology` (rackwise): whole racks whose every host is up, held
   for no one and has run none of the pool's own gangs for `idle_after_s`, the highest racks
-  first, while the pool keeps at least `reserve_hosts` idle hosts unlent. `quota` (the baseline,
-  as Kueue's cohort borrowing): every idle host beyond the reserve, at once, in any rack;
+  first; with `unit: host`, then such hosts of racks the pool still uses, from the racks with
+  the most of them; always while the pool keeps at least `reserve_hosts` idle hosts unlent.
+  `quota` (the baseline, as Kueue's cohort borrowing): every idle host beyond the reserve, at
+  once, in any rack;
 - borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
   start them), in queue order, placed by their own objective on their pool's free hosts plus
-  the fewest lent racks that hold them (`quota`: every lent host), no host held for another
-  gang;
+  the fewest lent racks that hold them (one rack: the tightest that does; `quota`: every lent
+  host), no host held for another gang;
 - reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
   that cannot start, when borrowed gangs hold its hosts: the victims, evicted at their
   checkpoints or at `reclaim_within_s` (`topology`: one that would lose work is not chosen
@@ -37,6 +39,7 @@ from scheduler.model.policy import LendingMode
 from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot, place_one
 from scheduler.pools import Lending as Rules
+from scheduler.pools import LendUnit
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import PoolOrder
@@ -140,7 +143,6 @@ class Lending:
     def _lendable(
         self, c: Cycle, pool: str, rules: Rules, owned: set[int], held: frozenset[int]
     ) -> frozenset[int]:
-        fabric = c.work.fabric
         mine = self._hosts(c, pool)
         idle = [h for h in mine if h not in owned and h not in held]
         spare = len(idle) - rules.reserve_hosts
@@ -148,21 +150,47 @@ class Lending:
             return frozenset()
         if self.mode is LendingMode.QUOTA:
             return frozenset(idle[-spare:])
-        ready = c.now - rules.idle_after_s
         racks: dict[int, list[int]] = {}
         for h in mine:
-            racks.setdefault(int(fabric.columns[Tier.RACK][h]), []).append(h)
+            racks.setdefault(int(c.work.fabric.columns[Tier.RACK][h]), []).append(h)
+        whole = self._whole_racks(c, rules, racks, set(idle), spare)
+        if rules.unit is LendUnit.RACK:
+            return whole
+        return whole | self._idle_hosts(c, rules, racks, set(idle) - whole, spare - len(whole))
+
+    def _whole_racks(
+        self, c: Cycle, rules: Rules, racks: dict[int, list[int]], idle: set[int], spare: int
+    ) -> frozenset[int]:
+        """Racks whose every host is idle and was for `idle_after_s`, the highest first."""
+        ready = c.now - rules.idle_after_s
         out: set[int] = set()
         for rack in sorted(racks, reverse=True):
             hosts = racks[rack]
             since = [self.idle_since.get(h, math.inf) for h in hosts]
-            whole = all(h not in owned and h not in held for h in hosts)
-            if not whole or len(out) + len(hosts) > spare:
+            if not idle.issuperset(hosts) or len(out) + len(hosts) > spare:
                 continue
             if max(since) <= ready + 1e-9:
                 out.update(hosts)
             elif max(since) < math.inf:
                 c.out.wake(max(since) + rules.idle_after_s)
+        return frozenset(out)
+
+    def _idle_hosts(
+        self, c: Cycle, rules: Rules, racks: dict[int, list[int]], idle: set[int], room: int
+    ) -> frozenset[int]:
+        """Hosts idle for `idle_after_s` in racks the lender still uses, from the racks with the
+        most of them first (a borrowed gang then needs the fewest racks), up to `room`."""
+        ready = c.now - rules.idle_after_s
+        since = {h: self.idle_since.get(h, math.inf) for h in idle}
+        later = [s for s in since.values() if ready + 1e-9 < s < math.inf]
+        if later:
+            c.out.wake(min(later) + rules.idle_after_s)
+        found = {
+            r: [h for h in hs if h in idle and since[h] <= ready + 1e-9] for r, hs in racks.items()
+        }
+        out: list[int] = []
+        for rack in sorted(found, key=lambda r: (len(found[r]), r), reverse=True):
+            out.extend(sorted(found[rack], reverse=True)[: max(0, room - len(out))])
         return frozenset(out)
 
     def _hosts(self, c: Cycle, pool: str) -> list[int]:
@@ -193,21 +221,23 @@ class Lending:
                 self.start(c, entry, placement)
 
     def _fewest_racks(self, c: Cycle, view: Snapshot, gang: GangRequest) -> Placement | None:
-        """Placed on its own hosts and the fewest lent racks that hold it (the highest first):
-        lent hosts its own could have served would be taken back for nothing. Quota lending
-        offers every lent host at once, as a quota knows no racks."""
+        """Placed on its own hosts and the fewest lent racks that hold it: lent hosts its own
+        could have served would be taken back for nothing. One rack: the one with the least lent
+        room that holds it (a borrowed gang's leftovers are filled before a whole rack is
+        broken); more: the roomiest. Quota lending offers every lent host at once, as a quota
+        knows no racks."""
         lent = view.lent[gang.pool]
         if self.mode is LendingMode.QUOTA:
             return self._try(c, view, gang, lent)
         column = view.fabric.columns[Tier.RACK]
-        racks = list(dict.fromkeys(int(column[h]) for h in sorted(lent, reverse=True)))
-        own = free_gpus(view, gang.pool)
-        for k in range(1, len(racks) + 1):
-            hosts = frozenset(h for h in lent if int(column[h]) in racks[:k])
-            if own + int(view.free_gpus[sorted(hosts)].sum()) >= gang.gpus:
-                placement = self._try(c, view, gang, hosts)
-                if placement is not None:
-                    return placement
+        room: dict[int, int] = {}
+        for h in lent:
+            room[int(column[h])] = room.get(int(column[h]), 0) + int(view.free_gpus[h])
+        need = gang.gpus - free_gpus(view, gang.pool)
+        for racks in rack_sets(room, need):
+            placement = self._try(c, view, gang, frozenset(h for h in lent if column[h] in racks))
+            if placement is not None:
+                return placement
         return None
 
     def _try(
@@ -232,6 +262,19 @@ class Lending:
             if wait is None or wait.reason in BLOCKED:
                 found.append(self.entries[key])
         return found
+
+
+def rack_sets(room: dict[int, int], need: int) -> Iterable[frozenset[int]]:
+    """The lent racks to offer a gang that needs `need` GPUs beyond its own pool's, fewest
+    first: the tightest single rack that holds them, then the k roomiest for k = 2, 3, ...
+    (equal rooms: the highest racks first)."""
+    fits = [r for r in room if room[r] >= need]
+    if fits:
+        yield frozenset([min(fits, key=lambda r: (room[r], -r))])
+    roomiest = sorted(room, key=lambda r: (room[r], r), reverse=True)
+    for k in range(2, len(roomiest) + 1):
+        if sum(room[r] for r in roomiest[:k]) >= need:
+            yield frozenset(roomiest[:k])
 
 
 def owner_busy(c: Cycle) -> set[int]:

@@ -6,14 +6,17 @@ fit its own two hosts, so it waits, or borrows a lent rack."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scheduler.model import GangRequest, Placement
 from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
 from scheduler.model.policy import LendingMode
 from scheduler.placement import Snapshot
-from scheduler.pools import Lending, PoolSpec
+from scheduler.pools import Lending, LendUnit, PoolSpec
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
+from scheduler.queue.lending import rack_sets
 from scheduler.topology import Fabric, generate
 
 TRAIN, ONLINE = "training", "online-inference"
@@ -34,9 +37,13 @@ def config(
     idle_after_s: float = 0.0,
     reserve_hosts: int = 0,
     reclaim_within_s: float = 600.0,
+    unit: LendUnit = LendUnit.RACK,
 ) -> QueueConfig:
     lend = Lending(
-        idle_after_s=idle_after_s, reserve_hosts=reserve_hosts, reclaim_within_s=reclaim_within_s
+        unit=unit,
+        idle_after_s=idle_after_s,
+        reserve_hosts=reserve_hosts,
+        reclaim_within_s=reclaim_within_s,
     )
     pools = (
         PoolSpec(name=TRAIN, objective="pack", borrow=True),
@@ -109,6 +116,44 @@ def test_a_pod_that_does_not_tolerate_the_lenders_taint_is_never_lent_to():
         queue = SchedulingQueue(config())
         queue.add("train", gang("train", 4, tolerate=tolerate), arrival=0)
         assert bool(queue.cycle(0, Snapshot(fabric(taint=True)), []).starts) is starts
+
+
+def one_host_busy_per_rack(unit: LendUnit, pods: int, **rules: float) -> tuple[bool, float | None]:
+    """Online gangs hold h1-0 (rack r1) and h2-0 (r2) from t=0; a training gang of `pods` 8-GPU
+    pods asks at t=0. Whether it starts, and when the queue asks to be woken."""
+    snap = Snapshot(fabric())
+    running = []
+    for i, host in enumerate(("h1-0", "h2-0")):
+        g = gang(f"online{i}", 1, pool=ONLINE)
+        placed = Placement.model_validate(
+            {"gang": g.name, "policy": "t", "status": "placed", "pods": [{"rank": 0, "host": host}]}
+        )
+        snap.apply(g, placed)
+        running.append(Running(g.name, g, placed, 0.0))
+    queue = SchedulingQueue(config(unit=unit, **rules))  # type: ignore[arg-type]
+    queue.add("train", gang("train", pods), arrival=0)
+    decisions = queue.cycle(0, snap, running)
+    return bool(decisions.starts), decisions.wake_at
+
+
+def test_racks_the_lender_still_uses_are_lent_only_by_the_host():
+    assert one_host_busy_per_rack(LendUnit.RACK, 3) == (False, math.inf)
+    assert one_host_busy_per_rack(LendUnit.HOST, 3)[0]
+    assert one_host_busy_per_rack(LendUnit.HOST, 4)[0]  # h1-1 and h2-1, two racks
+    assert not one_host_busy_per_rack(LendUnit.HOST, 5)[0]
+
+
+def test_hosts_lent_by_the_host_keep_the_reserve_and_the_idle_time():
+    assert one_host_busy_per_rack(LendUnit.HOST, 3, reserve_hosts=1)[0]
+    assert not one_host_busy_per_rack(LendUnit.HOST, 4, reserve_hosts=1)[0]
+    assert one_host_busy_per_rack(LendUnit.HOST, 3, idle_after_s=600) == (False, 600)
+
+
+def test_a_borrowed_gang_is_offered_the_fewest_lent_racks_the_tightest_alone():
+    room = {0: 16, 1: 8, 2: 16, 3: 0}
+    assert next(iter(rack_sets(room, 8))) == {1}  # the tightest rack that holds it
+    assert next(iter(rack_sets(room, 16))) == {2}  # equal room: the highest
+    assert list(rack_sets(room, 24)) == [{0, 2}, {0, 1, 2}, {0, 1, 2, 3}]
 
 
 def reclaim_scene(reclaim_within_s: float, every: float | None):
