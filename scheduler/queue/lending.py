@@ -43,6 +43,7 @@ from scheduler.pools import LendUnit
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import PoolOrder
+from scheduler.queue.quotas import Verdict
 from scheduler.queue.reclaim import Reclaims, free_gpus, pods_by_pool
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
@@ -56,6 +57,7 @@ BLOCKED = (
     WaitReason.RESERVED,
     WaitReason.NEVER_FITS,
 )
+STARTABLE = (Verdict.FITS, Verdict.BORROWS)  # what team queues' quota allows to start now
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Lending:
     views: Views
     wait: Callable[[Cycle, Entry, Wait], None]
     start: Callable[[Cycle, Entry, Placement], None]
+    allows: Callable[[Cycle, Entry], Verdict]  # what its team's quota says (queue/teams.py)
     idle_since: dict[int, float] = field(default_factory=dict)  # lender's host -> idle from
     failed: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (pool, shape) -> view
     reclaim: Reclaims = field(init=False)  # taking lent hosts back (queue/reclaim.py)
@@ -218,7 +221,16 @@ class Lending:
                     continue
                 c.out.waiting.pop(entry.key, None)
                 c.out.borrowed.add(entry.key)
-                self.start(c, entry, placement)
+                self._start(c, entry, placement)
+
+    def _start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
+        """A start beyond its queue's nominal quota counts as borrowing quota, as one the teams'
+        borrowing phase makes (queue/teams.py, `started`)."""
+        c.borrowing = self.allows(c, entry) is Verdict.BORROWS
+        try:
+            self.start(c, entry, placement)
+        finally:
+            c.borrowing = False
 
     def _fewest_racks(self, c: Cycle, view: Snapshot, gang: GangRequest) -> Placement | None:
         """Placed on its own hosts and the fewest lent racks that hold it: lent hosts its own
@@ -259,7 +271,9 @@ class Lending:
             if key in started or key in self.pins.pins:
                 continue
             wait = c.out.waiting.get(key)
-            if wait is None or wait.reason in BLOCKED:
+            if wait is not None and wait.reason not in BLOCKED:
+                continue
+            if self.allows(c, self.entries[key]) in STARTABLE:  # team queues' quota
                 found.append(self.entries[key])
         return found
 

@@ -111,6 +111,7 @@ class SchedulingQueue:
         self._preempting = Preempting(
             self.config, self._entries, self._pins, self._views, self._wait, self._start
         )
+        self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
         self._lending = Lending(
             self.config,
             self._entries,
@@ -119,8 +120,8 @@ class SchedulingQueue:
             self._views,
             self._wait,
             self._start,
+            self._teams.allows,
         )
-        self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
         self._tenancy = self._tenancy_now()
         self._after = AfterWalk(
             self.config,

@@ -277,6 +277,18 @@ class TeamQueues:
         c.out.waiting.pop(entry.key, None)
         consider(c, entry)
 
+    # pool lending (queue/lending.py) asks before it starts a gang on another pool's hosts
+    def allows(self, c: Cycle, entry: Entry) -> Verdict:
+        """What the gang's quota says of starting it now, wherever it is placed: FITS (no
+        teams, within its queue's quota, or its quota held for it), BORROWS (on what its cohort
+        lends it: the start counts as borrowing), or why not."""
+        if c.ledger is None or entry.key in c.quota_held:
+            return Verdict.FITS
+        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
+        if found.verdict is Verdict.BORROWS and not (self._lends() and entry.evictable):
+            return Verdict.EXCEEDS
+        return found.verdict
+
     # reclaim
     def owed(self, c: Cycle, entry: Entry) -> bool:
         """A gang within its quota that could not be placed: take hosts back from borrowers

@@ -6,6 +6,7 @@ fit its own two hosts, so it waits, or borrows a lent rack."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -17,6 +18,7 @@ from scheduler.placement import Snapshot
 from scheduler.pools import Lending, LendUnit, PoolSpec
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.lending import rack_sets
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric, generate
 
 TRAIN, ONLINE = "training", "online-inference"
@@ -304,3 +306,23 @@ def test_a_gang_behind_the_first_is_owed_its_hosts_from_when_it_asked():
     assert sorted(e.victim for e in second.evictions) == ["small1", "small2"]
     assert {e.preemptor for e in second.evictions} == {"serve2"}
     assert all(e.waited_s == 600 for e in second.evictions)
+
+
+def team_quota(cohort: str | None) -> SchedulingQueue:
+    """Queue a owns 16 training GPUs; in cohort c, queue x lends it 64 more."""
+
+    def spec(name: str, gpus: int) -> QueueSpec:
+        quota = PoolQuota(pool=TRAIN, nominal={Resource.GPUS: gpus})
+        return QueueSpec(name=name, cohort=cohort, quotas=(quota,))
+
+    teams = Teams(queues=(spec("a", 16), spec("x", 64)))
+    return SchedulingQueue(dataclasses.replace(config(), teams=teams))
+
+
+def test_lent_hosts_serve_only_what_the_gangs_team_quota_allows():
+    for cohort, starts in ((None, False), ("c", True)):
+        queue = team_quota(cohort)
+        queue.add("train", gang("train", 4), arrival=0, tenant="a")  # 32 GPUs: a owns 16
+        decisions = queue.cycle(0, Snapshot(fabric()), [])
+        assert bool(decisions.starts) is starts
+        assert decisions.borrowed == decisions.beyond_quota == ({"train"} if starts else set())

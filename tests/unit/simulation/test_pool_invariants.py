@@ -17,6 +17,8 @@ import pytest
 
 from scheduler.model.policy import LendingMode
 from scheduler.model.topology import TopologySpec
+from scheduler.queue import Running
+from scheduler.queue.types import Eviction
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.scenario import (
     GenerateSpec,
@@ -25,9 +27,10 @@ from scheduler.simulation.scenario import (
     load_scenario,
     seed_jobs,
 )
+from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric
 
-TRAIN = "training"
+TRAIN, ONLINE = "training", "online-inference"
 SCENARIO = Path(__file__).resolve().parents[3] / "simulations" / "scenarios" / "tiered-pools.yaml"
 
 
@@ -70,18 +73,22 @@ class Checked(Simulation):
             victim = before[e.victim]
             if e.reclaimed:
                 self.reclaims += 1
-                pools = {self.fabric.host_pool[h] for h in victim.placement.hosts()}
-                lender = [p for p in pools if p != victim.gang.pool]
-                assert lender, f"{e.victim} was reclaimed from its own pool's hosts"
-                lend = rules[lender[0]].lend
-                assert lend is not None
-                assert e.waited_s <= lend.reclaim_within_s + 1e-6
+                self._check_reclaim(before, e, rules)
             else:
                 self.preemptions += 1
                 preemptor = self.by_key[e.preemptor].gang.priority
                 assert victim.gang.priority < preemptor, f"{e.victim} preempted by an equal"
         self._check_hosts(rules)
         assert (self.snapshot.free_gpus >= 0).all()
+
+    def _check_reclaim(self, before: dict[str, Running], e: Eviction, rules: dict) -> None:
+        victim = before[e.victim]
+        pools = {self.fabric.host_pool[h] for h in victim.placement.hosts()}
+        lender = [p for p in pools if p != victim.gang.pool]
+        assert lender, f"{e.victim} was reclaimed from its own pool's hosts"
+        lend = rules[lender[0]].lend
+        assert lend is not None
+        assert e.waited_s <= lend.reclaim_within_s + 1e-6
 
     def _check_hosts(self, rules: dict) -> None:
         lent_hosts: dict[str, set[str]] = {}
@@ -120,3 +127,78 @@ def test_pool_promises_hold_after_every_cycle(seed, lending):
     if lending is not LendingMode.OFF:
         assert sim.borrowed > 0
         assert sim.reclaims > 0
+
+
+def two_teams_and_serving(fabric: Fabric) -> Teams:
+    """Teams a and b in one cohort, each owed three quarters of training's GPUs (quota beyond
+    the pool, so that lent hosts can serve it), b borrowing at most 32 of a's; serving owns
+    online inference's (the default queue: online gangs name no team)."""
+    gpus = dict.fromkeys(fabric.pool_mask, 0)
+    for h in fabric.hosts:
+        gpus[h.pool] += h.gpus
+    share = gpus[TRAIN] * 3 // 4
+
+    def queue(name: str, pool: str, nominal: int, **extra: object) -> QueueSpec:
+        quota = PoolQuota(pool=pool, nominal={Resource.GPUS: nominal}, **extra)
+        return QueueSpec(name=name, cohort="all", quotas=(quota,), reclaim_within_s=120.0)
+
+    serving = queue("serving", ONLINE, gpus[ONLINE]).model_copy(update={"default": True})
+    return Teams(
+        queues=(
+            queue("a", TRAIN, share),
+            queue("b", TRAIN, share, borrowing_limit={Resource.GPUS: 32}),
+            serving,
+        )
+    )
+
+
+class CheckedTeams(Checked):
+    """Pool lending's promises and the teams' quota: a queue uses at most its nominal quota and
+    what it may borrow, wherever its gangs run (a training gang on lent hosts counts against
+    its training quota)."""
+
+    def _check_reclaim(self, before: dict[str, Running], e: Eviction, rules: dict) -> None:
+        """A lender's gang takes back lent hosts (the pool's promise); a team's gang takes back
+        quota from a queue that borrows: with the victim, it used more than its nominal."""
+        if self.by_key[e.preemptor].gang.pool == ONLINE:
+            super()._check_reclaim(before, e, rules)
+            return
+        queue = before[e.victim].tenant
+        used = sum(r.gang.all_gpus for r in before.values() if r.tenant == queue)
+        nominal = self.config.teams.by_name[queue].quota(TRAIN).owned(Resource.GPUS)
+        assert used > nominal, f"{e.victim}'s queue {queue} did not borrow"
+        assert e.waited_s <= self.config.teams.by_name[queue].reclaim_within_s + 1e-6
+
+    def _cycle(self, now: float) -> None:
+        before = {r.key for r in self.running}
+        seen = len(self.result.evictions)
+        super()._cycle(now)
+        victims = [e.victim for _, e in self.result.evictions[seen:]]
+        assert len(victims) == len(set(victims)), f"t={now:.0f}: a gang evicted twice"
+        assert before.issuperset(victims)
+        used: dict[str, int] = {}
+        for r in self.running:
+            used[r.tenant] = used.get(r.tenant, 0) + r.gang.all_gpus
+        for q in self.config.teams.queues:
+            quota = q.quota(TRAIN if q.name != "serving" else ONLINE)
+            top = quota.owned(Resource.GPUS) + (quota.may_borrow(Resource.GPUS) or 10**9)
+            assert used.get(q.name, 0) <= top, f"t={now:.0f}: {q.name} uses {used[q.name]}"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pool_lending_under_team_quotas_keeps_both_promises(seed):
+    """Pool lending and team queues at once: the two reclaims (a lender's gang taking its hosts
+    back, a team taking its quota back) never evict a gang twice or oversubscribe a host."""
+    scenario, base, spec = small(LendingMode.TOPOLOGY)
+    fabric = Fabric(spec)
+    rng = random.Random(seed)
+    jobs = [
+        j.model_copy(update={"tenant": rng.choice("ab")}) if j.pool == TRAIN else j
+        for j in seed_jobs(scenario, base, spec, seed)
+    ]
+    config = scenario.sim_config(seed).model_copy(update={"teams": two_teams_and_serving(fabric)})
+    sim = CheckedTeams(fabric, jobs, "rackwise", config)
+    sim.lending = LendingMode.TOPOLOGY
+    result = sim.run()
+    assert len(result.starts) > 100
+    assert sim.borrowed > 0
