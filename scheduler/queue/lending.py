@@ -10,7 +10,7 @@ gangs and the cycle's work snapshot. Decides:
   `quota` (the baseline, as Kueue's cohort borrowing): every idle host beyond the reserve, at
   once, in any rack;
 - borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
-  start them), in queue order, placed by their own objective on their pool's free hosts plus
+  start them) and whose team queue's quota allows them now (`allows`), in queue order, placed by their own objective on their pool's free hosts plus
   the fewest lent racks that hold them (one rack: the tightest that does; `quota`: every lent
   host), no host held for another gang;
 - reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
