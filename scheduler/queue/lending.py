@@ -10,9 +10,10 @@ gangs and the cycle's work snapshot. Decides:
   `quota` (the baseline, as Kueue's cohort borrowing): every idle host beyond the reserve, at
   once, in any rack;
 - borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
-  start them) and whose team queue's quota allows them now (`allows`), in queue order, placed by their own objective on their pool's free hosts plus
-  the fewest lent racks that hold them (one rack: the tightest that does; `quota`: every lent
-  host), no host held for another gang;
+  start them) and whose team queue's quota allows them at their turn (`allows`), in queue
+  order, placed by their own objective on their pool's free hosts plus the fewest lent racks
+  that hold them (one rack: the tightest that does; `quota`: every lent host), no host held
+  for another gang;
 - reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
   that cannot start, when borrowed gangs hold its hosts: the victims, evicted at their
   checkpoints or at `reclaim_within_s` (`topology`: one that would lose work is not chosen
@@ -209,6 +210,9 @@ class Lending:
             for entry in self._waiting(c, pool):
                 if tries >= BORROW_TRIES:
                     break
+                verdict = self.allows(c, entry)  # again: each start uses quota
+                if verdict not in STARTABLE:
+                    continue
                 view = self.views.view(c, entry).snapshot.copy()
                 view.lent = {pool: frozenset(h for h in hosts if h not in view.down)}
                 seen = lent_fingerprint(view, pool)
@@ -221,12 +225,12 @@ class Lending:
                     continue
                 c.out.waiting.pop(entry.key, None)
                 c.out.borrowed.add(entry.key)
-                self._start(c, entry, placement)
+                self._start(c, entry, placement, verdict)
 
-    def _start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
+    def _start(self, c: Cycle, entry: Entry, placement: Placement, verdict: Verdict) -> None:
         """A start beyond its queue's nominal quota counts as borrowing quota, as one the teams'
         borrowing phase makes (queue/teams.py, `started`)."""
-        c.borrowing = self.allows(c, entry) is Verdict.BORROWS
+        c.borrowing = verdict is Verdict.BORROWS
         try:
             self.start(c, entry, placement)
         finally:

@@ -185,20 +185,25 @@ class CheckedTeams(Checked):
             assert used.get(q.name, 0) <= top, f"t={now:.0f}: {q.name} uses {used[q.name]}"
 
 
-@pytest.mark.parametrize("seed", range(2))
-def test_pool_lending_under_team_quotas_keeps_both_promises(seed):
-    """Pool lending and team queues at once: the two reclaims (a lender's gang taking its hosts
-    back, a team taking its quota back) never evict a gang twice or oversubscribe a host."""
-    scenario, base, spec = small(LendingMode.TOPOLOGY)
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("lending", [LendingMode.TOPOLOGY, LendingMode.QUOTA])
+def test_pool_lending_under_team_quotas_keeps_both_promises(seed, lending):
+    """Pool lending and team queues at once: a gang starts on lent hosts only as its quota
+    allows; the two reclaims (a lender's gang taking its hosts back, a team taking its quota
+    back) never evict a gang twice or oversubscribe a host."""
+    scenario, base, spec = small(lending)
     fabric = Fabric(spec)
     rng = random.Random(seed)
     jobs = [
-        j.model_copy(update={"tenant": rng.choice("ab")}) if j.pool == TRAIN else j
+        j.model_copy(update={"tenant": rng.choice("ab"), "priority": rng.choice([0, 0, 5])})
+        if j.pool == TRAIN
+        else j
         for j in seed_jobs(scenario, base, spec, seed)
     ]
     config = scenario.sim_config(seed).model_copy(update={"teams": two_teams_and_serving(fabric)})
     sim = CheckedTeams(fabric, jobs, "rackwise", config)
-    sim.lending = LendingMode.TOPOLOGY
+    sim.lending = lending
     result = sim.run()
     assert len(result.starts) > 100
     assert sim.borrowed > 0
+    assert sim.reclaims > 0
