@@ -20,14 +20,14 @@ class LendUnit(StrEnum):
     # whole racks only, none of the lender's own gangs on them when lent: a borrowed gang
     # starts in racks (switches, uplinks) the lender had left
     RACK = "rack"
-    # whole racks first, then the idle hosts of racks the lender still uses
+    # whole racks first, then other hosts idle as long (mostly in racks the lender still uses)
     HOST = "host"
 
 
 class Lending(BaseModel):
     """What a pool lends of its idle hosts to pools that borrow (queue/lending.py): whole
-    racks idle for `idle_after_s` (and, with `unit: host`, then idle hosts of racks it still
-    uses), keeping `reserve_hosts` of its idle hosts unlent; taken back within
+    racks idle for `idle_after_s` (and, with `unit: host`, then its other hosts idle as
+    long), keeping `reserve_hosts` of its idle hosts unlent; taken back within
     `reclaim_within_s` of its own gang asking (at the borrowers' checkpoints when those come
     first)."""
 

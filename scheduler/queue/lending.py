@@ -5,7 +5,7 @@ another `borrow`, and the policy's `lending` is not off. Takes the pools' rules,
 gangs and the cycle's work snapshot. Decides:
 - what each lending pool lends. `topology` (rackwise): whole racks whose every host is up, held
   for no one and has run none of the pool's own gangs for `idle_after_s`, the highest racks
-  first; with `unit: host`, then such hosts of racks the pool still uses, from the racks with
+  first; with `unit: host`, then its other hosts idle as long, from the racks with
   the most of them; always while the pool keeps at least `reserve_hosts` idle hosts unlent.
   `quota` (the baseline, as Kueue's cohort borrowing): every idle host beyond the reserve, at
   once, in any rack;
@@ -182,8 +182,9 @@ class Lending:
     def _idle_hosts(
         self, c: Cycle, rules: Rules, racks: dict[int, list[int]], idle: set[int], room: int
     ) -> frozenset[int]:
-        """Hosts idle for `idle_after_s` in racks the lender still uses, from the racks with the
-        most of them first (a borrowed gang then needs the fewest racks), up to `room`."""
+        """Hosts idle for `idle_after_s` outside the whole racks lent (mostly in racks the lender
+        still uses), from the racks with the most of them first (a borrowed gang then needs the
+        fewest racks), up to `room`."""
         ready = c.now - rules.idle_after_s
         since = {h: self.idle_since.get(h, math.inf) for h in idle}
         later = [s for s in since.values() if ready + 1e-9 < s < math.inf]
