@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from itertools import combinations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.model import GangRequest, Placement
 from scheduler.model.constraints import NodeConstraints, Taint, TaintEffect, Toleration
@@ -149,6 +152,32 @@ def test_hosts_lent_by_the_host_keep_the_reserve_and_the_idle_time():
     assert one_host_busy_per_rack(LendUnit.HOST, 3, reserve_hosts=1)[0]
     assert not one_host_busy_per_rack(LendUnit.HOST, 4, reserve_hosts=1)[0]
     assert one_host_busy_per_rack(LendUnit.HOST, 3, idle_after_s=600) == (False, 600)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 9), st.integers(0, 64), min_size=1, max_size=6),
+    st.integers(-8, 200),
+)
+def test_the_lent_racks_offered_first_are_the_fewest_that_hold_the_gang(room, need):
+    """Against brute force: the first set offered has the fewest racks whose room covers the
+    need, and the sets offered after it never have fewer."""
+    fewest = min(
+        (
+            len(c)
+            for k in range(1, len(room) + 1)
+            for c in combinations(room, k)
+            if sum(room[r] for r in c) >= need
+        ),
+        default=None,
+    )
+    offered = list(rack_sets(room, need))
+    if fewest is None:
+        assert offered == []
+        return
+    assert len(offered[0]) == fewest
+    assert sum(room[r] for r in offered[0]) >= need
+    assert [len(s) for s in offered] == sorted(len(s) for s in offered)
 
 
 def test_a_borrowed_gang_is_offered_the_fewest_lent_racks_the_tightest_alone():
