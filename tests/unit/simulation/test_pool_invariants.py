@@ -4,6 +4,8 @@ on a smaller fabric), each from the running gangs alone:
 - a gang runs on its own pool's hosts, or on a lending pool's when its own pool borrows and
   lending is on; never on a pool that does not lend, and static pools lend nothing;
 - the lender's reserve stays unlent: at most its hosts less `reserveHosts` carry borrowed pods;
+- a lender by the rack (`unit: rack`): a borrowed gang starts in no rack the lender's own gangs
+  run in (by the host: anywhere idle; both units replayed);
 - a reclaimed gang was on lent hosts, and left within the lender's `reclaimWithinSeconds`;
 - a preemption's victim has a lower priority than the gang it makes room for;
 - nothing is oversubscribed."""
@@ -17,6 +19,7 @@ import pytest
 
 from scheduler.model.policy import LendingMode
 from scheduler.model.topology import TopologySpec
+from scheduler.pools import LendUnit
 from scheduler.queue import Running
 from scheduler.queue.types import Eviction
 from scheduler.simulation.engine import Simulation
@@ -34,7 +37,9 @@ TRAIN, ONLINE = "training", "online-inference"
 SCENARIO = Path(__file__).resolve().parents[3] / "simulations" / "scenarios" / "tiered-pools.yaml"
 
 
-def small(lending: LendingMode) -> tuple[Scenario, Path, TopologySpec]:
+def small(
+    lending: LendingMode, unit: LendUnit = LendUnit.HOST
+) -> tuple[Scenario, Path, TopologySpec]:
     scenario, base = load_scenario(SCENARIO)
     topology = scenario.topology.model_copy(
         update={"generate": GenerateSpec(blocks=2, racks=4, hosts=4, gpus=8)}
@@ -46,7 +51,9 @@ def small(lending: LendingMode) -> tuple[Scenario, Path, TopologySpec]:
     rules = tuple(
         r.model_copy(
             update={
-                "lend": r.lend.model_copy(update={"reserve_hosts": 2, "reclaim_within_s": 120.0})
+                "lend": r.lend.model_copy(
+                    update={"reserve_hosts": 2, "reclaim_within_s": 120.0, "unit": unit}
+                )
             }
         )
         if r.lend is not None
@@ -79,7 +86,23 @@ class Checked(Simulation):
                 preemptor = self.by_key[e.preemptor].gang.priority
                 assert victim.gang.priority < preemptor, f"{e.victim} preempted by an equal"
         self._check_hosts(rules)
+        self._check_racks(before, rules)
         assert (self.snapshot.free_gpus >= 0).all()
+
+    def _check_racks(self, before: dict[str, Running], rules: dict) -> None:
+        """A lender by the rack: a gang borrowing this cycle starts in no rack where one of
+        the lender's own gangs runs."""
+        rack = {h.name: h.domains["rack"] for h in self.fabric.hosts}
+        own: dict[str, set[str]] = {}  # pool -> racks its own gangs run in
+        for r in self.running:
+            own.setdefault(r.gang.pool, set()).update(rack[h] for h in r.placement.hosts())
+        for r in self.running:
+            if r.key in before:
+                continue
+            for host in r.placement.hosts():
+                lend = rules[self.fabric.host_pool[host]].lend
+                if self.fabric.host_pool[host] != r.gang.pool and lend.unit is LendUnit.RACK:
+                    assert rack[host] not in own.get(self.fabric.host_pool[host], set()), r.key
 
     def _check_reclaim(self, before: dict[str, Running], e: Eviction, rules: dict) -> None:
         victim = before[e.victim]
@@ -110,9 +133,12 @@ class Checked(Simulation):
 
 
 @pytest.mark.parametrize("seed", range(2))
-@pytest.mark.parametrize("lending", list(LendingMode))
-def test_pool_promises_hold_after_every_cycle(seed, lending):
-    scenario, base, spec = small(lending)
+@pytest.mark.parametrize(
+    ("lending", "unit"),
+    [*((mode, LendUnit.HOST) for mode in LendingMode), (LendingMode.TOPOLOGY, LendUnit.RACK)],
+)
+def test_pool_promises_hold_after_every_cycle(seed, lending, unit):
+    scenario, base, spec = small(lending, unit)
     rng = random.Random(seed)
     jobs = seed_jobs(scenario, base, spec, seed)
     jobs = [
