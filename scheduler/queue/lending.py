@@ -157,10 +157,11 @@ class Lending:
         racks: dict[int, list[int]] = {}
         for h in mine:
             racks.setdefault(int(c.work.fabric.columns[Tier.RACK][h]), []).append(h)
-        whole = self._whole_racks(c, rules, racks, set(idle), spare)
+        free = set(idle)
+        whole = self._whole_racks(c, rules, racks, free, spare)
         if rules.unit is LendUnit.RACK:
             return whole
-        return whole | self._idle_hosts(c, rules, racks, set(idle) - whole, spare - len(whole))
+        return whole | self._idle_hosts(c, rules, racks, free - whole, spare - len(whole))
 
     def _whole_racks(
         self, c: Cycle, rules: Rules, racks: dict[int, list[int]], idle: set[int], spare: int

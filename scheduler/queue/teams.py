@@ -201,7 +201,7 @@ class TeamQueues:
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
-        if found.verdict is Verdict.BORROWS and self._lends() and entry.evictable:
+        if found.verdict is Verdict.BORROWS and self._may_borrow(entry):
             self._set_aside(c, entry, found)
         elif found.verdict is Verdict.BORROWS:
             why = _static(found) if entry.evictable else _kept(found)
@@ -236,6 +236,10 @@ class TeamQueues:
 
     def _lends(self) -> bool:
         return self.config.policy.lending is not LendingMode.OFF
+
+    def _may_borrow(self, entry: Entry) -> bool:
+        """Quotas lend (not static), and its driver can evict it to give back what it borrows."""
+        return self._lends() and entry.evictable
 
     # borrowing after the walk
     def borrow(self, c: Cycle, consider: Callable[[Cycle, Entry], None]) -> None:
@@ -285,7 +289,7 @@ class TeamQueues:
         if c.ledger is None or entry.key in c.quota_held:
             return Verdict.FITS
         found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
-        if found.verdict is Verdict.BORROWS and not (self._lends() and entry.evictable):
+        if found.verdict is Verdict.BORROWS and not self._may_borrow(entry):
             return Verdict.EXCEEDS
         return found.verdict
 

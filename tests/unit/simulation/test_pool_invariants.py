@@ -32,6 +32,7 @@ from scheduler.simulation.scenario import (
 )
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric
+from tests.unit.simulation.test_quota_invariants import used_by_queue
 
 TRAIN, ONLINE = "training", "online-inference"
 SCENARIO = Path(__file__).resolve().parents[3] / "simulations" / "scenarios" / "tiered-pools.yaml"
@@ -190,7 +191,7 @@ class CheckedTeams(Checked):
             super()._check_reclaim(before, e, rules)
             return
         queue = before[e.victim].tenant
-        used = sum(r.gang.all_gpus for r in before.values() if r.tenant == queue)
+        used = used_by_queue(list(before.values()))[queue]
         nominal = self.config.teams.by_name[queue].quota(TRAIN).owned(Resource.GPUS)
         assert used > nominal, f"{e.victim}'s queue {queue} did not borrow"
         assert e.waited_s <= self.config.teams.by_name[queue].reclaim_within_s + 1e-6
@@ -202,9 +203,7 @@ class CheckedTeams(Checked):
         victims = [e.victim for _, e in self.result.evictions[seen:]]
         assert len(victims) == len(set(victims)), f"t={now:.0f}: a gang evicted twice"
         assert before.issuperset(victims)
-        used: dict[str, int] = {}
-        for r in self.running:
-            used[r.tenant] = used.get(r.tenant, 0) + r.gang.all_gpus
+        used = used_by_queue(list(self.running))
         for q in self.config.teams.queues:
             quota = q.quota(TRAIN if q.name != "serving" else ONLINE)
             top = quota.owned(Resource.GPUS) + (quota.may_borrow(Resource.GPUS) or 10**9)
