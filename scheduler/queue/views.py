@@ -91,7 +91,17 @@ class Views:
         """What is known unplaceable on this view, per shape, that still holds: found when the
         gangs it could preempt were the ones it could preempt now."""
         known = self.memo.at((v.seen(), v.held))
-        return {shape: k for shape, k in known.items() if self.holds(c, v, shape, k)}
+        # shapes far outnumber their owners (priority, tenant): each owner's victims read once
+        victims: dict[tuple[int, str], bytes] = {}
+        out: dict[int, Known] = {}
+        for shape, k in known.items():
+            owner = self.shapes.owners[shape]
+            found = victims.get(owner)
+            if found is None:
+                found = victims[owner] = self.victims(c, v.pool, *owner)
+            if k.victims == found:
+                out[shape] = k
+        return out
 
     def holds(self, c: Cycle, v: View, shape: int, k: Known) -> bool:
         """Whether what is known still holds: the gangs it could preempt are the same."""
