@@ -9,11 +9,12 @@ gangs and the cycle's work snapshot. Decides:
   the most of them; always while the pool keeps at least `reserve_hosts` idle hosts unlent.
   `quota` (the baseline, as Kueue's cohort borrowing): every idle host beyond the reserve, at
   once, in any rack;
-- borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts could not
-  start them) and whose team queue's quota allows them at their turn (`allows`), in queue
-  order, placed by their own objective on their pool's free hosts plus the fewest lent racks
-  that hold them (one rack: the tightest that does; `quota`: every lent host), no host held
-  for another gang;
+- borrowed starts: a borrowing pool's gangs that waited this cycle (its own hosts, or its own
+  pool's team quota, could not start them), in queue order, placed by their own objective on
+  their pool's free hosts plus the fewest lent racks that hold them (one rack: the tightest
+  that does; `quota`: every lent host), no host held for another gang, and started when their
+  team queue's quota allows that placement (`allows_on`: what it uses of lent hosts is charged
+  to the lender pool's quota, borrowed through its cohort);
 - reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
   that cannot start, when borrowed gangs hold its hosts: the victims, evicted at their
   checkpoints or at `reclaim_within_s` (`topology`: one that would lose work is not chosen
@@ -58,6 +59,7 @@ BLOCKED = (
     WaitReason.RESERVED,
     WaitReason.NEVER_FITS,
 )
+QUOTA_WAITS = (WaitReason.QUOTA_EXCEEDED, WaitReason.WAITING_TO_BORROW)  # its own pool's quota
 STARTABLE = (Verdict.FITS, Verdict.BORROWS)  # what team queues' quota allows to start now
 
 
@@ -71,6 +73,8 @@ class Lending:
     wait: Callable[[Cycle, Entry, Wait], None]
     start: Callable[[Cycle, Entry, Placement], None]
     allows: Callable[[Cycle, Entry], Verdict]  # what its team's quota says (queue/teams.py)
+    # the same, once placed: what it uses of lent hosts charged to the lender pool's quota
+    allows_on: Callable[[Cycle, Entry, Placement], Verdict]
     idle_since: dict[int, float] = field(default_factory=dict)  # lender's host -> idle from
     failed: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (pool, shape) -> view
     reclaim: Reclaims = field(init=False)  # taking lent hosts back (queue/reclaim.py)
@@ -108,8 +112,7 @@ class Lending:
         return self.config.policy.lending
 
     def active(self) -> bool:
-        others = any(b != lender for b in self.borrowers for lender in self.lenders)
-        return self.mode is not LendingMode.OFF and others
+        return pools_lend(self.config)
 
     def run(self, c: Cycle) -> None:
         if not self.active():
@@ -209,12 +212,9 @@ class Lending:
     def _borrow(self, c: Cycle, lent: dict[str, frozenset[int]]) -> None:
         for pool, hosts in lent.items():
             tries = 0
-            for entry in self._waiting(c, pool):
+            for entry in self._waiting(c, pool, to_borrow=True):
                 if tries >= BORROW_TRIES:
                     break
-                verdict = self.allows(c, entry)  # again: each start uses quota
-                if verdict not in STARTABLE:
-                    continue
                 view = self.views.view(c, entry).snapshot.copy()
                 view.lent = {pool: frozenset(h for h in hosts if h not in view.down)}
                 seen = lent_fingerprint(view, pool)
@@ -224,6 +224,9 @@ class Lending:
                 placement = self._fewest_racks(c, view, entry.gang)
                 if placement is None:
                     self.failed[(pool, entry.shape)] = seen
+                    continue
+                verdict = self.allows_on(c, entry, placement)
+                if verdict not in STARTABLE:  # the lender's quota does not lend it that much
                     continue
                 c.out.waiting.pop(entry.key, None)
                 c.out.borrowed.add(entry.key)
@@ -267,21 +270,32 @@ class Lending:
         c.out.tried.append(placement)
         return placement if placement.placed else None
 
-    def _waiting(self, c: Cycle, pool: str) -> list[Entry]:
+    def _waiting(self, c: Cycle, pool: str, to_borrow: bool = False) -> list[Entry]:
         """The pool's gangs its own hosts did not start this cycle, in queue order: those that
-        waited for capacity, and those a quiet cycle passed over as known to be blocked."""
+        waited for capacity, and those a quiet cycle passed over as known to be blocked; each
+        one its team queue's quota allows to start on its own pool's hosts. `to_borrow`: also
+        those its own pool's quota held, the quota asked once the gang is placed on lent hosts
+        (what it uses there is charged to the lender pool's quota: `allows_on`)."""
         order = self.orders.get(pool)
         started = {k for k, _ in c.out.starts}
+        waits = (*BLOCKED, *QUOTA_WAITS) if to_borrow else BLOCKED
         found = []
         for key in [] if order is None else order.keys:
             if key in started or key in self.pins.pins:
                 continue
             wait = c.out.waiting.get(key)
-            if wait is not None and wait.reason not in BLOCKED:
+            if wait is not None and wait.reason not in waits:
                 continue
-            if self.allows(c, self.entries[key]) in STARTABLE:  # team queues' quota
+            if to_borrow or self.allows(c, self.entries[key]) in STARTABLE:
                 found.append(self.entries[key])
         return found
+
+
+def pools_lend(config: QueueConfig) -> bool:
+    """Whether some pool lends to another that borrows, with lending on."""
+    lenders = {p.name for p in config.pools if p.lend is not None}
+    others = any(p.borrow and lenders - {p.name} for p in config.pools)
+    return config.policy.lending is not LendingMode.OFF and others
 
 
 def rack_sets(room: dict[int, int], need: int) -> Iterable[frozenset[int]]:

@@ -121,6 +121,7 @@ class SchedulingQueue:
             self._wait,
             self._start,
             self._teams.allows,
+            self._teams.allows_on,
         )
         self._tenancy = self._tenancy_now()
         self._after = AfterWalk(
@@ -399,7 +400,7 @@ class SchedulingQueue:
         c.work.apply(entry.gang, placement)
         c.version += 1
         c.out.starts.append((entry.key, placement))
-        self._teams.started(c, entry)
+        self._teams.started(c, entry, placement)
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
         started = Running(

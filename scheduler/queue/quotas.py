@@ -171,7 +171,7 @@ class Ledger:
             return Admission(Verdict.EXCEEDS, None, "it belongs to no queue, and none is default")
         limits = self.table.of(queue, pool)
         verdicts = [self._one(limits, pool, i, d[i]) for i in range(len(RESOURCES))]
-        return min(verdicts, key=lambda a: _RANK[a.verdict])
+        return min(verdicts, key=lambda a: RANK[a.verdict])
 
     def _one(self, limits: Limits, pool: str, i: int, need: int) -> Admission:
         if not limits.limited[i] or need == 0:
@@ -246,7 +246,7 @@ def _owed(limits: Limits, r: Resource, short: int) -> str:
     )
 
 
-_RANK = {
+RANK = {
     Verdict.EXCEEDS: 0,
     Verdict.TO_BORROW: 1,
     Verdict.RECLAIM: 2,

@@ -77,7 +77,7 @@ class Reclaims:
     # whether a victim still borrows when its eviction comes (teams: its queue still uses more
     # than its nominal quota); one that no longer does is not evicted, and its owner's reclaim
     # is dropped, to be planned again on what borrows then
-    borrows: Callable[[Cycle, Running], bool] = lambda _c, _r: True
+    borrows: Callable[[Cycle, Running, str], bool] = lambda _c, _r, _pool: True
     # an owner deferring its reclaim (`_defers`) -> the cycle it was first owed one
     owed_since: dict[str, float] = field(default_factory=dict)
 
@@ -300,7 +300,7 @@ class Reclaims:
                 c.out.reclaiming[key] = rc.deadline
                 c.out.wake(due)
                 continue
-            if not self.borrows(c, r):
+            if not self.borrows(c, r, self.entries[rc.owner].gang.pool):
                 self._drop_owner(c, rc.owner)
                 continue
             del self.pending[key]

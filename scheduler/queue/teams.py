@@ -28,6 +28,10 @@ hosts while they wait counted as using theirs). Decides:
   than its nominal quota (Kueue's rule), else the reclaim is dropped and planned again on what
   then borrows. At most `RECLAIMS` reclaims begin per queue and pool per cycle, and one that
   found no room is not tried again for that shape and size until the running gangs change.
+With pool lending on, what a gang uses of another pool's lent hosts is charged to that pool's
+quota, not its own (queue/lent_quota.py: Kueue's resource flavors): the ledger moves it every
+cycle, a start on lent hosts is admitted part by part (`allows_on`), and the gangs on a pool's
+lent hosts are among the borrowers its quota's owner reclaims from.
 With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
 (`Entry.evictable`: a pod group, whose pods rackwise only binds), as Run:ai and KAI keep
 non-preemptible workloads within their queue's quota. Promises: no start takes a queue past
@@ -41,14 +45,18 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.model.placement import Placement
 from scheduler.model.policy import LendingMode
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
+from scheduler.queue.lending import pools_lend
+from scheduler.queue.lent_quota import Lent, Usage, lent_parts
 from scheduler.queue.order import NEVER
 from scheduler.queue.quotas import (
+    RANK,
     Admission,
     Demand,
     Ledger,
@@ -96,6 +104,8 @@ class TeamQueues:
     teams: Teams = field(init=False)
     table: Table = field(init=False)  # the teams' limits, read once per Teams
     charged: tuple[Charge, ...] = ()
+    lent: Lent = field(default_factory=Lent)  # the gangs on lent hosts as the cycle began
+    host_pool: Mapping[str, str] = field(default_factory=dict)  # the last cycle's fabric's
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
@@ -132,7 +142,7 @@ class TeamQueues:
         charged ones included), and the arrival of its longest-waiting gang."""
         used: dict[str, dict[str, list[int]]] = {}
         counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
-        for name, pool, amounts in self._uses(running):
+        for name, pool, amounts in [*self._uses(running), *self._lent_of(running).moves()]:
             if name is not None:
                 mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
                 for i, v in enumerate(amounts):
@@ -168,7 +178,7 @@ class TeamQueues:
     def begin(self, c: Cycle) -> None:
         if not self.on:
             return
-        usage = self._uses(c.index)
+        usage = self._uses(c.index) + self._lent_now(c)
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:
@@ -177,15 +187,41 @@ class TeamQueues:
         c.ledger = Ledger.of(self.table, usage)
         self.reclaim.forget_gone()
 
+    def _lent_now(self, c: Cycle) -> list[Usage]:
+        """The running gangs on lent hosts, each lent part charged to the lender pool's quota
+        (queue/lent_quota.py); none when pools do not lend."""
+        self.host_pool = c.work.fabric.host_pool
+        self.lent = self._lent_of(c.index)
+        return self.lent.moves()
+
+    def _lent_of(self, running: RunningGangs) -> Lent:
+        if not pools_lend(self.config):
+            return Lent()
+        known = self.host_pool
+        pairs = [(r, self.queue_of(r.queue, r.tenant)) for r in running]
+        return Lent.of(
+            known, [(r, q) for r, q in pairs if r.placement.hosts().keys() <= known.keys()]
+        )
+
     def _queue(self, entry: Entry) -> str | None:
         return self.queue_of(entry.queue, entry.tenant)
 
-    def started(self, c: Cycle, entry: Entry) -> None:
+    def started(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         self.reclaim.owed_since.pop(entry.key, None)  # owed anew if it queues again
         if c.ledger is not None and entry.key not in c.quota_held:
-            c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
+            for pool, d in self._parts(c, entry, placement).items():
+                c.ledger.add(self._queue(entry) or "", pool, d)
         if c.borrowing:
             c.out.beyond_quota.add(entry.key)
+
+    def _parts(self, c: Cycle, entry: Entry, placement: Placement) -> dict[str, Demand]:
+        """What the placed gang charges to each pool's quota: its own pool's, but for what it
+        uses of lent hosts (when pools lend)."""
+        if pools_lend(self.config):
+            parts = lent_parts(c.work.fabric.host_pool, entry.gang, placement)
+            if parts is not None:
+                return parts
+        return {entry.gang.pool: _demand(entry)}
 
     # admission in the walk
     def admits(self, c: Cycle, entry: Entry) -> bool:
@@ -293,6 +329,30 @@ class TeamQueues:
             return Verdict.EXCEEDS
         return found.verdict
 
+    def allows_on(self, c: Cycle, entry: Entry, placement: Placement) -> Verdict:
+        """What the quota says of starting the gang on this placement, what it uses of lent
+        hosts charged to the lender pool's quota (borrowed through its cohort, within the
+        lending limit of the queue owning it); when not FITS nor BORROWS, the gang waits with
+        the numbers that hold it."""
+        if c.ledger is None or entry.key in c.quota_held:
+            return Verdict.FITS
+        queue = self._queue(entry)
+        worst = Admission(Verdict.FITS, queue)
+        for pool, d in self._parts(c, entry, placement).items():
+            found = c.ledger.admit(queue, pool, d)
+            if pool != entry.gang.pool and found.message:
+                found = Admission(
+                    found.verdict, found.queue, f"on {pool}'s lent hosts: " + found.message
+                )
+            worst = min(worst, found, key=lambda a: RANK[a.verdict])
+        if worst.verdict is Verdict.BORROWS and not self._may_borrow(entry):
+            why = _static(worst) if entry.evictable else _kept(worst)
+            self.wait(c, entry, _placed(c, queue, Wait(WaitReason.QUOTA_EXCEEDED, why)))
+            return Verdict.EXCEEDS
+        if worst.verdict not in (Verdict.FITS, Verdict.BORROWS):
+            self.wait(c, entry, _placed(c, worst.queue, _wait(worst)))
+        return worst.verdict
+
     # reclaim
     def owed(self, c: Cycle, entry: Entry) -> bool:
         """A gang within its quota that could not be placed: take hosts back from borrowers
@@ -341,24 +401,31 @@ class TeamQueues:
             c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
             c.quota_held.add(entry.key)
 
-    def _still_borrows(self, c: Cycle, r: Running) -> bool:
-        """Whether the victim's queue uses more than its nominal quota now (the gangs started
-        this cycle counted, those evicted not): Kueue's rule for reclaiming within a cohort."""
-        name, pool = self.queue_of(r.queue, r.tenant), r.gang.pool
+    def _still_borrows(self, c: Cycle, r: Running, pool: str) -> bool:
+        """Whether the victim's queue uses more than its nominal quota of the pool it is taken
+        back for now (the gangs started this cycle counted, those evicted not): Kueue's rule
+        for reclaiming within a cohort."""
+        name = self.queue_of(r.queue, r.tenant)
         if name is None:
             return False
-        used = _gpus(c.index, self._owners(c.index, pool).get(name, []))
-        used -= sum(g.gang.all_gpus for g in c.gone() if self._of(g, name, pool))
-        used += sum(g.gang.all_gpus for g in c.started if self._of(g, name, pool))
+        host_pool = c.work.fabric.host_pool
+        used = self._used(c.index, pool, name)
+        used -= sum(self.lent.gpus_in(g, pool) for g in c.gone() if self._mine(g, name))
+        used += sum(self.lent.gpus_in(g, pool, host_pool) for g in c.started if self._mine(g, name))
         return used > self.table.of(name, pool).nominal[0]
 
-    def _of(self, r: Running, name: str, pool: str) -> bool:
-        return r.gang.pool == pool and self.queue_of(r.queue, r.tenant) == name
+    def _mine(self, r: Running, name: str) -> bool:
+        return self.queue_of(r.queue, r.tenant) == name
+
+    def _used(self, index: RunningGangs, pool: str, name: str) -> int:
+        """The GPUs a queue's running gangs use of the pool's quota (lent hosts: the lender's)."""
+        own = _gpus(index, self._owners(index, pool).get(name, []))
+        return own - self.lent.out.get((name, pool), 0) + self.lent.into.get((name, pool), 0)
 
     def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
-        """The running gangs of the pool beyond their queue's quota, read off the index from
-        each queue's latest start back (once per cycle; this cycle's own starts are not among
-        them yet)."""
+        """The running gangs using the pool's quota beyond their queue's, read off the index
+        from each queue's latest start back (once per cycle; this cycle's own starts are not
+        among them yet)."""
         found = c.beyond.get(pool)
         if found is None:
             found = c.beyond[pool] = self._beyond(c.index, pool)
@@ -368,10 +435,12 @@ class TeamQueues:
         """Every running gang beyond its queue's nominal quota, with its queue."""
         if not self.on:
             return {}
+        self.lent = self._lent_of(index)
         out: dict[str, str] = {}
-        for pool in {owner[0] for owner in index.demands()}:
-            for name, mine in self._owners(index, pool).items():
-                out.update((r.key, name) for r in self._latest(index, pool, name, mine))
+        pools = {owner[0] for owner in index.demands()} | {p for _, p in self.lent.into}
+        for pool in pools:
+            for name in self._names(index, pool):
+                out.update((r.key, name) for r in self._latest(index, pool, name))
         return out
 
     def _owners(self, index: RunningGangs, pool: str) -> dict[str, list[tuple[str, str, str]]]:
@@ -382,25 +451,31 @@ class TeamQueues:
                 owners.setdefault(name, []).append(owner)
         return owners
 
+    def _names(self, index: RunningGangs, pool: str) -> set[str]:
+        """The queues using the pool's quota: with gangs of the pool, or on its lent hosts."""
+        return set(self._owners(index, pool)) | {q for q, p in self.lent.into if p == pool}
+
     def _beyond(self, index: RunningGangs, pool: str) -> list[Running]:
         """At most `CANDIDATES`, the latest started first across queues (bounded work: a
         pool where thousands of gangs borrow is not read whole every cycle)."""
-        owners = self._owners(index, pool)
-        streams = [self._latest(index, pool, name, mine) for name, mine in owners.items()]
+        streams = [self._latest(index, pool, name) for name in sorted(self._names(index, pool))]
         merged = heapq.merge(*streams, key=lambda r: (r.started_s, r.key), reverse=True)
         return list(itertools.islice(merged, CANDIDATES))
 
-    def _latest(
-        self, index: RunningGangs, pool: str, name: str, owners: list[tuple[str, str, str]]
-    ) -> Iterator[Running]:
-        """A queue's gangs beyond its nominal GPUs, the latest started first."""
-        left = _gpus(index, owners) - self.table.of(name, pool).nominal[0]
-        for _, key in heapq.merge(*(index.latest(o) for o in owners), reverse=True):
+    def _latest(self, index: RunningGangs, pool: str, name: str) -> Iterator[Running]:
+        """A queue's gangs beyond its nominal GPUs of the pool, the latest started first (its
+        gangs on the pool's lent hosts among them)."""
+        left = self._used(index, pool, name) - self.table.of(name, pool).nominal[0]
+        owners = self._owners(index, pool).get(name, [])
+        lent = sorted(self.lent.gangs.get((name, pool), []))
+        starts = [*(index.latest(o) for o in owners), reversed(lent)]
+        for _, key in heapq.merge(*starts, reverse=True):
             if left <= 0:
                 return
-            r = index.gangs[key]
-            yield r
-            left -= r.gang.all_gpus
+            r = index.gangs.get(key)
+            if r is not None and self.lent.uses(r, pool):
+                yield r
+                left -= self.lent.gpus_in(r, pool)
 
     def admitted(self, c: Cycle, entry: Entry) -> bool:
         """Whether a gang that waited may start now by quota, within its queue's nominal (joint

@@ -337,21 +337,72 @@ def test_a_gang_behind_the_first_is_owed_its_hosts_from_when_it_asked():
     assert all(e.waited_s == 600 for e in second.evictions)
 
 
-def team_quota(cohort: str | None) -> SchedulingQueue:
-    """Queue a owns 16 training GPUs; in cohort c, queue x lends it 64 more."""
+def team_quota(
+    cohort: str | None, lends: int | None = None, owner: bool = True, within_s: float = 600.0
+) -> SchedulingQueue:
+    """Queue a owns 16 training GPUs (its own rack); queue serving owns online inference's 32
+    and lends the cohort `lends` of them (None: all); `owner` False: no queue owns them."""
 
-    def spec(name: str, gpus: int) -> QueueSpec:
-        quota = PoolQuota(pool=TRAIN, nominal={Resource.GPUS: gpus})
-        return QueueSpec(name=name, cohort=cohort, quotas=(quota,))
+    def spec(name: str, pool: str, gpus: int, **extra: object) -> QueueSpec:
+        quota = PoolQuota(pool=pool, nominal={Resource.GPUS: gpus}, **extra)
+        return QueueSpec(name=name, cohort=cohort, quotas=(quota,), reclaim_within_s=within_s)
 
-    teams = Teams(queues=(spec("a", 16), spec("x", 64)))
+    limit = {} if lends is None else {"lending_limit": {Resource.GPUS: lends}}
+    serving = spec("serving", ONLINE, 32, **limit).model_copy(update={"default": True})
+    teams = Teams(queues=(spec("a", TRAIN, 16), *((serving,) if owner else ())))
     return SchedulingQueue(dataclasses.replace(config(), teams=teams))
 
 
-def test_lent_hosts_serve_only_what_the_gangs_team_quota_allows():
-    for cohort, starts in ((None, False), ("c", True)):
-        queue = team_quota(cohort)
-        queue.add("train", gang("train", 4), arrival=0, tenant="a")  # 32 GPUs: a owns 16
+def test_lent_hosts_are_borrowed_from_the_lender_pools_quota_through_the_cohort():
+    """The 32-GPU gang holds a's 16 training GPUs and 16 of online inference's lent hosts: the
+    16 are charged to a's quota of online inference, borrowed from serving through cohort c,
+    as Kueue charges a flavor. No cohort, a lending limit below 16, or no queue owning online
+    inference's GPUs: nothing is lent (before, the lent GPUs counted against a's training quota
+    and any lending limit was passed over)."""
+    cases = [
+        (team_quota(None), WaitReason.QUOTA_EXCEEDED, "no cohort to borrow from"),
+        (team_quota("c", lends=8), WaitReason.WAITING_TO_BORROW, "cohort c has 8 GPUs left"),
+        (team_quota("c", owner=False), WaitReason.WAITING_TO_BORROW, "cohort c has 0 GPUs"),
+    ]
+    for queue, reason, says in cases:
+        queue.add("train", gang("train", 4), arrival=0, tenant="a")
         decisions = queue.cycle(0, Snapshot(fabric()), [])
-        assert bool(decisions.starts) is starts
-        assert decisions.borrowed == decisions.beyond_quota == ({"train"} if starts else set())
+        assert not decisions.starts
+        wait = decisions.waiting["train"]
+        assert wait.reason is reason
+        assert f"on {ONLINE}'s lent hosts" in wait.message
+        assert says in wait.message
+    queue = team_quota("c", lends=16)
+    queue.add("train", gang("train", 4), arrival=0, tenant="a")
+    decisions = queue.cycle(0, Snapshot(fabric()), [])
+    [(_, placement)] = decisions.starts
+    assert decisions.borrowed == decisions.beyond_quota == {"train"}
+    queue.cycle(1, Snapshot(fabric()), [Running("train", gang("train", 4), placement, 0, "a")])
+    used = queue.team_numbers()["a"].used
+    assert (used[TRAIN][0], used[ONLINE][0]) == (16, 16)
+
+
+def test_the_lender_pools_queue_takes_its_quota_back_from_the_gang_on_its_lent_hosts():
+    """serving's gang is within serving's quota, but a borrows 16 of it on a lent rack: the
+    teams' reclaim evicts the borrower (it never lends past serving's quota), a gang within its
+    own quota is never the victim."""
+    snap = Snapshot(fabric())
+    queue = team_quota("c", within_s=0.0)
+    queue.add("train", gang("train", 4), arrival=0, tenant="a")
+    [(_, placement)] = queue.cycle(0, snap, []).starts
+    train = gang("train", 4)
+    snap.apply(train, placement)
+    own = gang("own", 1, pool=ONLINE)
+    at = next(
+        h.name for h in snap.fabric.hosts if h.pool == ONLINE and h.name not in placement.hosts()
+    )
+    mine = Placement.model_validate(
+        {"gang": "own", "policy": "t", "status": "placed", "pods": [{"rank": 0, "host": at}]}
+    )
+    snap.apply(own, mine)
+    running = [Running("train", train, placement, 0.0, "a"), Running("own", own, mine, 0.0)]
+    queue.add("serve", gang("serve", 2, pool=ONLINE), arrival=100)
+    decisions = queue.cycle(100, snap, running)
+    # at once: serving reclaims within 0 s (the pool would wait for its 600)
+    assert [(e.victim, e.preemptor) for e in decisions.evictions] == [("train", "serve")]
+    assert all(e.reclaimed for e in decisions.evictions)

@@ -21,6 +21,7 @@ from scheduler.model.policy import LendingMode
 from scheduler.model.topology import TopologySpec
 from scheduler.pools import LendUnit
 from scheduler.queue import Running
+from scheduler.queue.lent_quota import demand_by_pool
 from scheduler.queue.types import Eviction
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.scenario import (
@@ -32,7 +33,6 @@ from scheduler.simulation.scenario import (
 )
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric
-from tests.unit.simulation.test_quota_invariants import used_by_queue
 
 TRAIN, ONLINE = "training", "online-inference"
 SCENARIO = Path(__file__).resolve().parents[3] / "simulations" / "scenarios" / "tiered-pools.yaml"
@@ -157,9 +157,10 @@ def test_pool_promises_hold_after_every_cycle(seed, lending, unit):
 
 
 def two_teams_and_serving(fabric: Fabric) -> Teams:
-    """Teams a and b in one cohort, each owed three quarters of training's GPUs (quota beyond
-    the pool, so that lent hosts can serve it), b borrowing at most 32 of a's; serving owns
-    online inference's (the default queue: online gangs name no team)."""
+    """Teams a and b in one cohort, each owed three quarters of training's GPUs, b borrowing at
+    most 32 of a's; serving owns online inference's (the default queue: online gangs name no
+    team) and lends them through the cohort, at most `LENDS`: what a training gang uses of
+    online inference's lent hosts is borrowed from it."""
     gpus = dict.fromkeys(fabric.pool_mask, 0)
     for h in fabric.hosts:
         gpus[h.pool] += h.gpus
@@ -169,7 +170,8 @@ def two_teams_and_serving(fabric: Fabric) -> Teams:
         quota = PoolQuota(pool=pool, nominal={Resource.GPUS: nominal}, **extra)
         return QueueSpec(name=name, cohort="all", quotas=(quota,), reclaim_within_s=120.0)
 
-    serving = queue("serving", ONLINE, gpus[ONLINE]).model_copy(update={"default": True})
+    lends = {"lending_limit": {Resource.GPUS: LENDS}}
+    serving = queue("serving", ONLINE, gpus[ONLINE], **lends).model_copy(update={"default": True})
     return Teams(
         queues=(
             queue("a", TRAIN, share),
@@ -179,22 +181,36 @@ def two_teams_and_serving(fabric: Fabric) -> Teams:
     )
 
 
+LENDS = 64  # of online inference's 128 GPUs
+
+
+def used_by_pool(fabric: Fabric, running: list[Running]) -> dict[tuple[str, str], int]:
+    """(queue, pool) -> GPUs its gangs hold on the pool's hosts (tenant "": serving)."""
+    used: dict[tuple[str, str], int] = {}
+    for r in running:
+        name = r.tenant or "serving"
+        for pool, d in demand_by_pool(fabric.host_pool, r.gang, r.placement).items():
+            used[(name, pool)] = used.get((name, pool), 0) + d[0]
+    return used
+
+
 class CheckedTeams(Checked):
-    """Pool lending's promises and the teams' quota: a queue uses at most its nominal quota and
-    what it may borrow, wherever its gangs run (a training gang on lent hosts counts against
-    its training quota)."""
+    """Pool lending's promises and the teams' quota, per pool of the hosts a gang runs on (a
+    training gang on lent hosts uses online inference's quota, borrowed from serving): a queue
+    uses at most its nominal quota and what it may borrow of each pool, the cohort at most what
+    its members lend of each, and a reclaim's victim used more than its queue's nominal quota of
+    the pool its owner reclaims."""
 
     def _check_reclaim(self, before: dict[str, Running], e: Eviction, rules: dict) -> None:
-        """A lender's gang takes back lent hosts (the pool's promise); a team's gang takes back
-        quota from a queue that borrows: with the victim, it used more than its nominal."""
-        if self.by_key[e.preemptor].gang.pool == ONLINE:
+        pool = self.by_key[e.preemptor].gang.pool
+        if pool == ONLINE:  # lent hosts taken back (pool lending's or serving's reclaim)
             super()._check_reclaim(before, e, rules)
-            return
-        queue = before[e.victim].tenant
-        used = used_by_queue(list(before.values()))[queue]
-        nominal = self.config.teams.by_name[queue].quota(TRAIN).owned(Resource.GPUS)
-        assert used > nominal, f"{e.victim}'s queue {queue} did not borrow"
-        assert e.waited_s <= self.config.teams.by_name[queue].reclaim_within_s + 1e-6
+        victim = before[e.victim]
+        queue = victim.tenant or "serving"
+        used = used_by_pool(self.fabric, list(before.values())).get((queue, pool), 0)
+        spec = self.config.teams.by_name[queue]
+        assert used > spec.quota(pool).owned(Resource.GPUS), f"{e.victim}'s {queue} did not borrow"
+        assert e.waited_s <= spec.reclaim_within_s + 1e-6
 
     def _cycle(self, now: float) -> None:
         before = {r.key for r in self.running}
@@ -203,19 +219,27 @@ class CheckedTeams(Checked):
         victims = [e.victim for _, e in self.result.evictions[seen:]]
         assert len(victims) == len(set(victims)), f"t={now:.0f}: a gang evicted twice"
         assert before.issuperset(victims)
-        used = used_by_queue(list(self.running))
-        for q in self.config.teams.queues:
-            quota = q.quota(TRAIN if q.name != "serving" else ONLINE)
-            top = quota.owned(Resource.GPUS) + (quota.may_borrow(Resource.GPUS) or 10**9)
-            assert used.get(q.name, 0) <= top, f"t={now:.0f}: {q.name} uses {used[q.name]}"
+        used = used_by_pool(self.fabric, list(self.running))
+        for pool in (TRAIN, ONLINE):
+            claims, lent = 0, 0
+            for q in self.config.teams.queues:
+                quota = q.quota(pool)
+                top = quota.owned(Resource.GPUS) + (quota.may_borrow(Resource.GPUS) or 10**9)
+                mine = used.get((q.name, pool), 0)
+                assert mine <= top, f"t={now:.0f}: {q.name} uses {mine} of {pool}"
+                claims += max(0, mine - quota.guaranteed(Resource.GPUS))
+                lent += quota.lendable(Resource.GPUS)
+            assert claims <= lent, f"t={now:.0f}: the cohort claims {claims} of {pool}'s {lent}"
 
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("lending", [LendingMode.TOPOLOGY, LendingMode.QUOTA])
 def test_pool_lending_under_team_quotas_keeps_both_promises(seed, lending):
-    """Pool lending and team queues at once: a gang starts on lent hosts only as its quota
-    allows; the two reclaims (a lender's gang taking its hosts back, a team taking its quota
-    back) never evict a gang twice or oversubscribe a host."""
+    """Pool lending and team queues at once: a gang starts on lent hosts only as the quota of
+    each pool it runs on allows (the lender's borrowed through the cohort, within serving's
+    lending limit); the reclaims (a lender's gang taking its hosts back, a team taking its
+    quota back) never evict a gang twice or one whose queue does not borrow, nor oversubscribe
+    a host."""
     scenario, base, spec = small(lending)
     fabric = Fabric(spec)
     rng = random.Random(seed)
