@@ -225,12 +225,33 @@ class Lending:
                 if placement is None:
                     self.failed[(pool, entry.shape)] = seen
                     continue
-                verdict = self.allows_on(c, entry, placement)
-                if verdict not in STARTABLE:  # the lender's quota does not lend it that much
+                placement, verdict = self._by_quota(c, entry, view, placement)
+                if placement is None:  # the quotas of the pools it would use do not cover it
                     continue
                 c.out.waiting.pop(entry.key, None)
                 c.out.borrowed.add(entry.key)
                 self._start(c, entry, placement, verdict)
+
+    def _by_quota(
+        self, c: Cycle, entry: Entry, view: Snapshot, placement: Placement
+    ) -> tuple[Placement | None, Verdict]:
+        """The placement and what team quotas say of it (`allows_on`). When they refuse one that
+        uses the gang's own pool's hosts, the gang is placed again on lent hosts alone: its own
+        pool's quota may be what is spent (other queues own those free hosts) while the lender's
+        still lends, as Kueue tries a workload's next flavor."""
+        verdict = self.allows_on(c, entry, placement)
+        if verdict in STARTABLE:
+            return placement, verdict
+        fabric, pool = view.fabric, entry.gang.pool
+        if all(fabric.host_pool[h] != pool for h in placement.hosts()):
+            return None, verdict
+        alone = view.copy()
+        alone.down |= set(np.flatnonzero(fabric.pool_mask[pool]).tolist())
+        again = self._fewest_racks(c, alone, entry.gang)
+        if again is None:
+            return None, verdict
+        verdict = self.allows_on(c, entry, again)
+        return (again, verdict) if verdict in STARTABLE else (None, verdict)
 
     def _start(self, c: Cycle, entry: Entry, placement: Placement, verdict: Verdict) -> None:
         """A start beyond its queue's nominal quota counts as borrowing quota, as one the teams'

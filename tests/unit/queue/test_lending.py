@@ -406,3 +406,23 @@ def test_the_lender_pools_queue_takes_its_quota_back_from_the_gang_on_its_lent_h
     # at once: serving reclaims within 0 s (the pool would wait for its 600)
     assert [(e.victim, e.preemptor) for e in decisions.evictions] == [("train", "serve")]
     assert all(e.reclaimed for e in decisions.evictions)
+
+
+def test_a_gang_whose_own_pools_quota_is_spent_runs_on_lent_hosts_alone():
+    """Training's free hosts are b's quota (b lends none), so a can use none of them: placed
+    partly there first (its own 16 GPUs and one lent rack), the gang is refused by a's training
+    quota, then placed on online inference's lent hosts alone (two racks) and charged to the
+    online GPUs serving lends (Kueue's next flavor)."""
+
+    def spec(name: str, pool: str, gpus: int, **extra: object) -> QueueSpec:
+        quota = PoolQuota(pool=pool, nominal={Resource.GPUS: gpus}, **extra)
+        return QueueSpec(name=name, cohort="c", quotas=(quota,))
+
+    b = spec("b", TRAIN, 16, lending_limit={Resource.GPUS: 0})
+    teams = Teams(queues=(spec("a", TRAIN, 0), b, spec("serving", ONLINE, 32)))
+    queue = SchedulingQueue(dataclasses.replace(config(), teams=teams))
+    queue.add("train", gang("train", 3), arrival=0, tenant="a")  # 24 GPUs: one lent rack is 16
+    decisions = queue.cycle(0, Snapshot(fabric()), [])
+    [(_, placement)] = decisions.starts
+    assert {fabric().host_pool[h] for h in placement.hosts()} == {ONLINE}
+    assert decisions.beyond_quota == {"train"}
