@@ -7,7 +7,11 @@ from typing import Any
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.gateway import ApiError
+from scheduler.devtools.fake import node_manifest
+from scheduler.pools import Lending, PoolSpec
 from tests.unit.controller.test_reconciler import (
+    RACK,
+    SPEC,
     Clock,
     Counting,
     Driven,
@@ -21,6 +25,7 @@ from tests.unit.controller.test_reconciler import (
 __all__ = ["api", "clock", "reconciler"]  # fixtures
 
 Obj = dict[str, Any]
+ONLINE = "online-inference"
 
 
 def queue(api: MemoryApi, name: str, gpus: int, **spec: Any) -> None:
@@ -233,3 +238,36 @@ def test_a_pod_group_over_its_queues_quota_does_not_borrow_and_a_job_does(api, r
     run(reconciler)
     assert api.reason("job") == "Placed"
     assert status(api, "team-a")["borrowedGPUs"] == 8
+
+
+LENDS = OperatorConfig(
+    pool_list=(
+        PoolSpec(name="training", objective="pack", borrow=True),
+        PoolSpec(name=ONLINE, objective="spread", lend=Lending(idle_after_s=0, reserve_hosts=0)),
+    )
+)
+
+
+def test_a_job_on_lent_nodes_borrows_the_lender_pools_quota_through_its_cohort(clock):
+    """Rack r1's nodes are online inference's, lent to training; team-a owns training's 16 GPUs
+    and none of online inference's, which serving owns. A 24-GPU job runs partly on lent nodes,
+    and team-a's Queue counts what it uses there under online inference, as borrowed from
+    serving; with serving lending nothing, the job waits for it."""
+    for lends, placed in ((16, True), (0, False)):
+        api = MemoryApi(LENDS)
+        for h in SPEC.hosts:
+            if RACK[h.name] == "r1":
+                api.node_objs[h.name] = node_manifest(h.model_copy(update={"pool": ONLINE}), LENDS)
+        quota = [{"pool": ONLINE, "nominal": {"gpus": 16}, "lendingLimit": {"gpus": lends}}]
+        queue(api, "team-a", 16, namespaces=["default"], cohort="c")
+        queue(api, "serving", 0, quotas=quota, cohort="c")
+        api.submit("big", 3)
+        run(Driven(api, clock, LENDS))
+        if not placed:
+            assert api.reason("big") == "WaitingToBorrow"
+            continue
+        assert api.reason("big") == "Placed"
+        found = status(api, "team-a")
+        used = {p["pool"]: p["used"]["gpus"] for p in found["pools"]}
+        assert used == {"training": 8, ONLINE: 16}  # a whole lent rack and one of its own
+        assert (found["usedGPUs"], found["borrowedGPUs"]) == (24, 16)

@@ -214,8 +214,8 @@ class Driven:
     """The reconciler, each cycle followed by the pod creations it sent (they run on its API
     threads while a real operator's next cycle begins)."""
 
-    def __init__(self, api: MemoryApi, clock: Clock) -> None:
-        self.inner = Reconciler(api, OperatorConfig(), Metrics(), clock=clock)
+    def __init__(self, api: MemoryApi, clock: Clock, config: OperatorConfig | None = None) -> None:
+        self.inner = Reconciler(api, config or OperatorConfig(), Metrics(), clock=clock)
         self.queue = self.inner.queue
 
     def cycle(self) -> CycleReport:
