@@ -7,8 +7,8 @@ it per gang, per (queue, lender pool) and per (queue, own pool). Why: as Kueue c
 workload to the resource flavor it runs on, a training gang on online inference's lent hosts
 uses online inference's quota, borrowed through its cohort (the queue that owns that quota
 lends it, up to its lending limit), not its own training quota. Promises: each gang's parts sum
-to its whole demand; a gang on its own pool's hosts only has no entry (it is charged whole to
-its own pool, as before).
+to its whole demand; a gang on its own pool's hosts only (or on hosts the fabric lacks) has no
+entry: it is charged whole to its own pool, as before.
 """
 
 from __future__ import annotations
@@ -41,8 +41,11 @@ def demand_by_pool(
 def lent_parts(
     host_pool: Mapping[str, str], gang: GangRequest, placement: Placement
 ) -> dict[str, Demand] | None:
-    """The gang's use by pool when some of it is on another pool's hosts; None when none is."""
-    if all(host_pool[h] == gang.pool for h in placement.hosts()):
+    """The gang's use by pool when some of it is on another pool's hosts; None when none is, or
+    when some of its hosts are not on the fabric (the operator's nodes changed: it is counted
+    whole in its own pool until they are)."""
+    hosts = placement.hosts()
+    if any(h not in host_pool for h in hosts) or all(host_pool[h] == gang.pool for h in hosts):
         return None
     return demand_by_pool(host_pool, gang, placement)
 

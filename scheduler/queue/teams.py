@@ -197,11 +197,8 @@ class TeamQueues:
     def _lent_of(self, running: RunningGangs) -> Lent:
         if not pools_lend(self.config):
             return Lent()
-        known = self.host_pool
         pairs = [(r, self.queue_of(r.queue, r.tenant)) for r in running]
-        return Lent.of(
-            known, [(r, q) for r, q in pairs if r.placement.hosts().keys() <= known.keys()]
-        )
+        return Lent.of(self.host_pool, pairs)
 
     def _queue(self, entry: Entry) -> str | None:
         return self.queue_of(entry.queue, entry.tenant)
@@ -410,7 +407,7 @@ class TeamQueues:
             return False
         host_pool = c.work.fabric.host_pool
         used = self._used(c.index, pool, name)
-        used -= sum(self.lent.gpus_in(g, pool) for g in c.gone() if self._mine(g, name))
+        used -= sum(self.lent.gpus_in(g, pool, host_pool) for g in c.gone() if self._mine(g, name))
         used += sum(self.lent.gpus_in(g, pool, host_pool) for g in c.started if self._mine(g, name))
         return used > self.table.of(name, pool).nominal[0]
 
