@@ -1,10 +1,13 @@
 """Tiered pools on the real API server: a batch gang borrows idle online-inference nodes, an
 online gang arrives and waits for its deadline (the borrower has no checkpoint within it), the
-batch gang is taken back at the deadline and the online gang is placed there. Its own cluster
-and operator: the lending rules are this operator's config."""
+batch gang is taken back at the deadline and the online gang is placed there. Then, with team
+Queues, what a gang uses of lent nodes is borrowed from the lender pool's quota through the
+cohort, within the lender Queue's lending limit. Its own cluster and operator: the lending rules
+are this operator's config."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from collections.abc import Iterator
 
@@ -100,3 +103,54 @@ def test_a_borrowed_gang_is_taken_back_within_the_deadline(lending_env: Env):
     assert pools_of(env, "serve") == {"online-inference"}
     reasons = {e["reason"] for e in env.events("batch")}
     assert {"Borrowed", "Reclaimed"} <= reasons, reasons
+
+
+QUEUES = """
+apiVersion: rackwise.io/v1alpha1
+kind: Queue
+metadata: {name: batch}
+spec:
+  cohort: c
+  namespaces: [default]
+  quotas: [{pool: batch-inference, nominal: {gpus: 16}}]
+---
+apiVersion: rackwise.io/v1alpha1
+kind: Queue
+metadata: {name: serving}
+spec:
+  cohort: c
+  quotas: [{pool: online-inference, nominal: {gpus: 16}, lendingLimit: {gpus: LENDS}}]
+"""
+
+
+def test_with_queues_lent_nodes_are_borrowed_from_the_lenders_quota(lending_env: Env):
+    """Team Queues on the same cluster: what the batch gang uses of lent online nodes is charged
+    to online inference's quota, which serving lends through cohort c. Lending 8 GPUs, the
+    32-GPU gang (16 on lent nodes) waits and says why; lending 16, it is placed and its Queue
+    counts the 16 under online inference, as borrowed."""
+    env = lending_env
+    env.kubectl("delete", "trainingjobs", "--all", "--wait=true")
+    env.wait("the first test's pods gone", lambda: not env.pods("batch") and not env.pods("serve"))
+    env.kubectl("wait", "--for=condition=Established", "crd/queues.rackwise.io", "--timeout=60s")
+    env.kubectl("apply", "-f", "-", stdin=QUEUES.replace("LENDS", "8"))
+    env.post(training_job("big", 4, pool="batch-inference", checkpointIntervalSeconds=3600))
+    env.wait(
+        "big waits for serving's quota",
+        lambda: env.condition("big").get("reason") == "WaitingToBorrow",
+    )
+    message = env.condition("big")["message"]
+    assert "online-inference's lent hosts" in message, message
+    assert "cohort c has 8 GPUs left to lend to queue batch" in message, message
+    env.kubectl("apply", "-f", "-", stdin=QUEUES.replace("LENDS", "16"))
+    env.wait_placed("big")
+    assert pools_of(env, "big") == {"batch-inference", "online-inference"}
+
+    def counted() -> bool:
+        status = env.kubectl("get", "queue", "batch", "-o", "json").stdout
+        found = json.loads(status).get("status") or {}
+        used = {p["pool"]: p["used"]["gpus"] for p in found.get("pools", [])}
+        return used == {"batch-inference": 16, "online-inference": 16} and (
+            found.get("borrowedGPUs") == 16
+        )
+
+    env.wait("batch's Queue counts the lent GPUs under online inference", counted)
