@@ -56,7 +56,7 @@ class Lent:
 
     parts: dict[str, dict[str, Demand]] = field(default_factory=dict)  # gang key -> pool -> use
     owners: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> queue, own pool
-    # lender pool -> (start, key) of the gangs on its lent hosts, per queue named
+    # (queue named, lender pool) -> (start, key) of the queue's gangs on the pool's lent hosts
     gangs: dict[tuple[str, str], list[tuple[float, str]]] = field(default_factory=dict)
     into: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, pool) -> GPUs lent
     out: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, own pool) -> elsewhere

@@ -106,6 +106,13 @@ class TeamQueues:
     charged: tuple[Charge, ...] = ()
     lent: Lent = field(default_factory=Lent)  # the gangs on lent hosts as the cycle began
     host_pool: Mapping[str, str] = field(default_factory=dict)  # the last cycle's fabric's
+    # what `lent` was read from: the running gangs and their version, the host pools, the teams
+    lent_from: tuple[RunningGangs | None, int, Mapping[str, str] | None, Teams | None] = (
+        None,
+        -1,
+        None,
+        None,
+    )
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
@@ -191,14 +198,20 @@ class TeamQueues:
         """The running gangs on lent hosts, each lent part charged to the lender pool's quota
         (queue/lent_quota.py); none when pools do not lend."""
         self.host_pool = c.work.fabric.host_pool
-        self.lent = self._lent_of(c.index)
-        return self.lent.moves()
+        return self._lent_of(c.index).moves()
 
     def _lent_of(self, running: RunningGangs) -> Lent:
-        if not pools_lend(self.config):
-            return Lent()
-        pairs = [(r, self.queue_of(r.queue, r.tenant)) for r in running]
-        return Lent.of(self.host_pool, pairs)
+        """`lent`, read again only when the running gangs, the host pools or the teams changed
+        (a cycle, the Queues' numbers and the borrowers' list ask of the same gangs)."""
+        index, version, pools, teams = self.lent_from
+        same = index is running and version == running.version
+        if not (same and pools is self.host_pool and teams is self.teams):
+            self.lent_from = (running, running.version, self.host_pool, self.teams)
+            self.lent = Lent()
+            if pools_lend(self.config):
+                pairs = [(r, self.queue_of(r.queue, r.tenant)) for r in running]
+                self.lent = Lent.of(self.host_pool, pairs)
+        return self.lent
 
     def _queue(self, entry: Entry) -> str | None:
         return self.queue_of(entry.queue, entry.tenant)
@@ -432,7 +445,7 @@ class TeamQueues:
         """Every running gang beyond its queue's nominal quota, with its queue."""
         if not self.on:
             return {}
-        self.lent = self._lent_of(index)
+        self._lent_of(index)  # `_names` and `_latest` read it
         out: dict[str, str] = {}
         pools = {owner[0] for owner in index.demands()} | {p for _, p in self.lent.into}
         for pool in pools:
