@@ -85,6 +85,7 @@ TEAMS = Teams(
     queues=tuple(
         QueueSpec(
             name=f"t{i}",
+            namespaces=(f"t{i}",),
             cohort="all",
             quotas=(PoolQuota(pool="training", nominal={Resource.GPUS: 100_352 // 4}),),
         )

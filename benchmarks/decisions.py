@@ -27,6 +27,7 @@ CASES: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("default.yaml", 3000, ("rackwise", "kueue-best-fit", "slurm-tree", "first-fit", DEFRAG)),
     ("philly-real.yaml", 20000, ("rackwise", "kueue-best-fit")),
     ("tiered-pools.yaml", 3000, ("rackwise",)),
+    ("philly-teams.yaml", 6000, ("rackwise",)),
     ("modern-pods.yaml", 600, ("rackwise", "kueue-best-fit")),
     ("modern-nvl72.yaml", 600, ("rackwise", "slurm-tree")),
     ("llm-mix-demand.yaml", 2000, ("rackwise", "kueue-least-free", DEFRAG)),

@@ -5,10 +5,16 @@ name the same cohort lend one another what they do not use: up to each lender's
 `lendingLimit` (unset: all of its nominal quota), and up to each borrower's `borrowingLimit`
 (unset: no limit but the cohort's). The model is Kueue's ClusterQueue and cohort (nominal quota,
 borrowing and lending limits), so that numbers written for one mean the same in the other; what
-rackwise adds is how borrowed capacity is taken back (queue/teams.py). A gang belongs to the
-queue its job names, else to the queue that lists its namespace (its tenant), else to a queue of
-its tenant's name, else to the queue marked `default`; with none of these it is held (no queue,
-no quota). These are specs only: the accounting is queue/quotas.py."""
+rackwise adds is how borrowed capacity is taken back (queue/teams.py).
+
+Who may use a queue (Kueue's ClusterQueue `namespaceSelector`, by list): a queue admits the
+namespaces it lists, and the queue marked `default` also admits every namespace no queue lists.
+A gang belongs to the queue its job names when that queue admits its namespace (tenant), else
+to the queue that lists its namespace, else to the default queue; a name that refuses its
+namespace, or no queue at all, leaves it held with the reason (`unqueued`). No rule reads a
+queue from a namespace's name. A queue with `stopPolicy: Hold` (Kueue's) admits nothing new and
+keeps what it admitted: the operator holds a Queue that turned invalid or is being deleted with
+the spec it last found valid. These are specs only: the accounting is queue/quotas.py."""
 
 from __future__ import annotations
 
@@ -18,12 +24,26 @@ from functools import cached_property
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# bounds on every amount: a Queue's numbers are stored as int64 by Kubernetes clients (kubectl
+# printed 1e20 GPUs as -9223372036854775808), and no cluster has more than these
+MAX_GPUS = 10_000_000
+MAX_AMOUNT = 2**63 - 1  # millicores or MiB
+MAX_SECONDS = 366 * 86400.0  # reclaimWithinSeconds: a year at most
+BOUNDS = {"gpus": MAX_GPUS, "cpu": MAX_AMOUNT, "memory": MAX_AMOUNT}
 
 
 class Resource(StrEnum):
     GPUS = "gpus"
     CPU = "cpu"  # millicores, as GangRequest counts them
     MEMORY = "memory"  # MiB
+
+
+class StopPolicy(StrEnum):
+    """Kueue's ClusterQueue `stopPolicy`, without its draining form: rackwise never evicts
+    for an edit."""
+
+    NONE = "None"
+    HOLD = "Hold"  # admits nothing new; what it admitted stays admitted and charged
 
 
 Amounts = dict[Resource, int]
@@ -47,6 +67,9 @@ class PoolQuota(_Spec):
         for name, amounts in self._all().items():
             if any(v < 0 for v in amounts.values()):
                 raise ValueError(f"pool {self.pool}: {name} must not be negative")
+            for r, v in amounts.items():
+                if v > BOUNDS[r]:
+                    raise ValueError(f"pool {self.pool}: {name} {r} exceeds {BOUNDS[r]}")
         for r, v in (self.lending_limit or {}).items():
             if v > self.nominal.get(r, 0):
                 raise ValueError(f"pool {self.pool}: lendingLimit {r} exceeds its nominal quota")
@@ -88,10 +111,14 @@ class QueueSpec(_Spec):
     # fair sharing: what a queue borrows, divided by its weight, is what is compared
     weight: float = Field(default=1.0, gt=0, le=1000)
     # taking back what others borrow from it: at their checkpoints within this, else at it
-    reclaim_within_s: float = Field(default=300.0, ge=0, alias="reclaimWithinSeconds")
+    reclaim_within_s: float = Field(
+        default=300.0, ge=0, le=MAX_SECONDS, alias="reclaimWithinSeconds"
+    )
+    # the namespaces whose gangs it admits (and whose gangs name no queue belong to it)
     namespaces: tuple[str, ...] = ()
-    # the queue of gangs that name none and whose namespace no queue lists (one at most)
+    # the queue of the namespaces no queue lists (one at most)
     default: bool = False
+    stop_policy: StopPolicy = Field(default=StopPolicy.NONE, alias="stopPolicy")
     quotas: tuple[PoolQuota, ...] = ()
 
     @model_validator(mode="after")
@@ -100,6 +127,10 @@ class QueueSpec(_Spec):
         if len(set(pools)) != len(pools):
             raise ValueError(f"queue {self.name}: a pool is given twice")
         return self
+
+    @property
+    def holds(self) -> bool:
+        return self.stop_policy is StopPolicy.HOLD
 
     def quota(self, pool: str) -> PoolQuota:
         for q in self.quotas:
@@ -148,14 +179,29 @@ class Teams(_Spec):
     def members(self, cohort: str | None) -> tuple[QueueSpec, ...]:
         return tuple(q for q in self.queues if cohort is not None and q.cohort == cohort)
 
+    def admits(self, queue: str, tenant: str) -> bool:
+        """Whether the queue admits gangs of this namespace: it lists it, or it is the default
+        and no queue lists it."""
+        spec = self.by_name.get(queue)
+        if spec is None:
+            return False
+        return tenant in spec.namespaces or (spec.default and tenant not in self._of_namespace)
+
     def queue_of(self, queue: str, tenant: str) -> str | None:
-        """The queue a gang belongs to: the one it names, its namespace's, its tenant's own
-        name, the default; None when none of them is a queue."""
-        named = self.by_name
+        """The queue a gang belongs to: the one it names if that admits its namespace, else
+        its namespace's, else the default; None when none of them takes it (`unqueued`)."""
         if queue:
-            return queue if queue in named else None
-        if tenant in self._of_namespace:
-            return self._of_namespace[tenant]
-        if tenant in named:
-            return tenant
-        return self.default_queue
+            return queue if self.admits(queue, tenant) else None
+        return self._of_namespace.get(tenant, self.default_queue)
+
+    def unqueued(self, queue: str, tenant: str) -> str:
+        """Why a gang belongs to no queue (queue_of gave None)."""
+        spec = self.by_name.get(queue) if queue else None
+        if queue and spec is None:
+            return f"it names queue {queue!r}, and no valid Queue has that name"
+        if spec is not None:
+            listed = ", ".join(spec.namespaces) or "none"
+            return f"queue {queue} does not admit namespace {tenant!r} (it admits {listed}" + (
+                ", and namespaces no queue lists)" if spec.default else ")"
+            )
+        return f"no queue lists namespace {tenant!r}, and none is default"

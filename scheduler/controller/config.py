@@ -110,6 +110,10 @@ class OperatorConfig(BaseModel):
         default=frozenset({"kube-system", "kube-public", "kube-node-lease"}),
         alias="protectedNamespaces",
     )
+    # the namespaces whose TrainingJobs may give their pods a system-* priority class
+    system_priority_namespaces: frozenset[str] = Field(
+        default=frozenset({"kube-system"}), alias="systemPriorityNamespaces"
+    )
     # every API call gives up after this long, so a silent partition cannot hang a cycle
     api_timeout_s: float = Field(default=30.0, gt=0, alias="apiTimeoutSeconds")
 

@@ -73,6 +73,10 @@ class Fenced:
         self._check()
         self.gw.patch_queue_status(name, status)
 
+    def set_queue_finalizers(self, name: str, finalizers: list[str]) -> None:
+        self._check()
+        self.gw.set_queue_finalizers(name, finalizers)
+
     def podgroups(self) -> list[PodGroup]:
         """Both kinds: scheduler-plugins' and the Workload API's."""
         return self.plugin_podgroups() + self.workload_podgroups()
@@ -87,9 +91,9 @@ class Fenced:
         self._check()
         self.gw.create_pod(namespace, body)
 
-    def bind(self, namespace: str, pod: str, node: str) -> None:
+    def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None:
         self._check()
-        self.gw.bind(namespace, pod, node)
+        self.gw.bind(namespace, pod, node, queue)
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         self._check()

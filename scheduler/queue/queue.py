@@ -5,7 +5,8 @@ unchanged) and the gangs running now. It decides which queued gangs start and wh
 running gangs are evicted and for whom, why each tried gang waits, which hosts are held for a
 blocked gang, and when the queue wants to be called again. It promises:
 - order: priority (higher first), then arrival (earlier first), then key; a gang put back
-  (preempted, failed start) keeps its arrival, so it keeps its place;
+  (preempted, failed start) keeps its arrival, so it keeps its place; with teams, priority
+  orders gangs within their own team queue only (queue/ranks.py);
 - all-or-nothing: a start is a whole placement that fits the capacity left by the cycle's
   earlier starts and evictions, off the hosts held for others;
 - patience: a gang whose best placement spans spines while one spine of its pool could hold it
@@ -63,6 +64,7 @@ from scheduler.queue.holds import Holds
 from scheduler.queue.lending import Lending
 from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
+from scheduler.queue.ranks import Ranks
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, Tenancy, shape_keys
@@ -112,6 +114,8 @@ class SchedulingQueue:
             self.config, self._entries, self._pins, self._views, self._wait, self._start
         )
         self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
+        # priority within a team (queue/ranks.py)
+        self._ranks = Ranks(self._entries, self._orders, self._teams.team_of, self._teams.on)
         self._lending = Lending(
             self.config,
             self._entries,
@@ -152,6 +156,7 @@ class SchedulingQueue:
             entry = Entry(key, gang, arrival, tenant, estimate_s, queue, evictable)
             self._entries[key] = entry
             self._shape(entry)
+            self._ranks.added(entry)
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
 
     def _shape(self, entry: Entry) -> None:
@@ -198,7 +203,8 @@ class SchedulingQueue:
     def use_teams(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
         """The teams' queues as they are now (the operator reads them every cycle), and what
         gangs not in the running list hold (queue/teams.py, `use`)."""
-        self._teams.use(teams, charged)
+        if self._teams.use(teams, charged):
+            self._ranks.reset(self._teams.on)
         if self._tenancy_now() is not self._tenancy:
             self._reshape()
 
@@ -227,6 +233,7 @@ class SchedulingQueue:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._orders[entry.gang.pool].remove(entry)
+            self._ranks.dropped(entry)
             self._shapes.release(entry.shape)
 
     def keys(self) -> set[str]:
@@ -297,6 +304,8 @@ class SchedulingQueue:
         self._lending.run(c)
         self._after.run(c)
         for key, _ in c.out.starts:
+            if self._teams.on and key not in c.out.admitted:  # joint placement's joined
+                c.out.admitted[key] = self.team_of(key) or ""
             self._drop(key)
         return c.out
 
@@ -404,7 +413,15 @@ class SchedulingQueue:
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
         started = Running(
-            entry.key, entry.gang, placement, c.now, entry.tenant, None, end, queue=entry.queue
+            entry.key,
+            entry.gang,
+            placement,
+            c.now,
+            entry.tenant,
+            None,
+            end,
+            queue=entry.queue,
+            admitted=c.out.admitted.get(entry.key, ""),
         )
         c.start(started)
         entry.placeable_since = None

@@ -6,7 +6,8 @@ gang of a queue and pool, one of:
 - FITS: the queue's use stays within its nominal quota, and the cohort has room for it;
 - BORROWS: beyond nominal, within the queue's borrowing limit, and the cohort's members lend
   enough that no one else uses;
-- EXCEEDS (QuotaExceeded): past the borrowing limit, or the queue has no cohort to borrow from;
+- EXCEEDS (QuotaExceeded): past the borrowing limit, the queue has no cohort to borrow from, or
+  it holds (`stopPolicy: Hold`: it admits nothing new);
 - TO_BORROW (WaitingToBorrow): it may borrow, but the cohort's lendable capacity is in use;
 - RECLAIM: within nominal, but others borrow what the queue lends: `short` GPUs must be taken
   back from borrowing gangs first.
@@ -169,6 +170,8 @@ class Ledger:
     def _admit(self, queue: str | None, pool: str, d: Demand) -> Admission:
         if queue is None:
             return Admission(Verdict.EXCEEDS, None, "it belongs to no queue, and none is default")
+        if self.teams.by_name[queue].holds:
+            return Admission(Verdict.EXCEEDS, queue, _holding(queue))
         limits = self.table.of(queue, pool)
         verdicts = [self._one(limits, pool, i, d[i]) for i in range(len(RESOURCES))]
         return min(verdicts, key=lambda a: RANK[a.verdict])
@@ -230,6 +233,13 @@ class Ledger:
             if limits.limited[i] and capacity[i] > 0:
                 top = max(top, max(0, used[i] + d[i] - limits.nominal[i]) / capacity[i])
         return top / limits.weight
+
+
+def _holding(queue: str) -> str:
+    return (
+        f"queue {queue} holds (stopPolicy Hold, or its Queue is invalid or being deleted: see "
+        "its Ready condition): it keeps the gangs it admitted and admits no new one"
+    )
 
 
 def _no_room(limits: Limits, r: Resource, left: int, need: int) -> str:

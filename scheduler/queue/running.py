@@ -28,7 +28,7 @@ from scheduler.topology.fabric import Fabric
 
 Release = tuple[float, float, str]  # estimated end (inf: unknown), start, key
 Bucket = tuple[str, int, str]  # pool, priority, tenant
-Owner = tuple[str, str, str]  # pool, tenant, queue named
+Owner = tuple[str, str, str, str]  # pool, tenant, queue named, queue that admitted it
 
 
 def release_key(r: Running) -> Release:
@@ -78,7 +78,7 @@ class RunningGangs:
         counts = self._priorities.setdefault(pool, {})
         counts[priority] = counts.get(priority, 0) + 1
         self._toggle((pool, priority, r.tenant), r.key, 1)
-        self._count((pool, r.tenant, r.queue), r, 1)
+        self._count((pool, r.tenant, r.queue, r.admitted), r, 1)
         flat = self._kept(pool, r)  # last: the counts are whole whatever happens to it
         if flat is not None and self._fabric is not None:
             flat.insert(at, self.usage(r, self._fabric), r.gang.all_gpus)
@@ -99,7 +99,7 @@ class RunningGangs:
         if not counts[priority]:
             del counts[priority]
         self._toggle((pool, priority, r.tenant), key, -1)
-        self._count((pool, r.tenant, r.queue), r, -1)
+        self._count((pool, r.tenant, r.queue, r.admitted), r, -1)
         flat = self._kept(pool, r)
         if flat is not None and self._fabric is not None:
             flat.remove(at, self.usage(r, self._fabric))
@@ -138,8 +138,8 @@ class RunningGangs:
         return reversed(self._starts.get(owner, []))
 
     def demands(self) -> dict[Owner, list[int]]:
-        """What the running gangs of each (pool, tenant, queue named) use: GPUs, millicores,
-        MiB."""
+        """What the running gangs of each (pool, tenant, queue named, queue admitted) use: GPUs,
+        millicores, MiB."""
         return self._demands
 
     def _toggle(self, bucket: Bucket, key: str, step: int) -> None:

@@ -65,13 +65,14 @@ from scheduler.queue.quotas import (
     demand,
 )
 from scheduler.queue.reclaim import Claim, Reclaims
-from scheduler.queue.running import RunningGangs
+from scheduler.queue.running import Owner, RunningGangs
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 from scheduler.teams import Teams
 
 RECLAIMED = "reclaiming its queue's quota from"
-Charge = tuple[str, str, str, Demand]  # queue named, tenant, pool, demand
+# queue named, tenant, pool, demand, queue that admitted it ("": not recorded)
+Charge = tuple[str, str, str, Demand, str]
 RECLAIMS = 8  # reclaims begun per queue and pool per cycle
 CANDIDATES = 256  # borrowing gangs a reclaim chooses among, the latest started first
 WAITS = {
@@ -128,14 +129,17 @@ class TeamQueues:
         )
         self.use(self.config.teams)
 
-    def use(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
+    def use(self, teams: Teams, charged: Sequence[Charge] = ()) -> bool:
         """The teams as they are now (the operator reads its Queue objects every cycle), and
         gangs the driver does not list as running that hold resources all the same (running
-        pod groups): (queue named, tenant, pool, demand) each, charged to their queue."""
-        if getattr(self, "teams", None) != teams:
-            self.teams = teams
-            self.table = Table(teams)
+        pod groups): (queue named, tenant, pool, demand, queue admitted) each, charged to
+        their queue. True when the teams changed."""
         self.charged = tuple(charged)
+        if getattr(self, "teams", None) == teams:
+            return False
+        self.teams = teams
+        self.table = Table(teams)
+        return True
 
     @property
     def on(self) -> bool:
@@ -143,6 +147,18 @@ class TeamQueues:
 
     def queue_of(self, queue: str, tenant: str) -> str | None:
         return self.teams.queue_of(queue, tenant)
+
+    def charged_to(self, queue: str, tenant: str, admitted: str = "") -> str | None:
+        """The queue a running gang is charged to: the one that admitted it, for as long as
+        that Queue is known (held or not: an edit or a deletion moves no charge); a gang
+        whose admitting queue is gone is charged nowhere; unrecorded, found as for a queued
+        gang."""
+        if admitted:
+            return admitted if admitted in self.teams.by_name else None
+        return self.teams.queue_of(queue, tenant)
+
+    def _of(self, r: Running) -> str | None:
+        return self.charged_to(r.queue, r.tenant, r.admitted)
 
     def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
         """Per queue: use per pool (GPUs, millicores, MiB), gangs waiting, gangs running (the
@@ -154,10 +170,9 @@ class TeamQueues:
                 mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
                 for i, v in enumerate(amounts):
                     mine[i] += v
-        ones = [(r.queue, r.tenant) for r in running]
-        ones += [(q, tenant) for q, tenant, _, _ in self.charged]
-        for queue, tenant in ones:
-            name = self.queue_of(queue, tenant)
+        ones = [self._of(r) for r in running]
+        ones += [self.charged_to(q, tenant, a) for q, tenant, _, _, a in self.charged]
+        for name in ones:
             if name is not None:
                 counts.setdefault(name, [0, 0])[1] += 1
         oldest: dict[str, float] = {}
@@ -178,8 +193,12 @@ class TeamQueues:
 
     def _uses(self, running: RunningGangs) -> list[tuple[str | None, str, Demand]]:
         """(queue, pool, demand) of each owner of running gangs and of each charged group."""
-        owners = [(q, t, pool, (d[0], d[1], d[2])) for (pool, t, q), d in running.demands().items()]
-        return [(self.queue_of(q, t), pool, d) for q, t, pool, d in [*owners, *self.charged]]
+        owners = [
+            (q, t, pool, (d[0], d[1], d[2]), a) for (pool, t, q, a), d in running.demands().items()
+        ]
+        return [
+            (self.charged_to(q, t, a), pool, d) for q, t, pool, d, a in [*owners, *self.charged]
+        ]
 
     # the cycle's ledger
     def begin(self, c: Cycle) -> None:
@@ -209,7 +228,7 @@ class TeamQueues:
             self.lent_from = (running, running.version, self.host_pool, self.teams)
             self.lent = Lent()
             if pools_lend(self.config):
-                pairs = [(r, self.queue_of(r.queue, r.tenant)) for r in running]
+                pairs = [(r, self._of(r)) for r in running]
                 self.lent = Lent.of(self.host_pool, pairs)
         return self.lent
 
@@ -223,6 +242,8 @@ class TeamQueues:
                 c.ledger.add(self._queue(entry) or "", pool, d)
         if c.borrowing:
             c.out.beyond_quota.add(entry.key)
+        if self.on:
+            c.out.admitted[entry.key] = self._queue(entry) or ""
 
     def _parts(self, c: Cycle, entry: Entry, placement: Placement) -> dict[str, Demand]:
         """What the placed gang charges to each pool's quota: its own pool's, but for what it
@@ -239,6 +260,10 @@ class TeamQueues:
         if c.ledger is None or c.borrowing or entry.key in self.pins.pins:
             return True
         queue = self._queue(entry)
+        if queue is None:  # no queue takes it: said with the refusal, not the ledger's words
+            why = self.teams.unqueued(entry.queue, entry.tenant)
+            self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, why))
+            return False
         if entry.key in c.quota_held:  # its hold lapsed this cycle: its quota is not spoken for
             c.quota_held.discard(entry.key)
             c.ledger.add(queue or "", entry.gang.pool, _demand(entry), -1)
@@ -415,7 +440,7 @@ class TeamQueues:
         """Whether the victim's queue uses more than its nominal quota of the pool it is taken
         back for now (the gangs started this cycle counted, those evicted not): Kueue's rule
         for reclaiming within a cohort."""
-        name = self.queue_of(r.queue, r.tenant)
+        name = self._of(r)
         if name is None:
             return False
         host_pool = c.work.fabric.host_pool
@@ -425,7 +450,7 @@ class TeamQueues:
         return used > self.table.of(name, pool).nominal[0]
 
     def _mine(self, r: Running, name: str) -> bool:
-        return self.queue_of(r.queue, r.tenant) == name
+        return self._of(r) == name
 
     def _used(self, index: RunningGangs, pool: str, name: str) -> int:
         """The GPUs a queue's running gangs use of the pool's quota (lent hosts: the lender's)."""
@@ -453,10 +478,10 @@ class TeamQueues:
                 out.update((r.key, name) for r in self._latest(index, pool, name))
         return out
 
-    def _owners(self, index: RunningGangs, pool: str) -> dict[str, list[tuple[str, str, str]]]:
-        owners: dict[str, list[tuple[str, str, str]]] = {}
+    def _owners(self, index: RunningGangs, pool: str) -> dict[str, list[Owner]]:
+        owners: dict[str, list[Owner]] = {}
         for owner in index.demands():
-            name = self.queue_of(owner[2], owner[1])
+            name = self.charged_to(owner[2], owner[1], owner[3])
             if owner[0] == pool and name is not None:
                 owners.setdefault(name, []).append(owner)
         return owners
@@ -505,7 +530,7 @@ class TeamQueues:
         self.reclaim.due(c, pending)
 
 
-def _gpus(index: RunningGangs, owners: Iterable[tuple[str, str, str]]) -> int:
+def _gpus(index: RunningGangs, owners: Iterable[Owner]) -> int:
     """The GPUs these owners' running gangs hold."""
     return sum(index.demands()[o][0] for o in owners)
 

@@ -137,6 +137,9 @@ class Running:
     # every checkpoint_s from started_s (the simulator)
     checkpointed_s: float | None = None
     queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
+    # the team queue that admitted it, charged until it ends whatever becomes of the Queues
+    # ("": not recorded, so found as for a queued gang)
+    admitted: str = ""
 
     @cached_property
     def movable(self) -> bool:
@@ -229,6 +232,8 @@ class Decisions:
     # teams (queue/teams.py): starts beyond their queue's nominal quota, borrowed from its
     # cohort (reclaimable; their reclaims are in `reclaiming` too)
     beyond_quota: set[str] = field(default_factory=set)
+    # teams: each start's queue, charged until it ends (Running.admitted)
+    admitted: dict[str, str] = field(default_factory=dict)
 
     def wake(self, at: float) -> None:
         self.wake_at = min(self.wake_at, at)

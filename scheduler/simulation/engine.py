@@ -109,6 +109,7 @@ class Simulation:
         self.load = fabric_load(fabric, config.fabric, config.seed)
         self.queue = SchedulingQueue(queue_config(config, policy))
         self.running = RunningGangs()  # indexed as gangs start and end (queue/running.py)
+        self.admitted: dict[str, str] = {}  # the last cycle's starts -> their team queue
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [state_of(j, i, self.per_host, config) for i, j in enumerate(jobs)]
@@ -193,6 +194,7 @@ class Simulation:
             self.push(decisions.wake_at, WAKE, -1)
 
     def record(self, decisions: Decisions) -> None:
+        self.admitted = decisions.admitted  # the starts' queues, as the operator records them
         self.result.joint_gain += decisions.joint_gain
         self.result.joint_joined += len(decisions.joint_joined)
         for placement in decisions.tried:
@@ -251,6 +253,7 @@ class Simulation:
                 tenant=state.job.tenant,
                 checkpoint_s=self.config.checkpoint_s,
                 end_s=state.progress_at + state.run_work,
+                admitted=self.admitted.get(state.job.id, ""),
             )
         )
         self._tenant(state.job, now, state.gang.all_gpus, 0)

@@ -167,6 +167,7 @@ def with_teams(scenario: Scenario, base: Path, spec: TopologySpec) -> Scenario:
         rule.like.model_copy(
             update={
                 "name": t,
+                "namespaces": (t,),
                 "quotas": (PoolQuota(pool=rule.pool, nominal={Resource.GPUS: n}),),
             }
         )

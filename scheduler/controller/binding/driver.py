@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -25,6 +25,7 @@ from scheduler.controller.podgroup.members import QUEUE_LABEL
 from scheduler.controller.podgroup.runner import Binding, GroupRunner, Waiting
 from scheduler.controller.pods.nominate import Nominations, spread
 from scheduler.controller.runtime import status as st
+from scheduler.controller.runtime.admitted import admitted_by
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.runtime.observability import Metrics
@@ -167,6 +168,7 @@ class QueueDriver:
             started,
             tenant=view.namespace,
             queue=view.obj.meta.labels.get(QUEUE_LABEL, ""),
+            admitted=admitted_by(pods),
             checkpoint_s=seconds(spec.checkpoint_interval_seconds),
             end_s=None if expected is None else started + expected,
             checkpointed_s=self._checkpointed(view),
@@ -185,15 +187,24 @@ class QueueDriver:
         groups: dict[str, Waiting],
         state: ClusterState,
         report: CycleReport,
+        admitted: Mapping[str, str],
     ) -> None:
         """Every gang the queue started, pod groups and TrainingJobs alike: all their pods
-        bound in one batch, then each told how it went (its status and event writes, too, on
+        bound in one batch (each pod annotated with the team queue that `admitted` it), then
+        each told how it went (its status and event writes, too, on
         the API threads: each touches only its own gang's entries)."""
         chosen = [(groups.get(uid) or pending[uid][1], placement) for uid, placement in starts]
         for waiting, placement in chosen:
             state.snapshot.apply(waiting.gang, placement)
         batch = [
-            Binding(w.key, w.members.namespace, w.gang, p, dict(enumerate(w.pods)))
+            Binding(
+                w.key,
+                w.members.namespace,
+                w.gang,
+                p,
+                dict(enumerate(w.pods)),
+                admitted.get(w.key, ""),
+            )
             for w, p in chosen
         ]
         bound = list(zip(chosen, self.groups.bind_many(batch), strict=True))
@@ -306,6 +317,7 @@ class _CycleEffects:
     state: ClusterState
     report: CycleReport
     groups: dict[str, Waiting]
+    admitted: Mapping[str, str] = field(default_factory=dict)  # the starts' team queues
 
     def __post_init__(self) -> None:
         self.gangs = {
@@ -325,6 +337,7 @@ class _CycleEffects:
         self.r.status.reclaiming = {k: at + offset for k, at in decisions.reclaiming.items()}
         self.r.status.node_pools = self.state.fabric.host_pool
         self.r.status.beyond = self.r.queue.beyond_quota()
+        self.admitted = decisions.admitted
         self.r.metrics.lending(decisions.lent)
 
     def fail(self, key: str, exc: Exception) -> None:
@@ -356,4 +369,4 @@ class _CycleEffects:
         pass  # the queue holds its hosts; it starts there once its victims' pods are gone
 
     def start(self, starts: list[tuple[str, Placement]]) -> None:
-        self.r.starts(starts, self.pending, self.groups, self.state, self.report)
+        self.r.starts(starts, self.pending, self.groups, self.state, self.report, self.admitted)

@@ -1,16 +1,23 @@
 """Queue objects in, the teams the scheduling queue admits by, and each Queue's numbers out.
 
 Contract. Takes, every cycle, the Queue objects (rackwise.io/v1alpha1, cluster-scoped) and gives
-the teams (teams.Teams) made of those that are valid; an invalid one (unknown pool, bad
-quantity, a namespace another Queue already lists) is left out and says why in its Ready
-condition, the others go on. No Queue at all: no quotas. After the cycle it writes each Queue's
-status when it changed: nominal, used and borrowed GPUs (every pool summed, and per pool with
-CPU and memory), gangs pending and admitted, and the Ready condition; and the same as metrics,
-with the longest wait of its pending gangs and the reclaims of its quota. Events on a Queue: a
-Warning when it becomes invalid (once per reason, not every cycle), and `Reclaimed` each time
-its quota is taken back from a borrower (the driver tells it, `reclaimed`).
-Promises: one bad Queue never changes what the others admit; a status is written only when
-something in it changed (a condition keeps its lastTransitionTime while its status holds)."""
+the teams (teams.Teams) made of those that are valid, the established first (by creation time):
+a namespace or the default listed by two Queues stays with the one created first, and the
+newcomer is invalid with the conflict named. An invalid one (unknown pool, bad or out-of-bound
+quantity, a conflict) says why in its Ready condition; if it was ever valid, the spec it last
+had then (kept in memory and in its status, `specInForce`, so it survives a restart) stays in
+force held (`stopPolicy: Hold`): its admitted gangs stay charged to it and it admits nothing new,
+until it is valid again. A Queue being deleted is held the same way, kept by the finalizer
+`rackwise.io/admitted-gangs` until no gang it admitted runs. No Queue at all: no quotas. After
+the cycle it writes each Queue's status when it changed: nominal, used and borrowed GPUs (every
+pool summed, and per pool with CPU and memory), gangs pending and admitted, the Ready condition
+and the spec in force; and the same as metrics, with the longest wait of its pending gangs and
+the reclaims of its quota. Events on a Queue: a Warning when it becomes invalid (once per reason,
+not every cycle), and `Reclaimed` each time its quota is taken back from borrowers (the driver
+tells it, `reclaimed`).
+Promises: one bad Queue, or a Queue edited or deleted, never changes what the others admit nor
+re-charges a running gang; a status is written only when something in it changed (a condition
+keeps its lastTransitionTime while its status holds)."""
 
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from pydantic import ValidationError
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import POOL_LABEL, Members
+from scheduler.controller.runtime.admitted import admitted_by
 from scheduler.controller.runtime.events import Recorder, Ref
 from scheduler.controller.runtime.gateway import API_VERSION
 from scheduler.controller.runtime.objects import Condition, QueueObject, conditions_of, find
@@ -31,7 +39,7 @@ from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
 from scheduler.queue.quotas import RESOURCES
 from scheduler.queue.teams import Charge, Numbers
-from scheduler.teams import QueueSpec, Resource, Teams
+from scheduler.teams import BOUNDS, MAX_GPUS, QueueSpec, Resource, StopPolicy, Teams
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
@@ -47,6 +55,8 @@ class InvalidQueueError(ValueError):
 
 
 StatusWriter = Callable[[str, Obj], object]  # a Queue's name and its new status
+Finalizers = Callable[[str, list[str]], object]  # a Queue's name and its finalizers, all of them
+FINALIZER = "rackwise.io/admitted-gangs"  # a Queue being deleted stays while its gangs run
 
 
 @dataclass
@@ -54,34 +64,72 @@ class QueueObjects:
     config: OperatorConfig
     metrics: Metrics
     recorder: Recorder
-    errors: dict[str, str] = field(default_factory=dict)  # queue -> why it is left out
+    errors: dict[str, str] = field(default_factory=dict)  # queue -> why it is invalid
     refs: dict[str, Ref] = field(default_factory=dict)  # queue -> its object, for events
+    in_force: dict[str, QueueSpec] = field(default_factory=dict)  # queue -> last valid spec
+    held: set[str] = field(default_factory=set)  # queues held: invalid, or being deleted
+    reclaims: dict[str, list[str]] = field(default_factory=dict)  # queue -> this cycle's, told
 
     def reclaimed(self, queue: str, message: str, at_checkpoint: bool) -> None:
-        """A borrower of `queue`'s quota was evicted for it: an event on the Queue, a count."""
+        """A borrower of `queue`'s quota was evicted for it: counted, and named in the one
+        event the cycle's reclaims of that queue make (`publish`)."""
         self.metrics.queue_reclaims.labels(
             queue=queue, result="checkpoint" if at_checkpoint else "deadline"
         ).inc()
-        ref = self.refs.get(queue)
-        if ref is not None:
-            self.recorder.record(ref, "Normal", "Reclaimed", message, about=f"Queue/{queue}")
+        self.reclaims.setdefault(queue, []).append(message)
+
+    def _tell_reclaims(self) -> None:
+        """One Reclaimed event per queue and cycle, naming every victim."""
+        for queue, messages in self.reclaims.items():
+            ref = self.refs.get(queue)
+            if ref is None:
+                continue
+            text = (
+                messages[0]
+                if len(messages) == 1
+                else f"{len(messages)} gangs: " + "; ".join(messages)
+            )
+            self.recorder.record(ref, "Normal", "Reclaimed", text, about=f"Queue/{queue}")
+        self.reclaims = {}
 
     def read(self, objects: list[QueueObject]) -> Teams:
-        self.errors = {}
+        self.errors, self.held = {}, set()
         self.refs = {o.meta.name: Ref.to(o.meta, API_VERSION, "Queue") for o in objects}
+        names = {o.meta.name for o in objects}
+        self.in_force = {n: s for n, s in self.in_force.items() if n in names}
         valid: list[QueueSpec] = []
         claimed: dict[str, str] = {}
-        for obj in sorted(objects, key=lambda o: o.meta.name):
-            try:
-                spec = self._spec(obj)
-                _no_overlap(spec, claimed)
-                _one_default(spec, valid)
-            except InvalidQueueError as exc:
-                self.errors[obj.meta.name] = str(exc)
+        for obj in sorted(objects, key=lambda o: (o.meta.created, o.meta.name)):
+            spec = self._valid(obj, claimed, valid)
+            if spec is None:
                 continue
             valid.append(spec)
             claimed.update(dict.fromkeys(spec.namespaces, spec.name))
         return Teams(queues=tuple(valid))
+
+    def _valid(
+        self, obj: QueueObject, claimed: dict[str, str], valid: list[QueueSpec]
+    ) -> QueueSpec | None:
+        """Its spec if valid (held while it is being deleted); else the spec last in force,
+        held, less what established Queues have claimed since; else None."""
+        name = obj.meta.name
+        try:
+            spec = self._spec(obj)
+            _no_overlap(spec, claimed)
+            _one_default(spec, valid)
+        except InvalidQueueError as exc:
+            self.errors[name] = str(exc)
+            kept = self.in_force.get(name) or _kept(obj)
+            if kept is None:
+                return None
+            self.in_force[name] = kept
+            self.held.add(name)
+            return _hold(kept, claimed, valid)
+        self.in_force[name] = spec
+        if obj.meta.deleting:
+            self.held.add(name)
+            return _hold(spec, claimed, valid)
+        return spec
 
     def _spec(self, obj: QueueObject) -> QueueSpec:
         spec = obj.spec
@@ -114,9 +162,12 @@ class QueueObjects:
         write: StatusWriter,
         now: str,
         clock: float,
+        finalize: Finalizers | None = None,
     ) -> None:
-        """`clock`: the time now on the clock the queue's arrivals are stamped with."""
+        """`clock`: the time now on the clock the queue's arrivals are stamped with;
+        `finalize` sets a Queue's finalizers (None: they are left as they are)."""
         specs = teams.by_name
+        self._tell_reclaims()
         for obj in objects:
             name = obj.meta.name
             found = numbers.get(name, Numbers())
@@ -128,6 +179,8 @@ class QueueObjects:
             status = self._status(specs.get(name), found, name, obj, now)
             if status != obj.status:
                 write(name, status)
+            if finalize is not None:
+                _finalize(obj, found, finalize)
 
     def _invalid(self, obj: QueueObject) -> None:
         """A Warning when a Queue is found invalid, or invalid for a new reason (not every
@@ -143,9 +196,9 @@ class QueueObjects:
         self, spec: QueueSpec | None, n: Numbers, name: str, obj: QueueObject, now: str
     ) -> Obj:
         error = self.errors.get(name)
-        ready = _condition(obj, error, now)
-        if spec is None:
-            return {**obj.status, "conditions": [ready]}
+        ready = _condition(obj, error, now, name in self.held, obj.meta.deleting)
+        if spec is None:  # invalid and never valid: no numbers it does not have
+            return {"conditions": [ready]}
         nominal = {q.pool: q.owned(Resource.GPUS) for q in spec.quotas}
         pools = sorted(set(nominal) | set(n.used))
         used = {p: n.used.get(p, [0, 0, 0]) for p in pools}
@@ -159,6 +212,8 @@ class QueueObjects:
             "admittedGangs": n.admitted,
             "pools": [_pool(p, spec, used[p]) for p in pools],
             "conditions": [ready],
+            # what stays in force, held, if the Queue turns invalid (read back after a restart)
+            "specInForce": self.in_force[name].model_dump(mode="json", by_alias=True),
         }
 
     def _measure(
@@ -173,9 +228,9 @@ class QueueObjects:
 
 
 def charged(groups: list[Members], config: OperatorConfig) -> list[Charge]:
-    """What running pod groups hold, per group: its Queue label, namespace, pool and the GPUs,
-    millicores and MiB its bound members request (the queue is not told of them as running
-    gangs, but their quota is spent)."""
+    """What running pod groups hold, per group: its Queue label, namespace, pool, the GPUs,
+    millicores and MiB its bound members request, and the queue that admitted it (the queue is
+    not told of them as running gangs, but their quota is spent)."""
     out: list[Charge] = []
     for members in groups:
         bound = [p for p in members.bound if p.requests is not None]
@@ -185,7 +240,8 @@ def charged(groups: list[Members], config: OperatorConfig) -> list[Charge]:
         gpus = sum(int(p.requests.get(config.gpu_resource, 0)) for p in bound if p.requests)
         cpu = sum(int(p.requests.get("cpu", 0) * 1000) for p in bound if p.requests)
         memory = sum(int(p.requests.get("memory", 0) / MI) for p in bound if p.requests)
-        out.append((members.queue, members.namespace, pool, (gpus, cpu, memory)))
+        demand = (gpus, cpu, memory)
+        out.append((members.queue, members.namespace, pool, demand, admitted_by(bound)))
     return out
 
 
@@ -208,9 +264,11 @@ def _amounts(given: object, where: str) -> dict[str, int]:
         if key == Resource.GPUS:
             out[key] = _count(value, where)
         elif key == Resource.CPU:
-            out[key] = int((parse(value) * 1000).to_integral_value(ROUND_CEILING))
+            milli = int((parse(value) * 1000).to_integral_value(ROUND_CEILING))
+            out[key] = _bounded(milli, Resource.CPU, where)
         elif key == Resource.MEMORY:
-            out[key] = int((parse(value) / Decimal(MI)).to_integral_value(ROUND_CEILING))
+            mib = int((parse(value) / Decimal(MI)).to_integral_value(ROUND_CEILING))
+            out[key] = _bounded(mib, Resource.MEMORY, where)
         else:
             raise InvalidQueueError(f"{where}: unknown resource {key!r} (gpus, cpu, memory)")
     return out
@@ -219,6 +277,14 @@ def _amounts(given: object, where: str) -> dict[str, int]:
 def _count(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidQueueError(f"{where}.gpus must be a whole number of GPUs, not {value!r}")
+    if value > MAX_GPUS:
+        raise InvalidQueueError(f"{where}.gpus is {value}, more than {MAX_GPUS:,} GPUs")
+    return value
+
+
+def _bounded(value: int, r: Resource, where: str) -> int:
+    if value > BOUNDS[r]:
+        raise InvalidQueueError(f"{where}.{r} is beyond int64 ({value} in base units)")
     return value
 
 
@@ -251,9 +317,48 @@ def _pool(pool: str, spec: QueueSpec, used: list[int]) -> Obj:
     }
 
 
-def _condition(obj: QueueObject, error: str | None, now: str) -> Obj:
-    status = "False" if error else "True"
+def _condition(obj: QueueObject, error: str | None, now: str, held: bool, deleting: bool) -> Obj:
+    status = "False" if error or deleting else "True"
     old = find(conditions_of(obj.status), "Ready")
     since = old.since if old is not None and old.status == status and old.since else now
-    reason = "InvalidSpec" if error else "Valid"
-    return Condition("Ready", status, reason, error or "quotas in force", since).body()
+    reason = "InvalidSpec" if error else "Terminating" if deleting else "Valid"
+    message = error or "quotas in force"
+    if deleting and not error:
+        message = "being deleted"
+    if held:
+        message += (
+            "; the spec last found valid stays in force, held: the gangs it admitted stay "
+            "charged to it until they end, and it admits none"
+        )
+    return Condition("Ready", status, reason, message, since).body()
+
+
+def _kept(obj: QueueObject) -> QueueSpec | None:
+    """The spec in force that its status recorded (an operator restarted since)."""
+    found = obj.status.get("specInForce")
+    if not isinstance(found, dict):
+        return None
+    try:
+        return QueueSpec.model_validate({**found, "name": obj.meta.name})
+    except ValidationError:
+        return None
+
+
+def _hold(spec: QueueSpec, claimed: dict[str, str], valid: list[QueueSpec]) -> QueueSpec:
+    """Held: it admits nothing new; namespaces (and the default) that established Queues claim
+    now are theirs."""
+    free = tuple(ns for ns in spec.namespaces if ns not in claimed)
+    default = spec.default and not any(q.default for q in valid)
+    update = {"namespaces": free, "default": default, "stop_policy": StopPolicy.HOLD}
+    return spec.model_copy(update=update)
+
+
+def _finalize(obj: QueueObject, found: Numbers, finalize: Finalizers) -> None:
+    """Every live Queue carries the finalizer; a Queue being deleted loses it once no gang it
+    admitted runs (Kueue's ClusterQueue does the same with its own)."""
+    mine = FINALIZER in obj.meta.finalizers
+    busy = found.admitted > 0 or any(u[0] for u in found.used.values())
+    if not obj.meta.deleting and not mine:
+        finalize(obj.meta.name, [*obj.meta.finalizers, FINALIZER])
+    elif obj.meta.deleting and mine and not busy:
+        finalize(obj.meta.name, [f for f in obj.meta.finalizers if f != FINALIZER])

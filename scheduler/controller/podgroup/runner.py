@@ -87,6 +87,7 @@ class Binding:
     whole: GangRequest  # the gang as it stands once bound (what is charged)
     placement: Placement
     pods: dict[int, Pod]
+    queue: str = ""  # the team queue that admitted it (the pods' ADMITTED annotation)
 
 
 @dataclass
@@ -94,7 +95,7 @@ class GroupRunner:
     config: OperatorConfig
     queue: SchedulingQueue
     recorder: Recorder
-    bind_all: Callable[[list[tuple[str, str, str]]], list[bool]]
+    bind_all: Callable[[list[tuple[str, str, str, str]]], list[bool]]
     clock: Callable[[], float]
     wall: Callable[[], float]
     metrics: Metrics
@@ -245,7 +246,7 @@ class GroupRunner:
         time would leave most threads idle behind a small gang); results per item."""
         todos = [[a for a in b.placement.pods if a.rank in b.pods] for b in items]
         pairs = [
-            (b.namespace, b.pods[a.rank].meta.name, a.host)
+            (b.namespace, b.pods[a.rank].meta.name, a.host, b.queue)
             for b, todo in zip(items, todos, strict=True)
             for a in todo
         ]

@@ -25,7 +25,7 @@ log = structlog.get_logger("rackwise")
 
 
 class PodApi(Protocol):
-    def bind(self, namespace: str, pod: str, node: str) -> None: ...
+    def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None: ...
     def delete_pod(self, namespace: str, pod: str) -> None: ...
 
 
@@ -57,5 +57,6 @@ class Calls:
         for uid in {owned_by(p) for p in pods} - {None}:
             self.expect.gone(str(uid), [p for p in pods if owned_by(p) == uid])
 
-    def bind_pairs(self, pairs: list[tuple[str, str, str]]) -> list[bool]:
+    def bind_pairs(self, pairs: list[tuple[str, str, str, str]]) -> list[bool]:
+        """(namespace, pod, node, the team queue that admitted it) each."""
         return self.each(lambda t: self.attempt(self.api.bind, *t), pairs)

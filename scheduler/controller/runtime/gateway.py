@@ -17,6 +17,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.controller.runtime.admitted import ADMITTED
+
 GROUP, VERSION, PLURAL = "rackwise.io", "v1alpha1", "trainingjobs"
 QUEUES = "queues"  # rackwise.io/v1alpha1 Queue, cluster-scoped
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -143,6 +145,16 @@ class Gateway:
             {"status": status},
         )
 
+    def set_queue_finalizers(self, name: str, finalizers: list[str]) -> None:
+        self._call(
+            self.custom.patch_cluster_custom_object,
+            GROUP,
+            VERSION,
+            QUEUES,
+            name,
+            {"metadata": {"finalizers": finalizers}},
+        )
+
     def podgroups(self, api: tuple[str, str, str] = PODGROUP_API) -> list[Obj]:
         """PodGroups of one kind (scheduler-plugins', else the Workload API's); none where that
         API is not served."""
@@ -173,11 +185,16 @@ class Gateway:
     def create_pod(self, namespace: str, body: Obj) -> None:
         self._post(f"/api/v1/namespaces/{namespace}/pods", body)
 
-    def bind(self, namespace: str, pod: str, node: str) -> None:
+    def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None:
+        """`queue`: the team queue that admitted it, as the pod's annotation ADMITTED (the API
+        server copies a Binding's annotations onto the pod)."""
+        meta: Obj = {"name": pod, "namespace": namespace}
+        if queue:
+            meta["annotations"] = {ADMITTED: queue}
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod, "namespace": namespace},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         self._post(f"/api/v1/namespaces/{namespace}/pods/{pod}/binding", body)

@@ -71,6 +71,7 @@ class Meta:
     deleting: bool = False  # a deletionTimestamp is set
     version: str = ""  # resourceVersion
     generation: int = 0
+    finalizers: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, obj: Obj) -> Meta:
@@ -91,6 +92,7 @@ class Meta:
             deleting=bool(meta.get("deletionTimestamp")),
             version=str(meta.get("resourceVersion") or ""),
             generation=_count(meta.get("generation")),
+            finalizers=tuple(str(f) for f in meta.get("finalizers") or () if isinstance(f, str)),
         )
 
     @property

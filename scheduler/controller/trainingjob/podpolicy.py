@@ -9,6 +9,7 @@ rights, never creates a pod its user could not have created under that standard.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from scheduler.controller.config import PodSecurity, SecurityLevel
 from scheduler.controller.pods.constraints import check_pool_selector
@@ -16,6 +17,8 @@ from scheduler.controller.pods.podspec import Container, InvalidSpecError
 from scheduler.controller.trainingjob.spec import TrainingJobSpec
 from scheduler.model.constraints import Taint, TaintEffect, Toleration
 from scheduler.pools import POOLS
+
+Obj = dict[str, Any]
 
 # Pod Security Standards, baseline: the capabilities a container may add
 BASELINE_CAPABILITIES = frozenset(
@@ -162,3 +165,18 @@ def _restricted(spec: TrainingJobSpec) -> Iterator[str]:
         dropped = context.capabilities.drop if context and context.capabilities else []
         if "ALL" not in dropped:
             yield f"{path}.securityContext.capabilities.drop: ALL missing"
+
+
+SYSTEM_PRIORITY = "system-"  # Kubernetes reserves the prefix for its own critical classes
+
+
+def check_priority_class(pod_spec: Obj, namespace: str, allowed: frozenset[str]) -> None:
+    """A tenant's pods may not claim a system priority class (system-cluster-critical,
+    system-node-critical): they would outrank the cluster's own components, and rackwise
+    creates the pods with its own rights. Allowed only in the namespaces the config names."""
+    name = pod_spec.get("priorityClassName")
+    if isinstance(name, str) and name.startswith(SYSTEM_PRIORITY) and namespace not in allowed:
+        raise InvalidSpecError(
+            f"spec.template.spec.priorityClassName: {name} is a system priority class, not "
+            f"for namespace {namespace} (the operator's systemPriorityNamespaces)"
+        )

@@ -17,7 +17,11 @@ from scheduler.controller.pods.constraints import constraints, known_pool
 from scheduler.controller.pods.podspec import DNS_LABEL, InvalidSpecError, describe
 from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.runtime.quantity import parse
-from scheduler.controller.trainingjob.podpolicy import check_owned_fields, check_security
+from scheduler.controller.trainingjob.podpolicy import (
+    check_owned_fields,
+    check_priority_class,
+    check_security,
+)
 from scheduler.controller.trainingjob.spec import TrainingJobSpec, parse_spec
 from scheduler.model import GangRequest, ParallelShape, Slice
 from scheduler.model.gang import Role
@@ -83,6 +87,7 @@ def translate(job: TrainingJob, config: OperatorConfig) -> JobView:
     )
     check_security(spec, job.meta.namespace, config.pod_security)
     pod_spec = render(job.template()[1], spec, config)
+    check_priority_class(pod_spec, job.meta.namespace, config.system_priority_namespaces)
     per_pod = _charge(pod_spec, spec, config)
     roles = [_role(job, spec, i, config) for i in range(len(spec.roles))]
     gang = _gang(job, spec, per_pod, config, tuple(r for r, _ in roles))
@@ -111,6 +116,7 @@ def _role(
         )
         check_security(alone, job.meta.namespace, config.pod_security)
         pod_spec = render(job.template(i)[1], alone, config)
+        check_priority_class(pod_spec, job.meta.namespace, config.system_priority_namespaces)
         per_pod = _charge(pod_spec, alone, config)
     except InvalidSpecError as exc:
         text = str(exc)

@@ -62,15 +62,32 @@ def test_a_job_over_its_queues_quota_waits_and_the_queue_counts_it(api, reconcil
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Valid")
 
 
-def test_a_jobs_queue_label_names_its_queue(api, reconciler):
+def test_a_jobs_queue_label_names_its_queue_only_if_that_queue_admits_its_namespace(
+    api, reconciler
+):
+    """A label is no way out of a quota: naming another team's queue leaves the job waiting
+    with the refusal said, and charges that queue nothing."""
     queue(api, "small", 8, namespaces=["default"])
-    queue(api, "big", 64)
-    api.submit("labelled", 2)
-    api.job_objs["labelled"]["metadata"]["labels"] = {"rackwise.io/queue": "big"}
+    queue(api, "big", 64, namespaces=["team-b"])
+    api.submit("escapes", 2)
+    labelled(api, "escapes", "big")
+    api.submit("own", 1, at="2026-12-01T00:00:05Z")
+    labelled(api, "own", "small")
     run(reconciler)
-    assert api.reason("labelled") == "Placed"
-    assert status(api, "big")["usedGPUs"] == 16
-    assert status(api, "small")["usedGPUs"] == 0
+    assert api.reason("escapes") == "QuotaExceeded"
+    assert "queue big does not admit namespace 'default'" in message(api, "escapes")
+    assert api.reason("own") == "Placed"
+    assert status(api, "big")["usedGPUs"] == 0
+    assert status(api, "small")["usedGPUs"] == 8
+
+
+def message(api: MemoryApi, job: str) -> str:
+    conditions = (api.job_objs[job].get("status") or {}).get("conditions") or []
+    return str(next(c["message"] for c in conditions if c["type"] == "Placed"))
+
+
+def in_namespace(api: MemoryApi, job: str, namespace: str) -> None:
+    api.job_objs[job]["metadata"]["namespace"] = namespace
 
 
 def test_a_bad_queue_says_why_and_the_others_keep_their_quotas(api, reconciler):
@@ -197,21 +214,21 @@ def test_a_reclaim_of_a_queues_quota_is_an_event_on_it_counted_and_named_on_the_
     api = Counting(OperatorConfig())
     reconciler = Driven(api, Clock())
     for name in ("team-a", "team-b"):
-        queue(api, name, 16, cohort="lab", reclaimWithinSeconds=0)
+        queue(api, name, 16, cohort="lab", reclaimWithinSeconds=0, namespaces=[name])
     api.submit("borrower", 4)
-    labelled(api, "borrower", "team-a")
+    in_namespace(api, "borrower", "team-a")
     run(reconciler)
     assert api.reason("borrower") == "Placed"
     api.submit("owner", 2, at="2026-12-01T00:00:05Z")
-    labelled(api, "owner", "team-b")
+    in_namespace(api, "owner", "team-b")
     run(reconciler)
     assert api.reason("borrower") == "Reclaimed"
     conditions = api.job_objs["borrower"]["status"]["conditions"]
     message = next(c["message"] for c in conditions if c["type"] == "Reclaimed")
-    assert message.startswith("queue team-b took back the quota it borrowed, for default/owner")
+    assert message.startswith("queue team-b took back the quota it borrowed, for team-b/owner")
     found = queue_events(api, "Reclaimed")
     assert [e["involvedObject"]["name"] for e in found] == ["team-b"]
-    assert found[0]["message"].startswith("default/borrower: queue team-b took back")
+    assert found[0]["message"].startswith("team-a/borrower: queue team-b took back")
     assert (
         sample(reconciler, "rackwise_queue_reclaims_total", queue="team-b", result="checkpoint")
         == 1

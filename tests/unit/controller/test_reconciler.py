@@ -12,6 +12,7 @@ import pytest
 
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.reconciler import CycleReport, Reconciler
+from scheduler.controller.runtime.admitted import ADMITTED
 from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import (
     GroupApi,
@@ -64,6 +65,13 @@ class MemoryApi:
     def patch_queue_status(self, name: str, status: Obj) -> None:
         self.queue_objs[name]["status"] = status
 
+    def set_queue_finalizers(self, name: str, finalizers: list[str]) -> None:
+        """A deleted Queue goes once its last finalizer does, as the API server does it."""
+        meta = self.queue_objs[name].setdefault("metadata", {})
+        meta["finalizers"] = finalizers
+        if meta.get("deletionTimestamp") and not finalizers:
+            del self.queue_objs[name]
+
     def podgroups(self) -> list[PodGroup]:
         plugins = [PodGroup.of(g) for g in self.podgroup_objs]
         return plugins + [PodGroup.of_workload(g) for g in self.workload_podgroup_objs]
@@ -79,11 +87,13 @@ class MemoryApi:
         meta["namespace"] = namespace
         self.pod_objs[(namespace, name)] = body | {"metadata": meta, "status": {"phase": "Pending"}}
 
-    def bind(self, namespace: str, pod: str, node: str) -> None:
+    def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None:
         obj = self.pod_objs[(namespace, pod)]
         if obj["spec"].get("nodeName"):
             raise ApiError(409, f"pod {pod} is already bound")
         obj["spec"]["nodeName"] = node
+        if queue:  # the API server copies the Binding's annotations onto the pod
+            obj["metadata"].setdefault("annotations", {})[ADMITTED] = queue
         obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
 
     def delete_pod(self, namespace: str, pod: str) -> None:

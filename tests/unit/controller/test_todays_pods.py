@@ -24,10 +24,10 @@ CLAIM = {"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}
 class GatedApi(MemoryApi):
     """Binding a pod with scheduling gates is refused (the API server's rule since 1.27)."""
 
-    def bind(self, namespace: str, pod: str, node: str) -> None:
+    def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None:
         if self.pod_objs[(namespace, pod)]["spec"].get("schedulingGates"):
             raise ApiError(422, f"pod {pod} has scheduling gates")
-        super().bind(namespace, pod, node)
+        super().bind(namespace, pod, node, queue)
 
     def group(self, name: str, members: int, least: int, at: str = "2026-12-01T00:00:01Z") -> None:
         for rank in range(members):

@@ -345,7 +345,13 @@ def team_quota(
 
     def spec(name: str, pool: str, gpus: int, **extra: object) -> QueueSpec:
         quota = PoolQuota(pool=pool, nominal={Resource.GPUS: gpus}, **extra)
-        return QueueSpec(name=name, cohort=cohort, quotas=(quota,), reclaim_within_s=within_s)
+        return QueueSpec(
+            name=name,
+            namespaces=(name,),
+            cohort=cohort,
+            quotas=(quota,),
+            reclaim_within_s=within_s,
+        )
 
     limit = {} if lends is None else {"lending_limit": {Resource.GPUS: lends}}
     serving = spec("serving", ONLINE, 32, **limit).model_copy(update={"default": True})
@@ -416,7 +422,7 @@ def test_a_gang_whose_own_pools_quota_is_spent_runs_on_lent_hosts_alone():
 
     def spec(name: str, pool: str, gpus: int, **extra: object) -> QueueSpec:
         quota = PoolQuota(pool=pool, nominal={Resource.GPUS: gpus}, **extra)
-        return QueueSpec(name=name, cohort="c", quotas=(quota,))
+        return QueueSpec(name=name, namespaces=(name,), cohort="c", quotas=(quota,))
 
     b = spec("b", TRAIN, 16, lending_limit={Resource.GPUS: 0})
     teams = Teams(queues=(spec("a", TRAIN, 0), b, spec("serving", ONLINE, 32)))

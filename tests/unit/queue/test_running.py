@@ -319,7 +319,7 @@ def test_gangs_on_a_new_fabric_keep_every_count_whole():
     index.sync([new])
     index.flat("training", other)
     index.sync([new, third])
-    assert index.demands() == {("training", "a", ""): [32, 0, 0]}
+    assert index.demands() == {("training", "a", "", ""): [32, 0, 0]}
     usages = [(usage_of(other, r.gang, r.placement), r.gang.all_gpus) for r in (new, third)]
     assert flat_fields(index.flat("training", other)) == flat_fields(Flat.of(usages))
     index.sync([])

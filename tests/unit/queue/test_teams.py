@@ -27,7 +27,7 @@ def queue_spec(name: str, nominal: int, cohort: str | None = "c", **limits: int)
     lend = {G: limits["lend"]} if "lend" in limits else None
     quota = PoolQuota(pool=POOL, nominal={G: nominal}, borrowing_limit=borrow, lending_limit=lend)
     weight = limits.get("weight", 1)
-    return QueueSpec(name=name, cohort=cohort, quotas=(quota,), weight=weight)
+    return QueueSpec(name=name, namespaces=(name,), cohort=cohort, quotas=(quota,), weight=weight)
 
 
 def teams_queue(
@@ -317,7 +317,7 @@ def test_borrowing_gangs_are_the_latest_started_beyond_nominal():
 
 def test_cpu_is_limited_only_where_a_quota_gives_it():
     quota = PoolQuota(pool=POOL, nominal={G: 64, Resource.CPU: 4000})
-    teams = Teams(queues=(QueueSpec(name="a", quotas=(quota,)),))
+    teams = Teams(queues=(QueueSpec(name="a", namespaces=("a",), quotas=(quota,)),))
     ledger = Ledger.of(teams, [])
     assert ledger.admit("a", POOL, (8, 5000, 10**6)).verdict is Verdict.EXCEEDS
     assert ledger.admit("a", POOL, (8, 3000, 10**6)).verdict is Verdict.FITS

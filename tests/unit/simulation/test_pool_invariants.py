@@ -168,7 +168,9 @@ def two_teams_and_serving(fabric: Fabric) -> Teams:
 
     def queue(name: str, pool: str, nominal: int, **extra: object) -> QueueSpec:
         quota = PoolQuota(pool=pool, nominal={Resource.GPUS: nominal}, **extra)
-        return QueueSpec(name=name, cohort="all", quotas=(quota,), reclaim_within_s=120.0)
+        return QueueSpec(
+            name=name, namespaces=(name,), cohort="all", quotas=(quota,), reclaim_within_s=120.0
+        )
 
     lends = {"lending_limit": {Resource.GPUS: LENDS}}
     serving = queue("serving", ONLINE, gpus[ONLINE], **lends).model_copy(update={"default": True})

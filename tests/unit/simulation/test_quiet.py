@@ -67,7 +67,7 @@ def test_quiet_cycles_decide_what_full_cycles_decide(policy, seed, backfill):
 def teams() -> Teams:
     def queue(name: str, gpus: int, **extra: object) -> QueueSpec:
         quota = PoolQuota(pool="training", nominal={Resource.GPUS: gpus}, **extra)
-        return QueueSpec(name=name, cohort="all", quotas=(quota,))
+        return QueueSpec(name=name, namespaces=(name,), cohort="all", quotas=(quota,))
 
     return Teams(
         queues=(

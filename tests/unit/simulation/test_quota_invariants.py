@@ -31,7 +31,7 @@ G = Resource.GPUS
 def teams(within_s: float) -> Teams:
     def queue(name: str, gpus: int, cohort: str | None = "all", **extra: object) -> QueueSpec:
         quota = PoolQuota(pool=POOL, nominal={G: gpus}, **extra)
-        spec = QueueSpec(name=name, cohort=cohort, quotas=(quota,))
+        spec = QueueSpec(name=name, namespaces=(name,), cohort=cohort, quotas=(quota,))
         return spec.model_copy(update={"reclaim_within_s": within_s})
 
     return Teams(
