@@ -39,7 +39,7 @@ from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
 from scheduler.queue.quotas import RESOURCES
 from scheduler.queue.teams import Charge, Numbers
-from scheduler.teams import BOUNDS, MAX_GPUS, QueueSpec, Resource, StopPolicy, Teams
+from scheduler.teams import MAX_GPUS, QueueSpec, Resource, StopPolicy, Teams
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
@@ -263,12 +263,10 @@ def _amounts(given: object, where: str) -> dict[str, int]:
     for key, value in given.items():
         if key == Resource.GPUS:
             out[key] = _count(value, where)
-        elif key == Resource.CPU:
-            milli = int((parse(value) * 1000).to_integral_value(ROUND_CEILING))
-            out[key] = _bounded(milli, Resource.CPU, where)
+        elif key == Resource.CPU:  # parse bounds a quantity (0 .. 2^50): within int64 here
+            out[key] = int((parse(value) * 1000).to_integral_value(ROUND_CEILING))
         elif key == Resource.MEMORY:
-            mib = int((parse(value) / Decimal(MI)).to_integral_value(ROUND_CEILING))
-            out[key] = _bounded(mib, Resource.MEMORY, where)
+            out[key] = int((parse(value) / Decimal(MI)).to_integral_value(ROUND_CEILING))
         else:
             raise InvalidQueueError(f"{where}: unknown resource {key!r} (gpus, cpu, memory)")
     return out
@@ -279,12 +277,6 @@ def _count(value: object, where: str) -> int:
         raise InvalidQueueError(f"{where}.gpus must be a whole number of GPUs, not {value!r}")
     if value > MAX_GPUS:
         raise InvalidQueueError(f"{where}.gpus is {value}, more than {MAX_GPUS:,} GPUs")
-    return value
-
-
-def _bounded(value: int, r: Resource, where: str) -> int:
-    if value > BOUNDS[r]:
-        raise InvalidQueueError(f"{where}.{r} is beyond int64 ({value} in base units)")
     return value
 
 
