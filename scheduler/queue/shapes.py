@@ -90,7 +90,7 @@ class Tenancy(Enum):
 
     NONE = "none"  # no teams; preemption off or across tenants
     TENANT = "tenant"  # preemption within a tenant: its tenant says whom it may preempt
-    QUEUE = "queue"  # teams: its queue (named, or its tenant's) says what quota admits it
+    QUEUE = "queue"  # teams: its queue (named, or its namespace's) says what quota admits it
 
     @staticmethod
     def of(teams_on: bool, preempts_within_tenant: bool) -> Tenancy:

@@ -101,7 +101,7 @@ class Entry:
     arrival: float
     tenant: str = ""
     estimate_s: float | None = None  # run time the submitter expects (EASY backfill)
-    queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
+    queue: str = ""  # the queue its job names ("": its namespace's; teams.Teams.queue_of)
     # False: its driver never evicts it (a pod group: rackwise only binds its pods), so it may
     # not borrow a quota nothing could take back, nor be a preemption or reclaim victim
     evictable: bool = True
@@ -136,7 +136,7 @@ class Running:
     # when the gang last said it checkpointed (the operator reads the job's signal); None:
     # every checkpoint_s from started_s (the simulator)
     checkpointed_s: float | None = None
-    queue: str = ""  # the queue its job names ("": its tenant's; teams.Teams.queue_of)
+    queue: str = ""  # the queue its job names ("": its namespace's; teams.Teams.queue_of)
     # the team queue that admitted it, charged until it ends whatever becomes of the Queues
     # ("": not recorded, so found as for a queued gang)
     admitted: str = ""

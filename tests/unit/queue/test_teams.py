@@ -1,7 +1,7 @@
 """Queues with quotas, borrowing, fair share and reclaim: hand-computed cases.
 
-The fabric: one spine, four racks (r0-r3) of two 8-GPU hosts, 64 GPUs, all training. Tenants
-are queue names (teams.Teams.queue_of: a tenant named as a queue belongs to it)."""
+The fabric: one spine, four racks (r0-r3) of two 8-GPU hosts, 64 GPUs, all training. Each queue
+lists one namespace of its own name, its tenants' (teams.Teams.queue_of)."""
 
 from __future__ import annotations
 
