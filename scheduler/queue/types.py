@@ -112,7 +112,8 @@ class Entry:
     last: Wait | None = None  # why it waited last time it was tried
     # the reservation computed for it: on which view, pool version and starts of the cycle
     reserved: tuple[tuple[bytes, int, tuple[str, ...]], Reservation | None] | None = None
-    # queue order: priority (higher first), arrival, name, key; fixed for the entry's life
+    # queue order: priority (higher first), arrival, name, key; with teams, a place in line
+    # dealt within its team queue (queue/ranks.py), otherwise fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
     shape: int = field(init=False, default=-1)  # its shape id while queued (queue/shapes.py)
     # what it asks of its queue's quota: GPUs, millicores, MiB (queue/quotas.demand), once
