@@ -115,10 +115,11 @@ def test_operator_rbac_is_namespaced_for_writes():
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
     reads = {v for rule in roles["rackwise-operator"]["rules"] for v in rule["verbs"]}
     assert reads == {"list", "watch"}  # cluster-wide: reads only
-    # but the status of team Queues, cluster-scoped objects: that and nothing else
+    # but the status and finalizer of team Queues, cluster-scoped objects: that and nothing else
     queues = roles["rackwise-queues"]["rules"]
     assert queues == [
-        {"apiGroups": ["rackwise.io"], "resources": ["queues/status"], "verbs": ["patch"]}
+        {"apiGroups": ["rackwise.io"], "resources": ["queues/status"], "verbs": ["patch"]},
+        {"apiGroups": ["rackwise.io"], "resources": ["queues"], "verbs": ["patch"]},
     ]
     writes = roles["rackwise-workloads"]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
