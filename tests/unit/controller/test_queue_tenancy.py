@@ -7,10 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.controller.config import OperatorConfig
 from scheduler.controller.cycle.teams import FINALIZER
 from scheduler.controller.runtime.admitted import ADMITTED
-from tests.unit.controller.test_queues import message, queue, run, status
-from tests.unit.controller.test_reconciler import Clock, Driven, MemoryApi, api, clock, reconciler
+from tests.unit.controller.test_queues import (
+    in_namespace,
+    message,
+    queue,
+    queue_events,
+    run,
+    status,
+)
+from tests.unit.controller.test_reconciler import (
+    Clock,
+    Counting,
+    Driven,
+    MemoryApi,
+    api,
+    clock,
+    reconciler,
+)
 
 __all__ = ["api", "clock", "reconciler"]  # fixtures
 
@@ -109,3 +125,25 @@ def test_a_tenants_template_may_not_claim_a_system_priority_class(api, reconcile
     run(reconciler)
     assert api.reason("vip") == "InvalidSpec"
     assert "system-cluster-critical is a system priority class" in message(api, "vip")
+
+
+def test_one_reclaim_event_names_every_victim():
+    """team-a's four 1-pod jobs: the last two borrow team-b's idle half; team-b's 2-pod job takes
+    both back in one cycle, and the Queue's one event names both."""
+    api = Counting(OperatorConfig())
+    reconciler = Driven(api, Clock())
+    for name in ("team-a", "team-b"):
+        queue(api, name, 16, cohort="lab", reclaimWithinSeconds=0, namespaces=[name])
+    for i in range(4):
+        api.submit(f"b{i}", 1, at=f"2026-12-01T00:00:0{i}Z")
+        in_namespace(api, f"b{i}", "team-a")
+        run(reconciler, 1)
+    api.submit("owner", 2, at="2026-12-01T00:00:09Z")
+    in_namespace(api, "owner", "team-b")
+    run(reconciler)
+    assert [api.reason(f"b{i}") for i in range(4)] == ["Placed", "Placed", "Reclaimed", "Reclaimed"]
+    found = queue_events(api, "Reclaimed")
+    assert len(found) == 1
+    assert found[0]["message"].startswith("2 gangs: ")
+    assert "team-a/b2: " in found[0]["message"]
+    assert "team-a/b3: " in found[0]["message"]
