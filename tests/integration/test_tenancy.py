@@ -170,6 +170,7 @@ def test_priority_stays_inside_a_team(env: Env):
     env.wait("a placed", lambda: placed(env, "a", "team-a"))
     env.post(in_team("c-big", "team-c", 4), "team-c")
     env.wait("c waits", lambda: condition(env, "c-big", "team-c", "Placed").get("status"))
+    time.sleep(1.1)  # arrivals are creation times, of a one-second grain: b's must come later
     env.post(in_team("b-big", "team-b", 4, priority=1_000_000_000), "team-b")
     vip = in_team("b-vip", "team-b", 1)
     vip["spec"]["template"]["spec"]["priorityClassName"] = "system-cluster-critical"
