@@ -200,10 +200,13 @@ class SchedulingQueue:
         )
 
     # teams
-    def use_teams(self, teams: Teams, charged: Sequence[Charge] = ()) -> None:
-        """The teams' queues as they are now (the operator reads them every cycle), and what
-        gangs not in the running list hold (queue/teams.py, `use`)."""
-        if self._teams.use(teams, charged):
+    def use_teams(
+        self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
+    ) -> None:
+        """The teams' queues as they are now (the operator reads them every cycle), what gangs
+        not in the running list hold, and what pods on their way out still hold
+        (queue/teams.py, `use`)."""
+        if self._teams.use(teams, charged, leaving):
             self._ranks.reset(self._teams.on)
         if self._tenancy_now() is not self._tenancy:
             self._reshape()
@@ -358,12 +361,21 @@ class SchedulingQueue:
     def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
         on this very view, nor preempt: neither can this one, and nothing is solved again."""
-        message = k.message
-        if k.key != entry.key:
-            message = f"a gang of {k.pods} such pods could not be placed on this free capacity"
-        self._wait(c, entry, Wait(k.reason, message))
-        if k.reason in BLOCKING:
+        wait = Wait(k.reason, k.message) if k.key == entry.key else self._kin_wait(c, entry, k)
+        self._wait(c, entry, wait)
+        if wait.reason in BLOCKING:
             self._block(c, entry, p, v.snapshot, v.seen())
+
+    def _kin_wait(self, c: Cycle, entry: Entry, k: Known) -> Wait:
+        """Why it waits, learnt from a smaller gang of its shape, in its own words: never
+        fitting by its own proof (it may, where the smaller did not), else the smaller's
+        failure said without that gang's numbers."""
+        never = self._views.never_fits_once(c, entry)
+        if never is not None:
+            return Wait(WaitReason.NEVER_FITS, never)
+        return Wait(
+            k.reason, f"a gang of {k.pods} such pods could not be placed on this free capacity"
+        )
 
     def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot

@@ -214,6 +214,30 @@ class Ledger:
             return Admission(Verdict.EXCEEDS, limits.queue, text)
         return None
 
+    def never(self, queue: str, pool: str, d: Demand) -> str | None:
+        """Why no use of the cohort could ever let the queue hold this much: beyond its nominal
+        quota plus its borrowing limit, or, in a cohort, plus all its cohort lends (None: some
+        state of the others would)."""
+        if self.teams.by_name[queue].holds:
+            return None
+        limits = self.table.of(queue, pool)
+        for i, r in enumerate(RESOURCES):
+            top = self._top(limits, pool, i)
+            if limits.limited[i] and d[i] > top:
+                return (
+                    f"queue {queue} can never hold more than {top} {UNITS[r]} of pool {pool} "
+                    f"(its nominal quota and all it may borrow), the gang needs {d[i]}"
+                )
+        return None
+
+    def _top(self, limits: Limits, pool: str, i: int) -> int:
+        """The most the queue may ever use of resource i."""
+        if limits.cohort is None:
+            return limits.nominal[i]
+        top = self.table.capacity(limits.cohort, pool)[i] + limits.guaranteed[i]
+        borrow = limits.borrow[i]
+        return top if borrow is None else min(top, limits.nominal[i] + borrow)
+
     def room(self, limits: Limits, pool: str, i: int) -> int:
         """What the cohort's members lend that no member but this one claims."""
         assert limits.cohort is not None

@@ -89,6 +89,7 @@ class Numbers:
     pending: int = 0
     admitted: int = 0
     oldest: float | None = None  # its longest-waiting gang's arrival (the queue's clock)
+    leaving: int = 0  # gangs whose pods are on their way out, still holding their quota
 
 
 @dataclass
@@ -105,6 +106,7 @@ class TeamQueues:
     teams: Teams = field(init=False)
     table: Table = field(init=False)  # the teams' limits, read once per Teams
     charged: tuple[Charge, ...] = ()
+    leaving: tuple[Charge, ...] = ()  # pods on their way out, still holding their quota
     lent: Lent = field(default_factory=Lent)  # the gangs on lent hosts as the cycle began
     host_pool: Mapping[str, str] = field(default_factory=dict)  # the last cycle's fabric's
     # what `lent` was read from: the running gangs and their version, the host pools, the teams
@@ -129,12 +131,16 @@ class TeamQueues:
         )
         self.use(self.config.teams)
 
-    def use(self, teams: Teams, charged: Sequence[Charge] = ()) -> bool:
+    def use(
+        self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
+    ) -> bool:
         """The teams as they are now (the operator reads its Queue objects every cycle), and
-        gangs the driver does not list as running that hold resources all the same (running
-        pod groups): (queue named, tenant, pool, demand, queue admitted) each, charged to
-        their queue. True when the teams changed."""
-        self.charged = tuple(charged)
+        gangs the driver does not list as running that hold resources all the same: running
+        pod groups (`charged`) and pods on their way out (`leaving`: their quota is released
+        when they are gone, not when their deletion was asked for), (queue named, tenant,
+        pool, demand, queue admitted) each, charged to their queue. True when the teams
+        changed."""
+        self.charged, self.leaving = tuple(charged), tuple(leaving)
         if getattr(self, "teams", None) == teams:
             return False
         self.teams = teams
@@ -161,10 +167,11 @@ class TeamQueues:
         return self.charged_to(r.queue, r.tenant, r.admitted)
 
     def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
-        """Per queue: use per pool (GPUs, millicores, MiB), gangs waiting, gangs running (the
-        charged ones included), and the arrival of its longest-waiting gang."""
+        """Per queue: use per pool (GPUs, millicores, MiB; pods on their way out included), gangs
+        waiting, gangs running (the charged ones included), the arrival of its longest-waiting
+        gang, and gangs whose pods are on their way out."""
         used: dict[str, dict[str, list[int]]] = {}
-        counts: dict[str, list[int]] = {}  # queue -> [waiting, running]
+        counts: dict[str, list[int]] = {}  # queue -> [waiting, running, leaving]
         for name, pool, amounts in [*self._uses(running), *self._lent_of(running).moves()]:
             if name is not None:
                 mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
@@ -174,17 +181,21 @@ class TeamQueues:
         ones += [self.charged_to(q, tenant, a) for q, tenant, _, _, a in self.charged]
         for name in ones:
             if name is not None:
-                counts.setdefault(name, [0, 0])[1] += 1
+                counts.setdefault(name, [0, 0, 0])[1] += 1
+        for q, tenant, _, _, a in self.leaving:
+            name = self.charged_to(q, tenant, a)
+            if name is not None:
+                counts.setdefault(name, [0, 0, 0])[2] += 1
         oldest: dict[str, float] = {}
         for e in waiting:  # each waiting gang's queue found once: its count and its arrival
             name = self._queue(e)
             if name is not None:
-                counts.setdefault(name, [0, 0])[0] += 1
+                counts.setdefault(name, [0, 0, 0])[0] += 1
                 oldest[name] = min(oldest.get(name, e.arrival), e.arrival)
         out = {}
         for n in set(used) | set(counts):
-            pending, admitted = counts.get(n, [0, 0])
-            out[n] = Numbers(used.get(n, {}), pending, admitted, oldest.get(n))
+            pending, admitted, leaving = counts.get(n, [0, 0, 0])
+            out[n] = Numbers(used.get(n, {}), pending, admitted, oldest.get(n), leaving)
         return out
 
     def team_of(self, entry: Entry) -> str | None:
@@ -192,12 +203,14 @@ class TeamQueues:
         return self._queue(entry) if self.on else None
 
     def _uses(self, running: RunningGangs) -> list[tuple[str | None, str, Demand]]:
-        """(queue, pool, demand) of each owner of running gangs and of each charged group."""
+        """(queue, pool, demand) of each owner of running gangs, of each charged group and of
+        each owner of pods on their way out."""
         owners = [
             (q, t, pool, (d[0], d[1], d[2]), a) for (pool, t, q, a), d in running.demands().items()
         ]
         return [
-            (self.charged_to(q, t, a), pool, d) for q, t, pool, d, a in [*owners, *self.charged]
+            (self.charged_to(q, t, a), pool, d)
+            for q, t, pool, d, a in [*owners, *self.charged, *self.leaving]
         ]
 
     # the cycle's ledger
@@ -272,7 +285,10 @@ class TeamQueues:
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
-        if found.verdict is Verdict.BORROWS and self._may_borrow(entry):
+        never = self._never(c, entry, queue) if found.verdict is not Verdict.BORROWS else None
+        if never is not None:
+            self._held(c, entry, never, queue)
+        elif found.verdict is Verdict.BORROWS and self._may_borrow(entry):
             self._set_aside(c, entry, found)
         elif found.verdict is Verdict.BORROWS:
             why = _static(found) if entry.evictable else _kept(found)
@@ -296,10 +312,21 @@ class TeamQueues:
         c.borrowers.append(entry)
         self.wait(c, entry, _placed(c, found.queue, wait))
 
+    def _never(self, c: Cycle, entry: Entry, queue: str) -> Wait | None:
+        """NeverFits when waiting cannot help: no fabric could hold it (placement's proof),
+        or its queue could never be given that much (nominal plus what it may borrow)."""
+        never = self.views.never_fits_once(c, entry)
+        if never is not None:
+            return Wait(WaitReason.NEVER_FITS, never)
+        assert c.ledger is not None
+        beyond = c.ledger.never(queue, entry.gang.pool, _demand(entry))
+        return None if beyond is None else Wait(WaitReason.NEVER_FITS, beyond)
+
     def _held(self, c: Cycle, entry: Entry, wait: Wait, queue: str | None = None) -> None:
         """It waits by quota, as every later gang of its shape with no fewer pods does this
-        cycle (use only grows within a cycle): a quiet walk passes over them (walk.py)."""
-        self.wait(c, entry, _placed(c, queue, wait))
+        cycle (use only grows within a cycle): a quiet walk passes over them (walk.py). A gang
+        that never borrows (a pod group) is never said to wait to borrow."""
+        self.wait(c, entry, _placed(c, queue, _kept_in(entry, wait)))
         known = c.quota_known.setdefault(entry.gang.pool, {})
         if entry.gang.pods < known.get(entry.shape, NEVER):
             known[entry.shape] = entry.gang.pods
@@ -385,7 +412,7 @@ class TeamQueues:
             self.wait(c, entry, _placed(c, queue, Wait(WaitReason.QUOTA_EXCEEDED, why)))
             return Verdict.EXCEEDS
         if worst.verdict not in (Verdict.FITS, Verdict.BORROWS):
-            self.wait(c, entry, _placed(c, worst.queue, _wait(worst)))
+            self.wait(c, entry, _placed(c, worst.queue, _kept_in(entry, _wait(worst))))
         return worst.verdict
 
     # reclaim
@@ -564,6 +591,13 @@ def _kept(found: Admission) -> str:
         f"queue {found.queue} is at its nominal quota, and a gang that is never evicted (a pod "
         "group) does not borrow: what it took could not be given back"
     )
+
+
+def _kept_in(entry: Entry, wait: Wait) -> Wait:
+    """A gang that never borrows waits QuotaExceeded where another would wait to borrow."""
+    if entry.evictable or wait.reason is not WaitReason.WAITING_TO_BORROW:
+        return wait
+    return Wait(WaitReason.QUOTA_EXCEEDED, wait.message)
 
 
 def _wait(found: Admission) -> Wait:

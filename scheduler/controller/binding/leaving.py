@@ -8,8 +8,15 @@ members, whose group counts as live and is never listed as running). Promises: o
 per such job and pool of the hosts those pods hold, its pods charged what the ledger charges
 them (alike pods as one pod set), ending now, so that a blocked gang's reservation counts on the
 hosts they are about to give back (queue/reservation.py) instead of finding that nothing it
-knows of will make room. Nothing else in the queue sees them: they are never preempted, moved
-or counted against a quota."""
+knows of will make room. Nothing else in the queue sees them as gangs: they are never preempted
+or moved.
+
+Their quota is another matter (`quota_held`): every bound, unfinished pod of a job not listed as
+running (deleted, suspended, evicted, its delete refused by an API server that is down, or
+half bound) and every departing pod-group member still holds its queue's quota, as Kueue keeps
+a workload's quota until its pods are inactive: one charge per owner and pool of the hosts its
+pods hold, to the queue that admitted it (the pods' annotation), released only when the pods
+are gone."""
 
 from __future__ import annotations
 
@@ -18,11 +25,13 @@ from collections.abc import Mapping
 
 from scheduler.controller.cluster.resources import pod_charge
 from scheduler.controller.cluster.state import ClusterState, charged
+from scheduler.controller.runtime.admitted import admitted_by
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.quantity import QuantityError
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.model.gang import Role
 from scheduler.queue import Running
+from scheduler.queue.teams import Charge
 
 
 def leaving(
@@ -87,3 +96,38 @@ def _ending(key: str, gang: GangRequest, pods: list[tuple[str, str]], now: float
         gang=gang.name, policy="rackwise", status=PlacementStatus.PLACED, pods=tuple(assignments)
     )
     return Running(key, gang, placement, now, end_s=now)
+
+
+def quota_held(
+    owned: Mapping[str, list[Pod]],
+    running: set[str],
+    departing: Mapping[str, list[Pod]],
+    state: ClusterState,
+    gpu_resource: str,
+) -> list[Charge]:
+    """What pods on their way out still hold of their queues' quota: per owner not listed as
+    running (and per group's departing members) and pool of the hosts they hold, their
+    namespace, the queue that admitted them and the GPUs, millicores and MiB they request."""
+    index, pools = state.fabric.host_index, state.fabric.host_pool
+    out: list[Charge] = []
+    owners = [pods for uid, pods in owned.items() if uid not in running]
+    for pods in [*owners, *departing.values()]:
+        by_pool: dict[str, list[Pod]] = {}
+        for p in pods:
+            if charged(p, index):
+                by_pool.setdefault(pools[str(p.node)], []).append(p)
+        out += [_held(going, pool, gpu_resource) for pool, going in by_pool.items()]
+    return out
+
+
+def _held(pods: list[Pod], pool: str, gpu_resource: str) -> Charge:
+    """A charge of these pods; one whose requests cannot be read counts its GPUs as none (the
+    ledger cannot price it, as the capacity snapshot fills its node instead)."""
+    gpus = cpu = memory = 0
+    for p in pods:
+        try:
+            c = pod_charge(p, gpu_resource)
+        except QuantityError:
+            continue
+        gpus, cpu, memory = gpus + c.gpus, cpu + c.cpu_milli, memory + c.memory_mib
+    return ("", pods[0].meta.namespace, pool, (gpus, cpu, memory), admitted_by(pods))

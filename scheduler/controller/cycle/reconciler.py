@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from scheduler.controller.binding.driver import CycleReport, Gangs, QueueDriver
-from scheduler.controller.binding.leaving import leaving
+from scheduler.controller.binding.leaving import leaving, quota_held
 from scheduler.controller.cluster.access import Access, Refusals
 from scheduler.controller.cluster.nodewatch import NodeWatch
 from scheduler.controller.cluster.state import ClusterState, StateBuilder
@@ -204,6 +204,7 @@ class Reconciler:
         live = {j.meta.uid: j for j in jobs}
         self._forget(set(live) | {g.key for g in groups})
         self.why.forget({p.meta.uid for p in pods})
+        self.calls.forget({p.meta.uid for p in pods})
         self.calls.delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             self.expect.reserve(state.snapshot, pods)
@@ -218,6 +219,8 @@ class Reconciler:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
         going = [] if state is None else self._leaving(pods, owned, set(live), set(running), state)
+        if teams.on and state is not None:
+            self._quota_held(teams, groups, pods, owned, set(running), state)
         self.driver.place(Gangs(pending, running, waiting, going), state, report, teams.on)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)
@@ -243,6 +246,21 @@ class Reconciler:
         members = departing(pods, self.config)
         jobs = leaving(owned, live, running, state, now, resource)
         return jobs + leaving(members, set(members), set(), state, now, resource)
+
+    def _quota_held(
+        self,
+        teams: Teams,
+        groups: list[Members],
+        pods: list[Pod],
+        owned: dict[str, list[Pod]],
+        running: set[str],
+        state: ClusterState,
+    ) -> None:
+        """Pods on their way out (a job not running, a departing member) keep their queue's
+        quota until they are gone (binding/leaving.py, `quota_held`)."""
+        going = departing(pods, self.config)
+        held = quota_held(owned, running, going, state, self.config.gpu_resource)
+        self.queue.use_teams(teams, charged(groups, self.config), held)
 
     def _teams(self) -> tuple[list[QueueObject], Teams]:
         """The Queues and the teams they make; when they cannot be read, the teams last read

@@ -210,6 +210,7 @@ class QueueObjects:
             "borrowedGPUs": borrowed,
             "pendingGangs": n.pending,
             "admittedGangs": n.admitted,
+            "leavingGangs": n.leaving,  # their pods on their way out, still counted in use
             "pools": [_pool(p, spec, used[p]) for p in pools],
             "conditions": [ready],
             # what stays in force, held, if the Queue turns invalid (read back after a restart)

@@ -3,14 +3,17 @@
 Contract. Takes the API, the metrics, the thread pool and the expectations. `attempt` runs one
 call and turns an API error into False (counted, logged: the next cycle tries again); `each`
 runs a function over items on the API threads (one item inline); `delete` deletes pods and
-expects their owner to be judged only once the cache shows them gone; `bind_pairs` binds
-(namespace, pod, node) triples. Promises: no API error escapes; nothing else is caught."""
+expects their owner to be judged only once the cache shows the deleted ones gone: a delete that
+failed is expected of no one, so the owner is judged again next cycle and the delete tried
+again, each pod backing off from 1 s to 60 s between failures (an API server that is down is
+not hammered); `bind_pairs` binds (namespace, pod, node, queue) items. Promises: no API error
+escapes; nothing else is caught; a pod is never recorded as going unless its delete succeeded."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -35,6 +38,8 @@ class Calls:
     metrics: Metrics
     pool: ThreadPoolExecutor
     expect: Expectations
+    # pod uid -> (failed deletes in a row, when it may be tried again on the expectations' clock)
+    refused: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def attempt(self, fn: Callable[..., object], *args: Any) -> bool:
         try:
@@ -51,11 +56,27 @@ class Calls:
         return list(self.pool.map(fn, items)) if len(items) > 1 else [fn(i) for i in items]
 
     def delete(self, pods: Iterable[Pod]) -> None:
-        pods = list(pods)
+        now = self.expect.clock()
+        pods = [p for p in pods if self.refused.get(p.meta.uid, (0, now))[1] <= now]
         pairs = [(p.meta.namespace, p.meta.name) for p in pods]
-        self.each(lambda t: self.attempt(self.api.delete_pod, *t), pairs)
-        for uid in {owned_by(p) for p in pods} - {None}:
-            self.expect.gone(str(uid), [p for p in pods if owned_by(p) == uid])
+        done = self.each(lambda t: self.attempt(self.api.delete_pod, *t), pairs)
+        gone = [p for p, ok in zip(pods, done, strict=True) if ok]
+        for p, ok in zip(pods, done, strict=True):
+            self._refused(p.meta.uid, ok, now)
+        for uid in {owned_by(p) for p in gone} - {None}:
+            self.expect.gone(str(uid), [p for p in gone if owned_by(p) == uid])
+
+    def _refused(self, uid: str, ok: bool, now: float) -> None:
+        """A failed delete backs off (1 s, doubling, 60 s at most); a success forgets it."""
+        if ok:
+            self.refused.pop(uid, None)
+            return
+        failures = self.refused.get(uid, (0, now))[0] + 1
+        self.refused[uid] = (failures, now + min(60.0, 2.0 ** (failures - 1)))
+
+    def forget(self, live: set[str]) -> None:
+        """Backoffs of pods that are gone."""
+        self.refused = {uid: v for uid, v in self.refused.items() if uid in live}
 
     def bind_pairs(self, pairs: list[tuple[str, str, str, str]]) -> list[bool]:
         """(namespace, pod, node, the team queue that admitted it) each."""

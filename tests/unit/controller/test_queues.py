@@ -156,7 +156,8 @@ def test_queues_that_cannot_be_listed_leave_the_last_ones_in_force(api, reconcil
     api.queues = refused  # type: ignore[method-assign]
     api.submit("big", 2)
     run(reconciler)
-    assert api.reason("big") == "QuotaExceeded"
+    assert api.reason("big") == "NeverFits"  # 16 GPUs: more than team-a could ever hold
+    assert "queue team-a can never hold more than 8 GPUs" in message(api, "big")
 
 
 def sample(reconciler: Driven, name: str, **labels: str) -> float | None:

@@ -140,9 +140,13 @@ def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
     queue.add("other", gang("other", 1, gpus=4), arrival=9)
     decisions = queue.cycle(0, snap, [])
     assert [p.gang for p in decisions.tried] == ["g0", "other"]
-    assert decisions.waiting["g3"].message == (
+    assert decisions.waiting["g2"].message == (
         "a gang of 1 such pods could not be placed on this free capacity"
     )
+    # 2 pods on a fabric of one host: it never fits, said with its own numbers, not g0's
+    never = decisions.waiting["g3"]
+    assert never.reason is WaitReason.NEVER_FITS
+    assert "needs 2 pods x 8 GPUs" in never.message
 
 
 def test_tenants_share_what_is_known_where_who_owns_a_gang_changes_nothing():
