@@ -204,7 +204,7 @@ class Reconciler:
         live = {j.meta.uid: j for j in jobs}
         self._forget(set(live) | {g.key for g in groups})
         self.why.forget({p.meta.uid for p in pods})
-        self.calls.forget({p.meta.uid for p in pods})
+        self.calls.retry(pods)
         self.calls.delete(p for uid, ps in owned.items() if uid not in live for p in ps)
         if state is not None:
             self.expect.reserve(state.snapshot, pods)

@@ -74,9 +74,15 @@ class Calls:
         failures = self.refused.get(uid, (0, now))[0] + 1
         self.refused[uid] = (failures, now + min(60.0, 2.0 ** (failures - 1)))
 
-    def forget(self, live: set[str]) -> None:
-        """Backoffs of pods that are gone."""
-        self.refused = {uid: v for uid, v in self.refused.items() if uid in live}
+    def retry(self, pods: list[Pod]) -> None:
+        """Delete again the pods whose delete was refused and that are still there (not being
+        deleted), once their backoff has passed, whoever asked for it (an eviction, a move, a
+        suspend, a rollback); forget those that are gone."""
+        there = {p.meta.uid: p for p in pods}
+        self.refused = {uid: v for uid, v in self.refused.items() if uid in there}
+        again = [there[uid] for uid in self.refused if not there[uid].meta.deleting]
+        if again:
+            self.delete(again)
 
     def bind_pairs(self, pairs: list[tuple[str, str, str, str]]) -> list[bool]:
         """(namespace, pod, node, the team queue that admitted it) each."""
