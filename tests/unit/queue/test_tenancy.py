@@ -167,3 +167,45 @@ def check_ranks(q: SchedulingQueue) -> None:
     for members in groups.values():
         by_rank = sorted(members, key=natural)
         assert [e.order for e in by_rank] == sorted(place(e) for e in members)
+
+
+def test_a_gang_no_fabric_could_ever_hold_never_fits_though_its_quota_refuses_it_first():
+    """17x8 GPUs on a 64-GPU fabric, beyond its queue's quota too: NeverFits, not a wait to
+    borrow, with the fabric's proof."""
+    q = tenants(queue_spec("a", 32), queue_spec("b", 32))
+    add(q, "huge", 17, "a", at=0.0)
+    wait = q.cycle(1.0, snap(), []).waiting["huge"]
+    assert wait.reason is WaitReason.NEVER_FITS
+    assert "needs 17 pods x 8 GPUs" in wait.message
+
+
+def test_a_gang_no_quota_could_ever_hold_never_fits():
+    """5x8 fits the fabric, but a's 16 and all its cohort lends (b's 16) make 32 at most."""
+    q = tenants(queue_spec("a", 16), queue_spec("b", 16))
+    add(q, "big", 5, "a", at=0.0)
+    wait = q.cycle(1.0, snap(), []).waiting["big"]
+    assert wait.reason is WaitReason.NEVER_FITS
+    assert "queue a can never hold more than 32 GPUs of pool training" in wait.message
+
+
+def test_a_gang_beyond_its_borrowing_limit_only_never_fits():
+    q = tenants(queue_spec("a", 16, borrow=8), queue_spec("b", 48))
+    add(q, "big", 4, "a", at=0.0)
+    wait = q.cycle(1.0, snap(), []).waiting["big"]
+    assert wait.reason is WaitReason.NEVER_FITS
+    assert "can never hold more than 24 GPUs" in wait.message
+
+
+def test_a_gang_that_never_borrows_never_waits_to_borrow():
+    """b borrows all a lends; a's pod group over a's nominal is told QuotaExceeded (it would
+    never borrow), where a TrainingJob of its size waits to borrow."""
+    s = snap()
+    q = tenants(queue_spec("a", 16), queue_spec("b", 16))
+    hosts = ["h0-0", "h0-1", "h1-0", "h1-1"]
+    borrowing = running(s, "b-all", hosts, tenant="b")
+    mine = running(s, "a-own", ["h2-0", "h2-1"], tenant="a")
+    q.add("group", gang("group", 1), arrival=0.0, tenant="a", evictable=False)
+    q.add("job", gang("job", 1), arrival=1.0, tenant="a")
+    out = q.cycle(2.0, s, [borrowing, mine])
+    assert out.waiting["group"].reason is WaitReason.QUOTA_EXCEEDED
+    assert out.waiting["job"].reason is WaitReason.WAITING_TO_BORROW
