@@ -256,7 +256,9 @@ class TrainingJobs:
         )
 
     def _finished(self, job: TrainingJob, pods: list[Pod]) -> None:
-        """A failed job keeps no pod; a finished one goes when its TTL has passed."""
+        """A failed job keeps no pod; a finished one goes when its TTL has passed; an edit of
+        either (a suspend) is only observed."""
+        self.status.observe(job)
         if job.status.phase == "Failed" and pods:
             self.calls.delete(pods)
         ttl, done = job.ttl_s, st.seconds(job.status.finished)

@@ -13,7 +13,7 @@ cycle, never raised."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import structlog
@@ -73,6 +73,13 @@ class JobStatus:
 
     def state(self, job: TrainingJob) -> JobState:
         return self.written.get(job.meta.uid) or job.status
+
+    def observe(self, job: TrainingJob) -> None:
+        """A finished job whose spec was edited since (suspended, say): its status says it saw
+        that generation, nothing else changes."""
+        old = self.state(job)
+        if old.observed != job.meta.generation:
+            self._write(job, replace(old, observed=job.meta.generation))
 
     def rollback(self, view: JobView, pods: list[Pod], reason: str, message: str) -> None:
         self.calls.delete(pods)

@@ -14,7 +14,9 @@ from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.observability import Metrics
 from tests.unit.controller.test_queues import queue, run, status
-from tests.unit.controller.test_reconciler import Clock, Driven, MemoryApi
+from tests.unit.controller.test_reconciler import Clock, Driven, MemoryApi, api, clock, reconciler
+
+__all__ = ["api", "clock", "reconciler"]  # fixtures
 
 
 class Refusing(MemoryApi):
@@ -108,3 +110,12 @@ def test_a_refused_delete_is_never_recorded_as_done_and_is_tried_again_after_bac
     assert expect.waiting("job-1")  # this one succeeded: expected gone
     calls.retry([])  # gone from the cache: forgotten
     assert calls.refused == {}
+
+
+def test_suspending_a_finished_job_is_observed_and_changes_nothing_else(api, reconciler):
+    api.submit("done", 1)
+    api.job_objs["done"]["status"] = {"phase": "Succeeded", "observedGeneration": 1}
+    api.edit("done", suspend=True)
+    run(reconciler, 1)
+    found = api.job_objs["done"]["status"]
+    assert (found["phase"], found["observedGeneration"]) == ("Succeeded", 2)
