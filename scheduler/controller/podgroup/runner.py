@@ -14,6 +14,7 @@ own (cycle/reconciler.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from scheduler.controller.cluster.state import ClusterState
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import Members, gang
 from scheduler.controller.pods.affinity import Running, resolve_gang
-from scheduler.controller.pods.podwhy import PendingPods
+from scheduler.controller.pods.podwhy import REFRESH_S, PendingPods
 from scheduler.controller.runtime.events import Recorder
 from scheduler.controller.runtime.expect import Expectations
 from scheduler.controller.runtime.gateway import ApiError
@@ -103,11 +104,13 @@ class GroupRunner:
     patch_status: Callable[[PodGroup, Obj], None]  # a PodGroup's status, of either kind
     why: PendingPods  # what its waiting members say
     reasons: dict[str, str] = field(default_factory=dict)  # group key -> last reason told
+    said: dict[str, tuple[str, float]] = field(default_factory=dict)  # -> its message, when
 
     queued: dict[str, GangRequest] = field(default_factory=dict)  # key -> gang in the queue
 
     def forget(self, live: set[str]) -> None:
         self.reasons = {k: v for k, v in self.reasons.items() if k in live}
+        self.said = {k: v for k, v in self.said.items() if k in live}
 
     def enqueue(self, waiting: dict[str, Waiting]) -> None:
         """Into the queue, every gang that waits this cycle (pod groups and TrainingJobs); one
@@ -272,6 +275,7 @@ class GroupRunner:
         if reason != "Scheduled":
             self.why.tell(members.waiting, reason, message)
         if self.reasons.get(members.key) == reason:
+            self._refresh(members, reason, message)
             return
         try:
             self.recorder.record(members.ref(), kind, reason, message)
@@ -287,6 +291,21 @@ class GroupRunner:
             log.warning("condition not written", group=members.key, error=str(exc))
             return
         self.reasons[members.key] = reason
+        self.said[members.key] = (message, self.clock())
+
+    def _refresh(self, members: Members, reason: str, message: str) -> None:
+        """The same reason with new numbers: the PodGroup's condition says them, at most once
+        a minute (as its pods' messages), with no new event."""
+        said, at = self.said.get(members.key, ("", -math.inf))
+        if message == said or self.clock() - at < REFRESH_S:
+            return
+        self.said[members.key] = (message, self.clock())
+        if members.podgroup is not None and not members.alone:
+            try:
+                self._condition(members.podgroup, reason, message)
+            except ApiError as exc:
+                self.metrics.api_error("patch_podgroup_status")
+                log.warning("condition not written", group=members.key, error=str(exc))
 
     def _condition(self, podgroup: PodGroup, reason: str, message: str) -> None:
         old, kind = podgroup.conditions, podgroup.condition

@@ -14,7 +14,15 @@ from scheduler.controller.runtime.gateway import ApiError
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.observability import Metrics
 from tests.unit.controller.test_queues import queue, run, status
-from tests.unit.controller.test_reconciler import Clock, Driven, MemoryApi, api, clock, reconciler
+from tests.unit.controller.test_reconciler import (
+    Clock,
+    Driven,
+    MemoryApi,
+    api,
+    clock,
+    reconciler,
+    scheduled,
+)
 
 __all__ = ["api", "clock", "reconciler"]  # fixtures
 
@@ -119,3 +127,26 @@ def test_suspending_a_finished_job_is_observed_and_changes_nothing_else(api, rec
     run(reconciler, 1)
     found = api.job_objs["done"]["status"]
     assert (found["phase"], found["observedGeneration"]) == ("Succeeded", 2)
+
+
+def test_a_pod_groups_condition_says_its_own_numbers_as_they_change(api, clock, reconciler):
+    """g waits by quota with 8 of 16 GPUs in use; a job of its queue starts beside it: a minute
+    later its condition says 16 of 16, with no new event."""
+    queue(api, "team", 16, namespaces=["default"])
+    api.submit("first", 1)
+    run(reconciler)
+    for rank in range(2):
+        api.add_member("g", rank, at="2026-12-01T00:00:05Z")
+    api.podgroup_objs.append(
+        {"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    run(reconciler)
+    assert "8 of 16 GPUs in use" in scheduled(api, "g")["message"]
+    api.submit("second", 1, at="2026-12-01T00:00:09Z")
+    run(reconciler)
+    assert api.reason("second") == "Placed"
+    clock.now += 61.0
+    run(reconciler)
+    found = scheduled(api, "g")
+    assert found["reason"] == "QuotaExceeded"
+    assert "16 of 16 GPUs in use" in found["message"]
