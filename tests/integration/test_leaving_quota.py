@@ -111,9 +111,11 @@ def test_a_suspended_jobs_pods_keep_its_quota_until_they_are_gone(env: Env):
     with Refusal(env) as refusal:
         patch = '{"spec":{"suspend":true}}'
         env.kubectl("patch", "tj", "j0", "-n", REFUSING, "--type=merge", "-p", patch)
-        env.wait("j0 leaving", lambda: status(env, "ops").get("leavingGangs") == 1)
-        time.sleep(6.0)  # six cycles with its deletes refused
+        time.sleep(8.0)  # eight cycles with its deletes refused
+        assert max(refusal.samples) <= CAP, refusal.samples
         assert not env.bound("d", OTHER)
+        assert status(env, "ops").get("leavingGangs") == 1
+        assert status(env, "ops").get("usedGPUs") == CAP
     assert max(refusal.samples) <= CAP, refusal.samples
     env.wait("d placed once j0's pods are gone", lambda: placed(env, "d", OTHER), timeout=90)
     assert ops_bound(env) <= CAP
