@@ -263,3 +263,26 @@ def training_job(name: str, replicas: int, gpus: int = 8, **spec: Any) -> Obj:
             **spec,
         },
     }
+
+
+@contextlib.contextmanager
+def own_cluster(
+    workdir: Path, namespaces: tuple[str, ...], spec: TopologySpec, config: OperatorConfig
+) -> Iterator[Env]:
+    """A control plane of a module's own (no controllers): the namespaces served besides
+    `default`, the CRDs (Queues established), the nodes of `spec`, the operator and the fake
+    kubelet; all stopped when the block ends."""
+    local = LocalCluster.start(workdir)
+    try:
+        for namespace in namespaces:
+            local.kubectl("create", "namespace", namespace)
+        install(local, namespaces=("default", *namespaces))
+        local.kubectl(
+            "wait", "--for=condition=Established", "crd/queues.rackwise.io", "--timeout=60s"
+        )
+        admin = AdminGateway(local.admin_kubeconfig)
+        create_nodes(admin, spec, config)
+        with operating(local, admin, config, free_port()):
+            yield Env(local, admin)
+    finally:
+        local.stop()

@@ -16,13 +16,10 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.runtime.gateway import AdminGateway
-from scheduler.devtools.cluster import LocalCluster, free_port
-from scheduler.devtools.devcluster import install, serve_namespace
-from scheduler.devtools.fake import create_nodes
+from scheduler.devtools.devcluster import serve_namespace
 from scheduler.model import SchedulingPolicy
 from scheduler.topology import generate
-from tests.integration.conftest import Env, operating
+from tests.integration.conftest import Env, own_cluster
 from tests.integration.test_teams import condition, in_team, placed
 from tests.integration.test_tenancy import clean, queue, status
 
@@ -35,21 +32,11 @@ CAP = 48  # ops: 32 nominal + 16 borrowing limit
 
 @pytest.fixture(scope="module")
 def leaving_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    local = LocalCluster.start(tmp_path_factory.mktemp("leaving"))
     config = OperatorConfig(resync_s=1.0, scheduling=SchedulingPolicy(preemption_scope="cluster"))
-    try:
-        for ns in (REFUSING, OTHER, SPARE):
-            local.kubectl("create", "namespace", ns)
-        install(local, namespaces=("default", REFUSING, OTHER, SPARE))
-        local.kubectl(
-            "wait", "--for=condition=Established", "crd/queues.rackwise.io", "--timeout=60s"
-        )
-        admin = AdminGateway(local.admin_kubeconfig)
-        create_nodes(admin, SPEC, config)
-        with operating(local, admin, config, free_port()):
-            yield Env(local, admin)
-    finally:
-        local.stop()
+    with own_cluster(
+        tmp_path_factory.mktemp("leaving"), (REFUSING, OTHER, SPARE), SPEC, config
+    ) as env:
+        yield env
 
 
 @pytest.fixture

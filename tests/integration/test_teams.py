@@ -12,12 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.runtime.gateway import AdminGateway
-from scheduler.devtools.cluster import LocalCluster, free_port
-from scheduler.devtools.devcluster import install
-from scheduler.devtools.fake import create_nodes
 from scheduler.topology import generate
-from tests.integration.conftest import Env, operating, training_job
+from tests.integration.conftest import Env, own_cluster, training_job
 
 pytestmark = pytest.mark.apiserver
 
@@ -45,21 +41,9 @@ spec:
 
 @pytest.fixture(scope="module")
 def teams_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    local = LocalCluster.start(tmp_path_factory.mktemp("teams"))
     config = OperatorConfig(resync_s=1.0)
-    try:
-        for team in TEAMS:
-            local.kubectl("create", "namespace", team)
-        install(local, namespaces=("default", *TEAMS))
-        local.kubectl(
-            "wait", "--for=condition=Established", "crd/queues.rackwise.io", "--timeout=60s"
-        )
-        admin = AdminGateway(local.admin_kubeconfig)
-        create_nodes(admin, SPEC, config)
-        with operating(local, admin, config, free_port()):
-            yield Env(local, admin)
-    finally:
-        local.stop()
+    with own_cluster(tmp_path_factory.mktemp("teams"), TEAMS, SPEC, config) as env:
+        yield env
 
 
 def in_team(name: str, team: str, replicas: int, **spec: object) -> dict[str, object]:

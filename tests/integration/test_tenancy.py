@@ -16,12 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.controller.config import OperatorConfig
-from scheduler.controller.runtime.gateway import AdminGateway
-from scheduler.devtools.cluster import LocalCluster, free_port
-from scheduler.devtools.devcluster import install
-from scheduler.devtools.fake import create_nodes
 from scheduler.topology import generate
-from tests.integration.conftest import Env, operating
+from tests.integration.conftest import Env, own_cluster
 from tests.integration.test_teams import condition, in_team, placed
 
 pytestmark = pytest.mark.apiserver
@@ -32,21 +28,9 @@ SPEC = generate(blocks=1, racks=2, hosts=2, gpus=8)
 
 @pytest.fixture(scope="module")
 def tenancy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    local = LocalCluster.start(tmp_path_factory.mktemp("tenancy"))
     config = OperatorConfig(resync_s=1.0)
-    try:
-        for ns in NAMESPACES:
-            local.kubectl("create", "namespace", ns)
-        install(local, namespaces=("default", *NAMESPACES))
-        local.kubectl(
-            "wait", "--for=condition=Established", "crd/queues.rackwise.io", "--timeout=60s"
-        )
-        admin = AdminGateway(local.admin_kubeconfig)
-        create_nodes(admin, SPEC, config)
-        with operating(local, admin, config, free_port()):
-            yield Env(local, admin)
-    finally:
-        local.stop()
+    with own_cluster(tmp_path_factory.mktemp("tenancy"), NAMESPACES, SPEC, config) as env:
+        yield env
 
 
 @pytest.fixture
