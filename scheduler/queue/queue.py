@@ -68,7 +68,8 @@ from scheduler.queue.ranks import Ranks
 from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, Tenancy, shape_keys
-from scheduler.queue.teams import Charge, Numbers, TeamQueues
+from scheduler.queue.team_use import Charge, Numbers
+from scheduler.queue.teams import TeamQueues
 from scheduler.queue.types import (
     Decisions,
     Entry,

@@ -28,10 +28,12 @@ hosts while they wait counted as using theirs). Decides:
   than its nominal quota (Kueue's rule), else the reclaim is dropped and planned again on what
   then borrows. At most `RECLAIMS` reclaims begin per queue and pool per cycle, and one that
   found no room is not tried again for that shape and size until the running gangs change.
-With pool lending on, what a gang uses of another pool's lent hosts is charged to that pool's
-quota, not its own (queue/lent_quota.py: Kueue's resource flavors): the ledger moves it every
-cycle, a start on lent hosts is admitted part by part (`allows_on`), and the gangs on a pool's
-lent hosts are among the borrowers its quota's owner reclaims from.
+Who is charged what (the queue that admitted each running gang, running pod groups, pods on
+their way out, lent hosts) and which running gangs borrow is queue/team_use.py's. With pool
+lending on, what a gang uses of another pool's lent hosts is charged to that pool's quota, not
+its own (queue/lent_quota.py: Kueue's resource flavors): the ledger moves it every cycle, a
+start on lent hosts is admitted part by part (`allows_on`), and the gangs on a pool's lent hosts
+are among the borrowers its quota's owner reclaims from.
 With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
 (`Entry.evictable`: a pod group, whose pods rackwise only binds), as Run:ai and KAI keep
 non-preemptible workloads within their queue's quota. Promises: no start takes a queue past
@@ -43,9 +45,8 @@ checks these after every cycle of seeded replays)."""
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.model.placement import Placement
@@ -53,43 +54,29 @@ from scheduler.model.policy import LendingMode
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.lending import pools_lend
-from scheduler.queue.lent_quota import Lent, Usage, lent_parts
+from scheduler.queue.lent_quota import lent_parts
 from scheduler.queue.order import NEVER
 from scheduler.queue.quotas import (
     RANK,
     Admission,
     Demand,
     Ledger,
-    Table,
     Verdict,
     demand,
 )
 from scheduler.queue.reclaim import Claim, Reclaims
-from scheduler.queue.running import Owner, RunningGangs
+from scheduler.queue.running import RunningGangs
+from scheduler.queue.team_use import Charge, Numbers, TeamUse
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 from scheduler.teams import Teams
 
 RECLAIMED = "reclaiming its queue's quota from"
-# queue named, tenant, pool, demand, queue that admitted it ("": not recorded)
-Charge = tuple[str, str, str, Demand, str]
 RECLAIMS = 8  # reclaims begun per queue and pool per cycle
-CANDIDATES = 256  # borrowing gangs a reclaim chooses among, the latest started first
 WAITS = {
     Verdict.EXCEEDS: WaitReason.QUOTA_EXCEEDED,
     Verdict.TO_BORROW: WaitReason.WAITING_TO_BORROW,
 }
-
-
-@dataclass(frozen=True)
-class Numbers:
-    """What a queue uses and waits for, as of the last cycle's running gangs."""
-
-    used: dict[str, list[int]] = field(default_factory=dict)  # pool -> GPUs, millicores, MiB
-    pending: int = 0
-    admitted: int = 0
-    oldest: float | None = None  # its longest-waiting gang's arrival (the queue's clock)
-    leaving: int = 0  # gangs whose pods are on their way out, still holding their quota
 
 
 @dataclass
@@ -103,21 +90,10 @@ class TeamQueues:
 
     # (shape, queue) -> the running gangs' version and fewest pods a reclaim found no room for
     failed: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
-    teams: Teams = field(init=False)
-    table: Table = field(init=False)  # the teams' limits, read once per Teams
-    charged: tuple[Charge, ...] = ()
-    leaving: tuple[Charge, ...] = ()  # pods on their way out, still holding their quota
-    lent: Lent = field(default_factory=Lent)  # the gangs on lent hosts as the cycle began
-    host_pool: Mapping[str, str] = field(default_factory=dict)  # the last cycle's fabric's
-    # what `lent` was read from: the running gangs and their version, the host pools, the teams
-    lent_from: tuple[RunningGangs | None, int, Mapping[str, str] | None, Teams | None] = (
-        None,
-        -1,
-        None,
-        None,
-    )
+    charges: TeamUse = field(init=False)  # who is charged what (queue/team_use.py)
 
     def __post_init__(self) -> None:
+        self.charges = TeamUse(self.config)
         self.reclaim = Reclaims(
             self.config,
             self.entries,
@@ -127,126 +103,49 @@ class TeamQueues:
             dict,
             lambda _c, _p: [],
             patient=False,
-            borrows=self._still_borrows,
+            borrows=self.charges.still_borrows,
         )
-        self.use(self.config.teams)
 
-    def use(
-        self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
-    ) -> bool:
-        """The teams as they are now (the operator reads its Queue objects every cycle), and
-        gangs the driver does not list as running that hold resources all the same: running
-        pod groups (`charged`) and pods on their way out (`leaving`: their quota is released
-        when they are gone, not when their deletion was asked for), (queue named, tenant,
-        pool, demand, queue admitted) each, charged to their queue. True when the teams
-        changed."""
-        self.charged, self.leaving = tuple(charged), tuple(leaving)
-        if getattr(self, "teams", None) == teams:
-            return False
-        self.teams = teams
-        self.table = Table(teams)
-        return True
+    @property
+    def teams(self) -> Teams:
+        return self.charges.teams
 
     @property
     def on(self) -> bool:
         return self.teams.on
 
-    def queue_of(self, queue: str, tenant: str) -> str | None:
-        return self.teams.queue_of(queue, tenant)
-
-    def charged_to(self, queue: str, tenant: str, admitted: str = "") -> str | None:
-        """The queue a running gang is charged to: the one that admitted it, for as long as
-        that Queue is known (held or not: an edit or a deletion moves no charge); a gang
-        whose admitting queue is gone is charged nowhere; unrecorded, found as for a queued
-        gang."""
-        if admitted:
-            return admitted if admitted in self.teams.by_name else None
-        return self.teams.queue_of(queue, tenant)
-
-    def _of(self, r: Running) -> str | None:
-        return self.charged_to(r.queue, r.tenant, r.admitted)
+    def use(
+        self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
+    ) -> bool:
+        """The teams as they are now, and what holds quota beside the running gangs
+        (queue/team_use.py); True when the teams changed."""
+        return self.charges.use(teams, charged, leaving)
 
     def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
-        """Per queue: use per pool (GPUs, millicores, MiB; pods on their way out included), gangs
-        waiting, gangs running (the charged ones included), the arrival of its longest-waiting
-        gang, and gangs whose pods are on their way out."""
-        used: dict[str, dict[str, list[int]]] = {}
-        counts: dict[str, list[int]] = {}  # queue -> [waiting, running, leaving]
-        for name, pool, amounts in [*self._uses(running), *self._lent_of(running).moves()]:
-            if name is not None:
-                mine = used.setdefault(name, {}).setdefault(pool, [0, 0, 0])
-                for i, v in enumerate(amounts):
-                    mine[i] += v
-        ones = [self._of(r) for r in running]
-        ones += [self.charged_to(q, tenant, a) for q, tenant, _, _, a in self.charged]
-        for name in ones:
-            if name is not None:
-                counts.setdefault(name, [0, 0, 0])[1] += 1
-        for q, tenant, _, _, a in self.leaving:
-            name = self.charged_to(q, tenant, a)
-            if name is not None:
-                counts.setdefault(name, [0, 0, 0])[2] += 1
-        oldest: dict[str, float] = {}
-        for e in waiting:  # each waiting gang's queue found once: its count and its arrival
-            name = self._queue(e)
-            if name is not None:
-                counts.setdefault(name, [0, 0, 0])[0] += 1
-                oldest[name] = min(oldest.get(name, e.arrival), e.arrival)
-        out = {}
-        for n in set(used) | set(counts):
-            pending, admitted, leaving = counts.get(n, [0, 0, 0])
-            out[n] = Numbers(used.get(n, {}), pending, admitted, oldest.get(n), leaving)
-        return out
+        return self.charges.numbers(running, waiting)
+
+    def beyond_all(self, index: RunningGangs) -> dict[str, str]:
+        return self.charges.beyond_all(index)
 
     def team_of(self, entry: Entry) -> str | None:
         """The team queue a queued gang belongs to (None: teams are off, or it has none)."""
         return self._queue(entry) if self.on else None
 
-    def _uses(self, running: RunningGangs) -> list[tuple[str | None, str, Demand]]:
-        """(queue, pool, demand) of each owner of running gangs, of each charged group and of
-        each owner of pods on their way out."""
-        owners = [
-            (q, t, pool, (d[0], d[1], d[2]), a) for (pool, t, q, a), d in running.demands().items()
-        ]
-        return [
-            (self.charged_to(q, t, a), pool, d)
-            for q, t, pool, d, a in [*owners, *self.charged, *self.leaving]
-        ]
-
     # the cycle's ledger
     def begin(self, c: Cycle) -> None:
         if not self.on:
             return
-        usage = self._uses(c.index) + self._lent_now(c)
+        usage = self.charges.usage(c.index) + self.charges.lent_now(c)
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:
                 usage.append((self._queue(entry), entry.gang.pool, _demand(entry)))
                 c.quota_held.add(key)
-        c.ledger = Ledger.of(self.table, usage)
+        c.ledger = Ledger.of(self.charges.table, usage)
         self.reclaim.forget_gone()
 
-    def _lent_now(self, c: Cycle) -> list[Usage]:
-        """The running gangs on lent hosts, each lent part charged to the lender pool's quota
-        (queue/lent_quota.py); none when pools do not lend."""
-        self.host_pool = c.work.fabric.host_pool
-        return self._lent_of(c.index).moves()
-
-    def _lent_of(self, running: RunningGangs) -> Lent:
-        """`lent`, read again only when the running gangs, the host pools or the teams changed
-        (a cycle, the Queues' numbers and the borrowers' list ask of the same gangs)."""
-        index, version, pools, teams = self.lent_from
-        same = index is running and version == running.version
-        if not (same and pools is self.host_pool and teams is self.teams):
-            self.lent_from = (running, running.version, self.host_pool, self.teams)
-            self.lent = Lent()
-            if pools_lend(self.config):
-                pairs = [(r, self._of(r)) for r in running]
-                self.lent = Lent.of(self.host_pool, pairs)
-        return self.lent
-
     def _queue(self, entry: Entry) -> str | None:
-        return self.queue_of(entry.queue, entry.tenant)
+        return self.teams.queue_of(entry.queue, entry.tenant)
 
     def started(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         self.reclaim.owed_since.pop(entry.key, None)  # owed anew if it queues again
@@ -463,81 +362,14 @@ class TeamQueues:
             c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
             c.quota_held.add(entry.key)
 
-    def _still_borrows(self, c: Cycle, r: Running, pool: str) -> bool:
-        """Whether the victim's queue uses more than its nominal quota of the pool it is taken
-        back for now (the gangs started this cycle counted, those evicted not): Kueue's rule
-        for reclaiming within a cohort."""
-        name = self._of(r)
-        if name is None:
-            return False
-        host_pool = c.work.fabric.host_pool
-        used = self._used(c.index, pool, name)
-        used -= sum(self.lent.gpus_in(g, pool, host_pool) for g in c.gone() if self._mine(g, name))
-        used += sum(self.lent.gpus_in(g, pool, host_pool) for g in c.started if self._mine(g, name))
-        return used > self.table.of(name, pool).nominal[0]
-
-    def _mine(self, r: Running, name: str) -> bool:
-        return self._of(r) == name
-
-    def _used(self, index: RunningGangs, pool: str, name: str) -> int:
-        """The GPUs a queue's running gangs use of the pool's quota (lent hosts: the lender's)."""
-        own = _gpus(index, self._owners(index, pool).get(name, []))
-        return own - self.lent.out.get((name, pool), 0) + self.lent.into.get((name, pool), 0)
-
     def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
         """The running gangs using the pool's quota beyond their queue's, read off the index
         from each queue's latest start back (once per cycle; this cycle's own starts are not
         among them yet)."""
         found = c.beyond.get(pool)
         if found is None:
-            found = c.beyond[pool] = self._beyond(c.index, pool)
+            found = c.beyond[pool] = self.charges.beyond(c.index, pool)
         return found
-
-    def beyond_all(self, index: RunningGangs) -> dict[str, str]:
-        """Every running gang beyond its queue's nominal quota, with its queue."""
-        if not self.on:
-            return {}
-        self._lent_of(index)  # `_names` and `_latest` read it
-        out: dict[str, str] = {}
-        pools = {owner[0] for owner in index.demands()} | {p for _, p in self.lent.into}
-        for pool in pools:
-            for name in self._names(index, pool):
-                out.update((r.key, name) for r in self._latest(index, pool, name))
-        return out
-
-    def _owners(self, index: RunningGangs, pool: str) -> dict[str, list[Owner]]:
-        owners: dict[str, list[Owner]] = {}
-        for owner in index.demands():
-            name = self.charged_to(owner[2], owner[1], owner[3])
-            if owner[0] == pool and name is not None:
-                owners.setdefault(name, []).append(owner)
-        return owners
-
-    def _names(self, index: RunningGangs, pool: str) -> set[str]:
-        """The queues using the pool's quota: with gangs of the pool, or on its lent hosts."""
-        return set(self._owners(index, pool)) | {q for q, p in self.lent.into if p == pool}
-
-    def _beyond(self, index: RunningGangs, pool: str) -> list[Running]:
-        """At most `CANDIDATES`, the latest started first across queues (bounded work: a
-        pool where thousands of gangs borrow is not read whole every cycle)."""
-        streams = [self._latest(index, pool, name) for name in sorted(self._names(index, pool))]
-        merged = heapq.merge(*streams, key=lambda r: (r.started_s, r.key), reverse=True)
-        return list(itertools.islice(merged, CANDIDATES))
-
-    def _latest(self, index: RunningGangs, pool: str, name: str) -> Iterator[Running]:
-        """A queue's gangs beyond its nominal GPUs of the pool, the latest started first (its
-        gangs on the pool's lent hosts among them)."""
-        left = self._used(index, pool, name) - self.table.of(name, pool).nominal[0]
-        owners = self._owners(index, pool).get(name, [])
-        lent = sorted(self.lent.gangs.get((name, pool), []))
-        starts = [*(index.latest(o) for o in owners), reversed(lent)]
-        for _, key in heapq.merge(*starts, reverse=True):
-            if left <= 0:
-                return
-            r = index.gangs.get(key)
-            if r is not None and self.lent.uses(r, pool):
-                yield r
-                left -= self.lent.gpus_in(r, pool)
 
     def admitted(self, c: Cycle, entry: Entry) -> bool:
         """Whether a gang that waited may start now by quota, within its queue's nominal (joint
@@ -555,11 +387,6 @@ class TeamQueues:
             r.key: r for r in c.running if r.key in self.reclaim.pending and r.key not in c.evicted
         }
         self.reclaim.due(c, pending)
-
-
-def _gpus(index: RunningGangs, owners: Iterable[Owner]) -> int:
-    """The GPUs these owners' running gangs hold."""
-    return sum(index.demands()[o][0] for o in owners)
 
 
 def _turn(found: Admission) -> str:

@@ -38,7 +38,7 @@ from scheduler.controller.runtime.objects import Condition, QueueObject, conditi
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
 from scheduler.queue.quotas import RESOURCES
-from scheduler.queue.teams import Charge, Numbers
+from scheduler.queue.team_use import Charge, Numbers
 from scheduler.teams import MAX_GPUS, QueueSpec, Resource, StopPolicy, Teams
 
 Obj = dict[str, Any]
