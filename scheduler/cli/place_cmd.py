@@ -28,7 +28,15 @@ def place_cmd(
     seed: Annotated[int, typer.Option(help="solver and random-fit seed")] = 0,
     gpus: Annotated[int, typer.Option(help="GPUs per host for the Lingjun CSV")] = 8,
 ) -> None:
-    """Place gangs on a topology and print hosts, ranks, domains, cost, bound, gap and time."""
+    """Place gangs on a topology and print hosts, ranks, domains, cost, bound, gap and time.
+
+    Per gang: the hosts and the ranks on each; domains, how many of each level it spans; cross
+    GB, the GB its ring all-reduce sends across each level per training step; objective, J,
+    what rackwise minimises and every policy is scored on (weighted ring crossings, plus the
+    penalties of preferred levels and of fresh racks broken; lower is better), with a proven
+    lower bound on J and the gap to it, or "bound n/a" where none is claimed (inference gangs,
+    which are spread, not packed); traffic cost, the cross GB weighted per level alone. Exit 0
+    when every gang is placed, 1 when one is not, 2 for bad input."""
     if policy not in POLICIES:
         raise UnknownPolicyError(f"--policy: unknown {policy!r}; choose from {', '.join(POLICIES)}")
     snapshot = snapshot_from(topology, state, gpus)
@@ -49,6 +57,12 @@ def place_cmd(
     # 2 bad input (cli/errors.py)
     if any(not r.placed for r in results):
         raise typer.Exit(1)
+
+
+CAPTION = (
+    "objective: J, lower is better (weighted ring crossings + preference penalties); bound: "
+    "a proven lower bound on J; traffic cost: the cross GB weighted per level alone"
+)
 
 
 def _table(p: Placement) -> Table:
@@ -77,6 +91,7 @@ def _table(p: Placement) -> Table:
     table.add_row("objective", f"{p.objective:.3f} ({proof}, {p.engine})")
     table.add_row("traffic cost", f"{p.cost:.3f}")
     table.add_row("time", f"{p.solve_seconds * 1000:.1f} ms")
+    table.caption = CAPTION
     return table
 
 

@@ -62,7 +62,8 @@ def show_cmd(
     gpus: Annotated[int, typer.Option(help="GPUs per host for the Lingjun CSV")] = 8,
     depth: Annotated[str, typer.Option(help="lowest level shown")] = "rack",
 ) -> None:
-    """Print the level tree with free GPUs per domain."""
+    """Print the level tree with free GPUs per domain (a down host offers none, and each
+    domain says how many of its hosts are down)."""
     snapshot = snapshot_from(topology, state, gpus)
     try:
         lowest = snapshot.fabric.index(depth)
@@ -75,12 +76,16 @@ def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
     fabric = snapshot.fabric
     free: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
     total: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
+    down: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
+    offered = [0 if h in snapshot.down else g for h, g in enumerate(snapshot.free_gpus)]
     for h, host in enumerate(fabric.hosts):
         for level in range(fabric.depth):
             d = fabric.domain[level][h]
-            free[level][d] = free[level].get(d, 0) + snapshot.free_gpus[h]
+            free[level][d] = free[level].get(d, 0) + offered[h]
             total[level][d] = total[level].get(d, 0) + host.gpus
-    root = Tree(f"fabric: {sum(snapshot.free_gpus)}/{sum(h.gpus for h in fabric.hosts)} GPUs free")
+            down[level][d] = down[level].get(d, 0) + (h in snapshot.down)
+    gpus = sum(h.gpus for h in fabric.hosts)
+    root = Tree(f"fabric: {sum(offered)}/{gpus} GPUs free{_down(len(snapshot.down))}")
     nodes: dict[tuple[int, int], Tree] = {}
     for h in fabric.dfs_order:
         parent = root
@@ -92,6 +97,11 @@ def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
             if key not in nodes:
                 pool = f" [{fabric.hosts[h].pool}]" if level <= Tier.RACK else ""
                 label = f"{fabric.levels[level]} {fabric.display(level, d)}: "
-                nodes[key] = parent.add(f"{label}{free[level][d]}/{total[level][d]} free{pool}")
+                counts = f"{free[level][d]}/{total[level][d]} free{_down(down[level][d])}"
+                nodes[key] = parent.add(f"{label}{counts}{pool}")
             parent = nodes[key]
     return root
+
+
+def _down(hosts: int) -> str:
+    return f", {hosts} host{'s' if hosts != 1 else ''} down" if hosts else ""

@@ -61,6 +61,7 @@ def simulate(
         f"(arrival jitter +-{scenario.jitter_minutes:g} min, failures drawn per seed); "
         f"bad trace rows skipped: {bad_rows}",
         rules,
+        *_unmeasured(per_seed, scenario.warmup_s),
     ]
     out.mkdir(parents=True, exist_ok=True)
     summary = {
@@ -82,3 +83,15 @@ def simulate(
 def _ecmp(scenario: Scenario) -> str:
     ecmp = scenario.fabric.ecmp
     return f" with ECMP at {', '.join(ecmp)}" if ecmp else ""
+
+
+def _unmeasured(per_seed: dict[str, list[dict[str, Any]]], warmup_s: float) -> list[str]:
+    """A warning when no run measured a job: every job arrived within the warm-up, so every
+    measure of the protocol is empty (its zeros are not results)."""
+    if any(m["measured_jobs"] for runs in per_seed.values() for m in runs):
+        return []
+    return [
+        f"WARNING: no job was measured: every job arrived within the {warmup_s / 3600:g} h "
+        "warm-up, so the measures below are empty, not zero; give more jobs (--jobs) or a "
+        "scenario with a shorter warmup_s"
+    ]

@@ -64,6 +64,18 @@ def test_place_table_shows_ranks_cost_and_exit_1_when_a_gang_waits(files):
     assert "ranks 0-" in done.stdout
     assert "optimal" in done.stdout
     assert "unplaceable" in done.stdout
+    assert "objective: J, lower is better" in " ".join(done.stdout.split())
+    helped = run_cli("place", "--help")
+    assert "proven lower bound on J" in " ".join(helped.stdout.split())
+
+
+def test_topology_show_counts_down_hosts_as_offering_nothing(files, tmp_path):
+    state = tmp_path / "state.yaml"
+    state.write_text("used: [{host: h0-0, gpus: 4}]\ndown: [h0-1]\n")
+    done = run_cli("topology", "show", str(files["generate"]), "--state", str(state))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("fabric: 84/96 GPUs free, 1 host down")
+    assert "rack r0: 4/16 free, 1 host down" in done.stdout
 
 
 def test_topology_show_prints_free_capacity(files):

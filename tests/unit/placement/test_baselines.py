@@ -92,3 +92,14 @@ def test_a_filling_baseline_ranks_each_host_in_the_order_it_took_them(policy):
     assert ranks == [h for h in taken for _ in range(8)]  # each host filled before the next
     order = sorted(taken, key=lambda h: FABRIC.dfs_position[FABRIC.host_index[h]])
     assert (taken == order) == (policy == "first-fit")  # random-fit: its own order, not the tree's
+
+
+def test_a_baseline_that_finds_nothing_says_it_was_its_own_rule(monkeypatch):
+    """Not a solver's time limit: the greedy rule stopped (here made to find nothing)."""
+    monkeypatch.setitem(BASELINES, "first-fit", lambda _capacity, _seed: None)
+    snapshot = Snapshot(FABRIC, free_gpus=list(FREE))
+    gang = GangRequest(name="g", pods=1, gpus_per_pod=1)
+    found = place_one(snapshot, gang, PlaceConfig(policy="first-fit"))
+    assert found.reason == (
+        "first-fit's rule found no placement on this free capacity (its greedy pass stops there)"
+    )

@@ -127,3 +127,12 @@ def test_cli_bad_trace_row_then_skip(scenario, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "bad trace rows skipped: 1" in done.stdout
+
+
+def test_a_run_that_measures_no_job_says_so(scenario, tmp_path):
+    spec, base = load_scenario(scenario)
+    spec = spec.model_copy(update={"warmup_s": 10**6, "policies": ["first-fit"]})
+    outcome = simulate(spec, base, tmp_path / "out", workers=1)
+    assert any(n.startswith("WARNING: no job was measured") for n in outcome.notes)
+    measured = simulate(spec.model_copy(update={"warmup_s": 0.0}), base, tmp_path / "o2", workers=1)
+    assert not any("no job was measured" in n for n in measured.notes)
