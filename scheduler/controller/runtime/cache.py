@@ -84,6 +84,8 @@ class Informer(Generic[View]):
                     self._list()
                 self._watch(stop)
             except Exception as exc:  # the watch or list failed: list again (after a pause)
+                if stop.is_set():  # stopping: a watch cut off by the shutdown is no failure
+                    return
                 self.version = ""
                 status = getattr(exc, "status", None)
                 if status == 410:  # Gone: the version is too old, nothing is wrong

@@ -275,3 +275,20 @@ def test_a_watch_for_wakes_wakes_on_changes_and_failures_not_on_bookmarks_or_abs
     informers._wake_on(script, QUEUES, lambda: wakes.append(1), stop)
     assert len(wakes) == 3
     assert script.asked == [("watch", ""), ("watch", ""), ("watch", "")]
+
+
+def test_a_watch_cut_off_by_the_shutdown_is_not_logged_as_a_failure(capsys):
+    """The API server goes while the operator stops (the end of a test session, a rollout):
+    the stopped informer ends quietly, no warning with a stack."""
+    stop = threading.Event()
+
+    class Closing:
+        def list_raw(self, path: str, keep) -> tuple[list[dict], str]:
+            return [], "1"
+
+        def watch_raw(self, path: str, version: str, seconds: int) -> Iterator[tuple[str, dict]]:
+            stop.set()
+            raise ConnectionError("connection refused")
+
+    Informer(Closing(), "/api/v1/pods", lambda: None, Pod.of).run(stop)
+    assert "informer failed" not in capsys.readouterr().out
