@@ -172,13 +172,13 @@ class TeamQueues:
         if c.ledger is None or c.borrowing or entry.key in self.pins.pins:
             return True
         queue = self._queue(entry)
+        if entry.key in c.quota_held:  # its hold lapsed this cycle: its quota is not spoken for
+            c.quota_held.discard(entry.key)
+            c.ledger.add(queue or "", entry.gang.pool, _demand(entry), -1)
         if queue is None:  # no queue takes it: said with the refusal, not the ledger's words
             why = self.teams.unqueued(entry.queue, entry.tenant)
             self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, why))
             return False
-        if entry.key in c.quota_held:  # its hold lapsed this cycle: its quota is not spoken for
-            c.quota_held.discard(entry.key)
-            c.ledger.add(queue or "", entry.gang.pool, _demand(entry), -1)
         c.positions[queue or ""] = c.positions.get(queue or "", 0) + 1
         found = c.ledger.admit(queue, entry.gang.pool, _demand(entry))
         if found.verdict is Verdict.FITS:
