@@ -66,7 +66,8 @@ class QueueObjects:
     recorder: Recorder
     errors: dict[str, str] = field(default_factory=dict)  # queue -> why it is invalid
     refs: dict[str, Ref] = field(default_factory=dict)  # queue -> its object, for events
-    in_force: dict[str, QueueSpec] = field(default_factory=dict)  # queue -> last valid spec
+    # Queue uid -> the spec it last had while valid (a Queue made again under its name is new)
+    in_force: dict[str, QueueSpec] = field(default_factory=dict)
     held: set[str] = field(default_factory=set)  # queues held: invalid, or being deleted
     reclaims: dict[str, list[str]] = field(default_factory=dict)  # queue -> this cycle's, told
 
@@ -95,8 +96,8 @@ class QueueObjects:
     def read(self, objects: list[QueueObject]) -> Teams:
         self.errors, self.held = {}, set()
         self.refs = {o.meta.name: Ref.to(o.meta, API_VERSION, "Queue") for o in objects}
-        names = {o.meta.name for o in objects}
-        self.in_force = {n: s for n, s in self.in_force.items() if n in names}
+        uids = {o.meta.uid for o in objects}
+        self.in_force = {u: s for u, s in self.in_force.items() if u in uids}
         valid: list[QueueSpec] = []
         claimed: dict[str, str] = {}
         for obj in sorted(objects, key=lambda o: (o.meta.created, o.meta.name)):
@@ -119,13 +120,13 @@ class QueueObjects:
             _one_default(spec, valid)
         except InvalidQueueError as exc:
             self.errors[name] = str(exc)
-            kept = self.in_force.get(name) or _kept(obj)
+            kept = self.in_force.get(obj.meta.uid) or _kept(obj)
             if kept is None:
                 return None
-            self.in_force[name] = kept
+            self.in_force[obj.meta.uid] = kept
             self.held.add(name)
             return _hold(kept, claimed, valid)
-        self.in_force[name] = spec
+        self.in_force[obj.meta.uid] = spec
         if obj.meta.deleting:
             self.held.add(name)
             return _hold(spec, claimed, valid)
@@ -214,7 +215,7 @@ class QueueObjects:
             "pools": [_pool(p, spec, used[p]) for p in pools],
             "conditions": [ready],
             # what stays in force, held, if the Queue turns invalid (read back after a restart)
-            "specInForce": self.in_force[name].model_dump(mode="json", by_alias=True),
+            "specInForce": self.in_force[obj.meta.uid].model_dump(mode="json", by_alias=True),
         }
 
     def _measure(
