@@ -18,7 +18,7 @@ from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.fragments import Breakage, broken_by
 from scheduler.placement.ranks import ranks_of
-from scheduler.placement.reasons import explain, unknown_levels
+from scheduler.placement.reasons import explain, not_found, unknown_levels
 from scheduler.placement.scoring import (
     fresh_rack_weight,
     level_weights,
@@ -107,7 +107,7 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
     else:
         counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
     if counts is None:
-        return _unplaceable(gang, config.policy, _not_found(config.policy), start)
+        return _unplaceable(gang, config.policy, not_found(config.policy, RACKWISE), start)
     wait = _patience(capacity, counts, config)
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
@@ -394,12 +394,3 @@ def _unplaceable(
         reason=reason,
         solve_seconds=time.perf_counter() - start,
     )
-
-
-def _not_found(policy: str) -> str:
-    """Why a policy found nothing although capacity and constraints allow a placement: the
-    solver's work limit ran out (deterministic: no wall clock), or a baseline's greedy rule
-    found none."""
-    if policy == RACKWISE:
-        return "no placement found within the solver's work limit"
-    return f"{policy}'s rule found no placement on this free capacity (its greedy pass stops there)"

@@ -146,3 +146,12 @@ def _slices(capacity: Capacity) -> str | None:
                 f"{name}s with room hold {held} pods in such slices{freest}"
             )
     return None
+
+
+def not_found(policy: str, solver: str) -> str:
+    """Why a policy found nothing although capacity and constraints allow a placement: the
+    solver's work limit ran out (deterministic: no wall clock), or a baseline's greedy rule
+    found none."""
+    if policy == solver:
+        return "no placement found within the solver's work limit"
+    return f"{policy}'s rule found no placement on this free capacity (its greedy pass stops there)"

@@ -204,9 +204,8 @@ class SchedulingQueue:
     def use_teams(
         self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
     ) -> None:
-        """The teams' queues as they are now (the operator reads them every cycle), what gangs
-        not in the running list hold, and what pods on their way out still hold
-        (queue/teams.py, `use`)."""
+        """The teams' queues as they are now (the operator reads them every cycle) and what holds
+        quota beside the running list (queue/team_use.py, `use`)."""
         if self._teams.use(teams, charged, leaving):
             self._ranks.reset(self._teams.on)
         if self._tenancy_now() is not self._tenancy:
@@ -307,9 +306,8 @@ class SchedulingQueue:
         self._teams.due(c)
         self._lending.run(c)
         self._after.run(c)
+        self._teams.admit_joined(c)
         for key, _ in c.out.starts:
-            if self._teams.on and key not in c.out.admitted:  # joint placement's joined
-                c.out.admitted[key] = self.team_of(key) or ""
             self._drop(key)
         return c.out
 
@@ -362,21 +360,11 @@ class SchedulingQueue:
     def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
         on this very view, nor preempt: neither can this one, and nothing is solved again."""
-        wait = Wait(k.reason, k.message) if k.key == entry.key else self._kin_wait(c, entry, k)
+        same = k.key == entry.key
+        wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
         self._wait(c, entry, wait)
         if wait.reason in BLOCKING:
             self._block(c, entry, p, v.snapshot, v.seen())
-
-    def _kin_wait(self, c: Cycle, entry: Entry, k: Known) -> Wait:
-        """Why it waits, learnt from a smaller gang of its shape, in its own words: never
-        fitting by its own proof (it may, where the smaller did not), else the smaller's
-        failure said without that gang's numbers."""
-        never = self._views.never_fits_once(c, entry)
-        if never is not None:
-            return Wait(WaitReason.NEVER_FITS, never)
-        return Wait(
-            k.reason, f"a gang of {k.pods} such pods could not be placed on this free capacity"
-        )
 
     def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot
@@ -425,17 +413,7 @@ class SchedulingQueue:
         self._teams.started(c, entry, placement)
         # a later reservation in this cycle must count it among the gangs that will end
         end = None if entry.estimate_s is None else c.now + entry.estimate_s
-        started = Running(
-            entry.key,
-            entry.gang,
-            placement,
-            c.now,
-            entry.tenant,
-            None,
-            end,
-            queue=entry.queue,
-            admitted=c.out.admitted.get(entry.key, ""),
-        )
+        started = Running.of(entry, placement, c.now, end, c.out.admitted.get(entry.key, ""))
         c.start(started)
         entry.placeable_since = None
         entry.failed_on = None

@@ -157,6 +157,13 @@ class TeamQueues:
         if self.on:
             c.out.admitted[entry.key] = self._queue(entry) or ""
 
+    def admit_joined(self, c: Cycle) -> None:
+        """The starts joint placement joined are recorded with their queue too."""
+        for key, _ in c.out.starts:
+            entry = self.entries.get(key)
+            if self.on and entry is not None and key not in c.out.admitted:
+                c.out.admitted[key] = self._queue(entry) or ""
+
     def _parts(self, c: Cycle, entry: Entry, placement: Placement) -> dict[str, Demand]:
         """What the placed gang charges to each pool's quota: its own pool's, but for what it
         uses of lent hosts (when pools lend)."""

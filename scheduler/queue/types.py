@@ -142,6 +142,16 @@ class Running:
     # ("": not recorded, so found as for a queued gang)
     admitted: str = ""
 
+    @classmethod
+    def of(
+        cls, entry: Entry, placement: Placement, now: float, end: float | None, admitted: str
+    ) -> Running:
+        """The queued gang, started now on `placement`, admitted by that team queue."""
+        g = entry.gang
+        return cls(
+            entry.key, g, placement, now, entry.tenant, None, end, None, entry.queue, admitted
+        )
+
     @cached_property
     def movable(self) -> bool:
         """A placed training-like ("pack") gang that checkpoints: defragmentation may move it.

@@ -131,6 +131,17 @@ class Views:
         holders = sorted(self.holders(c, entry))
         return Wait(WaitReason.RESERVED, f"hosts are held for {', '.join(holders)}; {reason}")
 
+    def kin_wait(self, c: Cycle, entry: Entry, k: Known) -> Wait:
+        """Why it waits, learnt from a smaller gang of its shape, in its own words: never
+        fitting by its own proof (it may, where the smaller did not), else the smaller's
+        failure said without that gang's numbers."""
+        never = self.never_fits_once(c, entry)
+        if never is not None:
+            return Wait(WaitReason.NEVER_FITS, never)
+        return Wait(
+            k.reason, f"a gang of {k.pods} such pods could not be placed on this free capacity"
+        )
+
     def never_fits_once(self, c: Cycle, entry: Entry) -> str | None:
         """Whether the gang can never fit on this fabric (reasons.never_fits), once per shape
         and size while the fabric is the same."""

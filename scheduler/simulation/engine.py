@@ -109,7 +109,6 @@ class Simulation:
         self.load = fabric_load(fabric, config.fabric, config.seed)
         self.queue = SchedulingQueue(queue_config(config, policy))
         self.running = RunningGangs()  # indexed as gangs start and end (queue/running.py)
-        self.admitted: dict[str, str] = {}  # the last cycle's starts -> their team queue
         self.woken: set[float] = set()
         self.per_host = max(h.gpus for h in fabric.hosts)
         self.states = [state_of(j, i, self.per_host, config) for i, j in enumerate(jobs)]
@@ -194,7 +193,6 @@ class Simulation:
             self.push(decisions.wake_at, WAKE, -1)
 
     def record(self, decisions: Decisions) -> None:
-        self.admitted = decisions.admitted  # the starts' queues, as the operator records them
         self.result.joint_gain += decisions.joint_gain
         self.result.joint_joined += len(decisions.joint_joined)
         for placement in decisions.tried:
@@ -203,10 +201,11 @@ class Simulation:
                 self.result.gaps.append(placement.gap)
 
     def begin(self, key: str, placement: Placement, now: float) -> None:
+        admitted = self.queue.team_of(key) or ""  # its team queue, as the operator records it
         self.queue.remove(key)
         state = self.by_key[key]
         self._tenant(state.job, now, 0, -state.gang.all_gpus)
-        self._start(state, placement, now)
+        self._start(state, placement, now, admitted)
 
     def preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
         """Evicted for a higher-priority gang: the work since the last checkpoint is lost."""
@@ -228,7 +227,7 @@ class Simulation:
         self.result.moves.append((now, move))
         self._enqueue(state, now)
 
-    def _start(self, state: JobState, placement: Placement, now: float) -> None:
+    def _start(self, state: JobState, placement: Placement, now: float, admitted: str) -> None:
         self.snapshot.apply(state.gang, placement)
         self.result.starts.append((now, state.job.id, placement.hosts()))
         if placement.premium > 0:
@@ -253,7 +252,7 @@ class Simulation:
                 tenant=state.job.tenant,
                 checkpoint_s=self.config.checkpoint_s,
                 end_s=state.progress_at + state.run_work,
-                admitted=self.admitted.get(state.job.id, ""),
+                admitted=admitted,
             )
         )
         self._tenant(state.job, now, state.gang.all_gpus, 0)

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 
 from scheduler.controller.cluster.resources import pod_charge
 from scheduler.controller.cluster.state import ClusterState, charged
+from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podgroup.members import departing
 from scheduler.controller.runtime.admitted import admitted_by
 from scheduler.controller.runtime.objects import Pod
 from scheduler.controller.runtime.quantity import QuantityError
@@ -101,22 +103,23 @@ def _ending(key: str, gang: GangRequest, pods: list[tuple[str, str]], now: float
 def quota_held(
     owned: Mapping[str, list[Pod]],
     running: set[str],
-    departing: Mapping[str, list[Pod]],
+    pods: list[Pod],
     state: ClusterState,
-    gpu_resource: str,
+    config: OperatorConfig,
 ) -> list[Charge]:
     """What pods on their way out still hold of their queues' quota: per owner not listed as
-    running (and per group's departing members) and pool of the hosts they hold, their
-    namespace, the queue that admitted them and the GPUs, millicores and MiB they request."""
+    running (and per group's departing members, found among `pods`) and pool of the hosts they
+    hold, their namespace, the queue that admitted them and the GPUs, millicores and MiB they
+    request."""
     index, pools = state.fabric.host_index, state.fabric.host_pool
     out: list[Charge] = []
-    owners = [pods for uid, pods in owned.items() if uid not in running]
-    for pods in [*owners, *departing.values()]:
+    owners = [mine for uid, mine in owned.items() if uid not in running]
+    for going in [*owners, *departing(pods, config).values()]:
         by_pool: dict[str, list[Pod]] = {}
-        for p in pods:
+        for p in going:
             if charged(p, index):
                 by_pool.setdefault(pools[str(p.node)], []).append(p)
-        out += [_held(going, pool, gpu_resource) for pool, going in by_pool.items()]
+        out += [_held(held, pool, config.gpu_resource) for pool, held in by_pool.items()]
     return out
 
 

@@ -219,8 +219,9 @@ class Reconciler:
             self._terms(pending, now_running, state, report)
         self.jobs.make()
         going = [] if state is None else self._leaving(pods, owned, set(live), set(running), state)
-        if teams.on and state is not None:
-            self._quota_held(teams, groups, pods, owned, set(running), state)
+        if teams.on and state is not None:  # pods on their way out keep their quota
+            held = quota_held(owned, set(running), pods, state, self.config)
+            self.queue.use_teams(teams, charged(groups, self.config), held)
         self.driver.place(Gangs(pending, running, waiting, going), state, report, teams.on)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)
@@ -246,21 +247,6 @@ class Reconciler:
         members = departing(pods, self.config)
         jobs = leaving(owned, live, running, state, now, resource)
         return jobs + leaving(members, set(members), set(), state, now, resource)
-
-    def _quota_held(
-        self,
-        teams: Teams,
-        groups: list[Members],
-        pods: list[Pod],
-        owned: dict[str, list[Pod]],
-        running: set[str],
-        state: ClusterState,
-    ) -> None:
-        """Pods on their way out (a job not running, a departing member) keep their queue's
-        quota until they are gone (binding/leaving.py, `quota_held`)."""
-        going = departing(pods, self.config)
-        held = quota_held(owned, running, going, state, self.config.gpu_resource)
-        self.queue.use_teams(teams, charged(groups, self.config), held)
 
     def _teams(self) -> tuple[list[QueueObject], Teams]:
         """The Queues and the teams they make; when they cannot be read, the teams last read

@@ -136,24 +136,12 @@ class Gateway:
             raise
 
     def patch_queue_status(self, name: str, status: Obj) -> None:
-        self._call(
-            self.custom.patch_cluster_custom_object_status,
-            GROUP,
-            VERSION,
-            QUEUES,
-            name,
-            {"status": status},
-        )
+        patch = self.custom.patch_cluster_custom_object_status
+        self._call(patch, GROUP, VERSION, QUEUES, name, {"status": status})
 
     def set_queue_finalizers(self, name: str, finalizers: list[str]) -> None:
-        self._call(
-            self.custom.patch_cluster_custom_object,
-            GROUP,
-            VERSION,
-            QUEUES,
-            name,
-            {"metadata": {"finalizers": finalizers}},
-        )
+        body = {"metadata": {"finalizers": finalizers}}
+        self._call(self.custom.patch_cluster_custom_object, GROUP, VERSION, QUEUES, name, body)
 
     def podgroups(self, api: tuple[str, str, str] = PODGROUP_API) -> list[Obj]:
         """PodGroups of one kind (scheduler-plugins', else the Workload API's); none where that
@@ -186,8 +174,7 @@ class Gateway:
         self._post(f"/api/v1/namespaces/{namespace}/pods", body)
 
     def bind(self, namespace: str, pod: str, node: str, queue: str = "") -> None:
-        """`queue`: the team queue that admitted it, as the pod's annotation ADMITTED (the API
-        server copies a Binding's annotations onto the pod)."""
+        """`queue`: the team queue that admitted it, annotated through the Binding."""
         meta: Obj = {"name": pod, "namespace": namespace}
         if queue:
             meta["annotations"] = {ADMITTED: queue}
