@@ -227,6 +227,7 @@ class QueueObjects:
         gpus.labels(queue=name, kind="borrowed").set(borrowed)
         self.metrics.queue_gangs.labels(queue=name, state="pending").set(n.pending)
         self.metrics.queue_gangs.labels(queue=name, state="admitted").set(n.admitted)
+        self.metrics.queue_gangs.labels(queue=name, state="leaving").set(n.leaving)
 
 
 def charged(groups: list[Members], config: OperatorConfig) -> list[Charge]:

@@ -106,7 +106,7 @@ class Metrics:
         )
         self.queue_gangs = Gauge(
             "rackwise_queue_gangs",
-            "A team Queue's gangs: pending, admitted",
+            "A team Queue's gangs: pending, admitted, leaving (pods on their way out)",
             ["queue", "state"],
             registry=self.registry,
         )

@@ -60,6 +60,8 @@ def test_a_suspended_jobs_quota_is_held_until_its_pods_are_gone():
     assert api.reason("waiting") == "QuotaExceeded"  # not admitted on the pods still bound
     assert status(api, "ops")["usedGPUs"] == 16
     assert status(api, "ops")["leavingGangs"] == 1
+    gangs = reconciler.inner.metrics.registry.get_sample_value
+    assert gangs("rackwise_queue_gangs", {"queue": "ops", "state": "leaving"}) == 1
     tried = api.deletes
     assert 2 <= tried < 2 * 4  # tried again, but backing off (1 s, 2 s, ...), not every cycle
     api.refuse = False
