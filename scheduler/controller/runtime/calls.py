@@ -74,6 +74,10 @@ class Calls:
         failures = self.refused.get(uid, (0, now))[0] + 1
         self.refused[uid] = (failures, now + min(60.0, 2.0 ** (failures - 1)))
 
+    def refusing(self, pods: Iterable[Pod]) -> bool:
+        """Whether a delete of one of these pods was refused and is still to be tried again."""
+        return any(p.meta.uid in self.refused for p in pods)
+
     def retry(self, pods: list[Pod]) -> None:
         """Delete again the pods whose delete was refused and that are still there (not being
         deleted), once their backoff has passed, whoever asked for it (an eviction, a move, a

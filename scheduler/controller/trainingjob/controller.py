@@ -131,6 +131,8 @@ class TrainingJobs:
             return
         if uid in self.launches or self.expect.waiting(uid):
             return  # its pods being made, or the cache does not show what was just done to it
+        if self.calls.refusing(owned.get(uid, [])):
+            return  # deletes refused: tried again (calls.py); judged once they went, not redone
         view = self._translated(job)
         pods = owned.get(uid, [])
         stale = [p for p in pods if _stale(view, p)]

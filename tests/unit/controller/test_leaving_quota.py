@@ -152,3 +152,17 @@ def test_a_pod_groups_condition_says_its_own_numbers_as_they_change(api, clock, 
     found = scheduled(api, "g")
     assert found["reason"] == "QuotaExceeded"
     assert "16 of 16 GPUs in use" in found["message"]
+
+
+def test_a_failed_pod_whose_delete_is_refused_counts_one_restart():
+    api, clock = Refusing(OperatorConfig()), Clock()
+    reconciler = Driven(api, clock)
+    api.submit("job", 1, backoffLimit=5)
+    run(reconciler)
+    (pod,) = api.of("job").values()
+    pod["status"]["phase"] = "Failed"
+    api.refuse = True
+    for _ in range(5):
+        clock.now += 1.0
+        run(reconciler, 1)
+    assert api.job_objs["job"]["status"]["restarts"] == 1
