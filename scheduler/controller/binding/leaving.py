@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from scheduler.controller.cluster.resources import pod_charge
+from scheduler.controller.cluster.resources import pod_charge, requested
 from scheduler.controller.cluster.state import ClusterState, charged
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import departing
@@ -119,18 +119,7 @@ def quota_held(
         for p in going:
             if charged(p, index):
                 by_pool.setdefault(pools[str(p.node)], []).append(p)
-        out += [_held(held, pool, config.gpu_resource) for pool, held in by_pool.items()]
+        for pool, held in by_pool.items():
+            demand = requested(held, config.gpu_resource)  # as running pod groups are charged
+            out.append(("", held[0].meta.namespace, pool, demand, admitted_by(held)))
     return out
-
-
-def _held(pods: list[Pod], pool: str, gpu_resource: str) -> Charge:
-    """A charge of these pods; one whose requests cannot be read counts its GPUs as none (the
-    ledger cannot price it, as the capacity snapshot fills its node instead)."""
-    gpus = cpu = memory = 0
-    for p in pods:
-        try:
-            c = pod_charge(p, gpu_resource)
-        except QuantityError:
-            continue
-        gpus, cpu, memory = gpus + c.gpus, cpu + c.cpu_milli, memory + c.memory_mib
-    return ("", pods[0].meta.namespace, pool, (gpus, cpu, memory), admitted_by(pods))

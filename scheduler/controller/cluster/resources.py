@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler.controller.runtime.objects import Pod, requests
-from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, whole
+from scheduler.controller.runtime.quantity import MI, QuantityError, mebi, milli, whole
 
 Obj = dict[str, Any]
 
@@ -69,3 +69,13 @@ def charge_of(wanted: Mapping[str, Decimal], gpu_resource: str) -> Charge:
         memory_mib=mebi(wanted.get("memory", Decimal(0))),
         extended={n: whole(wanted[n]) for n in extended_names(wanted, gpu_resource)},
     )
+
+
+def requested(pods: Iterable[Pod], gpu_resource: str) -> tuple[int, int, int]:
+    """What these pods ask of a queue's quota: GPUs, millicores, MiB (a pod whose requests
+    cannot be read asks nothing: the capacity snapshot fills its node instead)."""
+    readable = [p.requests for p in pods if p.requests is not None]
+    gpus = sum(int(r.get(gpu_resource, 0)) for r in readable)
+    cpu = sum(int(r.get("cpu", 0) * 1000) for r in readable)
+    memory = sum(int(r.get("memory", 0) / MI) for r in readable)
+    return gpus, cpu, memory

@@ -192,7 +192,8 @@ class Reconciler:
             g for g in groups if self.refusals.may(g.namespace, g.key, f"pod group {g.label}")
         ]
         self.refusals.count()
-        self.queue.use_teams(teams, charged(groups, self.config) if teams.on else ())
+        holding = charged(groups, self.config) if teams.on else []  # running pod groups
+        self.queue.use_teams(teams, holding)
         self.expect.settle(pods)
         state = self.builder.build(nodes, pods)
         self.nodewatch.watch(nodes, state)
@@ -221,7 +222,7 @@ class Reconciler:
         going = [] if state is None else self._leaving(pods, owned, set(live), set(running), state)
         if teams.on and state is not None:  # pods on their way out keep their quota
             held = quota_held(owned, set(running), pods, state, self.config)
-            self.queue.use_teams(teams, charged(groups, self.config), held)
+            self.queue.use_teams(teams, holding, held)
         self.driver.place(Gangs(pending, running, waiting, going), state, report, teams.on)
         self._publish(queues, teams)
         self.driver.nominations.sync(pods)

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from scheduler.controller.cluster.resources import requested
 from scheduler.controller.config import OperatorConfig
 from scheduler.controller.podgroup.members import POOL_LABEL, Members
 from scheduler.controller.runtime.admitted import admitted_by
@@ -240,10 +241,7 @@ def charged(groups: list[Members], config: OperatorConfig) -> list[Charge]:
         if not bound:
             continue
         pool = bound[0].meta.labels.get(POOL_LABEL, "training")
-        gpus = sum(int(p.requests.get(config.gpu_resource, 0)) for p in bound if p.requests)
-        cpu = sum(int(p.requests.get("cpu", 0) * 1000) for p in bound if p.requests)
-        memory = sum(int(p.requests.get("memory", 0) / MI) for p in bound if p.requests)
-        demand = (gpus, cpu, memory)
+        demand = requested(bound, config.gpu_resource)
         out.append((members.queue, members.namespace, pool, demand, admitted_by(bound)))
     return out
 

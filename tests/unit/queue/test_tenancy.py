@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
+import pytest
+
 from scheduler.model.policy import Backfill, Preemption
 from scheduler.queue import QueueConfig, SchedulingQueue, WaitReason
 from scheduler.queue.ranks import natural, place
@@ -169,31 +171,31 @@ def check_ranks(q: SchedulingQueue) -> None:
         assert [e.order for e in by_rank] == sorted(place(e) for e in members)
 
 
-def test_a_gang_no_fabric_could_ever_hold_never_fits_though_its_quota_refuses_it_first():
-    """17x8 GPUs on a 64-GPU fabric, beyond its queue's quota too: NeverFits, not a wait to
-    borrow, with the fabric's proof."""
-    q = tenants(queue_spec("a", 32), queue_spec("b", 32))
-    add(q, "huge", 17, "a", at=0.0)
-    wait = q.cycle(1.0, snap(), []).waiting["huge"]
-    assert wait.reason is WaitReason.NEVER_FITS
-    assert "needs 17 pods x 8 GPUs" in wait.message
-
-
-def test_a_gang_no_quota_could_ever_hold_never_fits():
-    """5x8 fits the fabric, but a's 16 and all its cohort lends (b's 16) make 32 at most."""
-    q = tenants(queue_spec("a", 16), queue_spec("b", 16))
-    add(q, "big", 5, "a", at=0.0)
+@pytest.mark.parametrize(
+    ("queues", "pods", "said"),
+    [
+        # 17x8 GPUs on a 64-GPU fabric, beyond its quota too: the fabric's proof, not a wait
+        ((queue_spec("a", 32), queue_spec("b", 32)), 17, "needs 17 pods x 8 GPUs"),
+        # 5x8 fits the fabric, but a's 16 and all its cohort lends (b's 16) make 32 at most
+        (
+            (queue_spec("a", 16), queue_spec("b", 16)),
+            5,
+            "queue a can never hold more than 32 GPUs of pool training",
+        ),
+        # a's 16 and its borrowing limit of 8 make 24, though b lends 48
+        (
+            (queue_spec("a", 16, borrow=8), queue_spec("b", 48)),
+            4,
+            "can never hold more than 24 GPUs",
+        ),
+    ],
+)
+def test_a_gang_no_fabric_or_quota_could_ever_hold_never_fits(queues, pods, said):
+    q = tenants(*queues)
+    add(q, "big", pods, "a", at=0.0)
     wait = q.cycle(1.0, snap(), []).waiting["big"]
     assert wait.reason is WaitReason.NEVER_FITS
-    assert "queue a can never hold more than 32 GPUs of pool training" in wait.message
-
-
-def test_a_gang_beyond_its_borrowing_limit_only_never_fits():
-    q = tenants(queue_spec("a", 16, borrow=8), queue_spec("b", 48))
-    add(q, "big", 4, "a", at=0.0)
-    wait = q.cycle(1.0, snap(), []).waiting["big"]
-    assert wait.reason is WaitReason.NEVER_FITS
-    assert "can never hold more than 24 GPUs" in wait.message
+    assert said in wait.message
 
 
 def test_a_gang_that_never_borrows_never_waits_to_borrow():
