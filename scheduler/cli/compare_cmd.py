@@ -22,6 +22,7 @@ from rich.progress import (
 from scheduler.cli.protocol_view import print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
 from scheduler.simulation.compare import (
+    UNTOLD_ROWS,
     VARIANTS,
     Comparison,
     Saved,
@@ -71,7 +72,8 @@ def compare_cmd(
         str,
         typer.Option(
             help="rackwise rows with a mechanism off or on ('rackwise alone': every job with "
-            f"the fabric to itself, a ceiling): {', '.join(VARIANTS)}"
+            f"the fabric to itself, a ceiling): {', '.join(VARIANTS)}; or a peer not told the "
+            f"segments its users state: {', '.join(UNTOLD_ROWS)}"
         ),
     ] = "rackwise (none)",
     load: Annotated[float | None, typer.Option(min=0.01, help="offered load")] = None,
@@ -92,7 +94,11 @@ def compare_cmd(
     beside them; rackwise over the best baseline on each measure."""
     spec, base = _scenario(scenario, load, profile, jobs)
     chosen = _names(policies, list(POLICIES), "--policies") if policies else spec.policies
-    rows = plan(chosen, _names(variants, list(VARIANTS), "--variants") if variants else [], oracle)
+    rows = plan(
+        chosen,
+        _names(variants, [*VARIANTS, *UNTOLD_ROWS], "--variants") if variants else [],
+        oracle,
+    )
     first = spec.seed
     seed_list = list(range(first, first + (seeds or spec.seeds)))
     # a run's key holds its row and seed, so rows and seeds can be added later and the runs

@@ -159,6 +159,9 @@ class GangRequest(BaseModel):
     # groups of pods kept inside one domain of a level (placement/slices.py); the TP group of
     # `shape` is one at the NVLink level
     slices: tuple[Slice, ...] = ()
+    # groups of pods kept inside one domain of a level where a placement that does so exists,
+    # the gang placed without them otherwise (KAI's preferred segments; placement/hints.py)
+    preferred_slices: tuple[Slice, ...] = ()
     # other pod sets placed with the workers (the fields above), after them in rank order; those
     # with `gradients` join the workers' all-reduce ring
     roles: tuple[Role, ...] = ()
@@ -183,7 +186,7 @@ class GangRequest(BaseModel):
             )
         if any(v < 0 for v in self.extended_per_pod.values()):
             raise ValueError("extended resource requests must be >= 0")
-        for s in self.slices:
+        for s in (*self.slices, *self.preferred_slices):
             if self.pods % s.size:
                 raise ValueError(
                     f"slice of {s.size} pods per {s.level} does not divide the {self.pods} pods"

@@ -85,6 +85,9 @@ class PlaceConfig(BaseModel):
     # pass over the pool's domains per placement, which no decision reads)
     report_broken: bool = True
     waited_s: float = Field(default=0.0, ge=0)
+    # give the policy the segments a gang's parallel shape implies, read as its users state
+    # them (placement/hints.py); False: the policy is not told (a row of its own, never a peer)
+    hints: bool = True
 
     @classmethod
     def of(cls, **flat: Any) -> PlaceConfig:

@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import collector, cpsat, parts, roles, slices, spread
+from scheduler.placement import collector, cpsat, hints, parts, roles, slices, spread
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -63,16 +63,21 @@ def place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pla
 
 
 def _place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placement:
-    """rackwise keeps expert-parallel blocks whole in multi-host NVLink domains where it can
-    (slices.expert_blocks), and places the gang as asked where it cannot: its objective for
-    such a gang is (blocks split, J), in that order, and its labels are for J among the
-    placements that split none when one exists."""
-    if config.policy == RACKWISE:
-        blocks = slices.expert_blocks(snapshot.fabric, gang)
-        if blocks is not None:
-            kept = _place(snapshot, blocks, config)
-            if kept.placed:
-                return kept
+    """The gang as its users state it to the policy (hints.told); preferred slices kept where
+    a placement keeps them, the gang placed without them where none does. For rackwise, which
+    reads the expert-parallel block as preferred, its objective for such a gang is (blocks
+    split, J), in that order, and its labels are for J among the placements that split none
+    when one exists."""
+    fabric = snapshot.fabric
+    if config.hints:
+        gang = hints.told(fabric, gang, config.policy)
+    if gang.preferred_slices and unknown_levels(fabric, gang) is None:
+        first = hints.kept(gang)
+        if slices.problem(fabric, first) is None:
+            found = _place(snapshot, first, config)
+            if found.placed:
+                return found
+        gang = hints.dropped(gang)
     return _place(snapshot, gang, config)
 
 

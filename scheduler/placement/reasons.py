@@ -14,7 +14,7 @@ from scheduler.topology.fabric import Fabric
 
 def unknown_levels(fabric: Fabric, gang: GangRequest) -> str | None:
     """A reason when the gang names a level this fabric does not have."""
-    named = [gang.required_level, *gang.preferred_levels]
+    named = [gang.required_level, *gang.preferred_levels, *(s.level for s in gang.preferred_slices)]
     unknown = [n for n in named if n is not None and n not in fabric.levels]
     if not unknown:
         return None

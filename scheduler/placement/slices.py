@@ -14,9 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
-from scheduler.model.gang import GangRequest, Slice
+from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
@@ -118,28 +116,3 @@ def fill(
 
     left = go(0, hosts, need)
     return counts if left == 0 else None
-
-
-def expert_blocks(fabric: Fabric, gang: GangRequest) -> GangRequest | None:
-    """The gang with each expert-parallel block (tp x ep consecutive GPUs: the ranks that
-    exchange tokens all-to-all) as a slice at the NVLink level, where the gang's pool has an
-    NVLink domain of several hosts that holds a block (GB200 NVL72): a block split across
-    domains runs its all-to-all at NIC rate, 9-18x below NVLink. None where that does not
-    apply (no EP, a block within one pod, no such domain, or slices it would not nest with)."""
-    shape = gang.shape
-    if shape is None or shape.ep == 1 or gang.gpus_per_pod == 0:
-        return None
-    block = shape.tp * shape.ep
-    pods = block // gang.gpus_per_pod
-    if block % gang.gpus_per_pod or pods <= 1 or gang.pods % pods:
-        return None
-    pool = fabric.pool_mask.get(gang.pool)
-    if pool is None or not fabric.real_nvlink:
-        return None
-    gpus = np.bincount(fabric.columns[Tier.NVLINK][pool], weights=fabric.gpus[pool])
-    real = [d for d in fabric.real_nvlink if d < len(gpus)]
-    if not (gpus[real] >= block).any():
-        return None
-    level = fabric.levels[Tier.NVLINK]
-    wider = gang.model_copy(update={"slices": (*gang.slices, Slice(level=level, size=pods))})
-    return wider if problem(fabric, wider) is None else None

@@ -131,6 +131,9 @@ def shape_of(entry: Entry) -> tuple[object, ...]:
         g.constraints,
         g.tp_pods,
         g.slices,
+        g.preferred_slices,
+        # the expert-parallel block sets the segment its users state (placement/hints.py)
+        g.shape.tp * g.shape.ep if g.shape is not None else 0,
         tuple(sorted(g.extended_per_pod.items())),
         g.max_pods_per_rack,
         g.required_level,

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.model.policy import SchedulingPolicy
+from scheduler.placement.hints import READING
 from scheduler.simulation import sweep
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.simulation.protocol import (
     ORACLE,
+    UNTOLD,
     Capture,
     Ratio,
     against,
@@ -102,12 +104,19 @@ class Row:
     changes: dict[str, Any]
 
 
+# peers with a field for the segments their users state, each as a row without them
+UNTOLD_ROWS: dict[str, str] = {p + UNTOLD: p for p in READING if p != "rackwise"}
+
+
 def plan(policies: Sequence[str], variants: Sequence[str], oracle: bool) -> list[Row]:
-    """The rows: each policy, rackwise's variants, then the oracle."""
+    """The rows: each policy, rackwise's variants and the peers untold, then the oracle (not
+    told: where every run is compact, waiting for a segment gains nothing)."""
     rows = [Row(p, p, {}) for p in policies]
-    rows += [Row(v, "rackwise", VARIANTS[v]) for v in variants]
+    rows += [Row(v, "rackwise", VARIANTS[v]) for v in variants if v in VARIANTS]
+    rows += [Row(v, UNTOLD_ROWS[v], {"hints": False}) for v in variants if v in UNTOLD_ROWS]
     if oracle:
-        rows.append(Row(ORACLE, ORACLE_POLICY, {"fabric": FabricProfile(name=ProfileName.ORACLE)}))
+        changes = {"fabric": FabricProfile(name=ProfileName.ORACLE), "hints": False}
+        rows.append(Row(ORACLE, ORACLE_POLICY, changes))
     return rows
 
 

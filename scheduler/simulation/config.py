@@ -59,6 +59,9 @@ class SimConfig(BaseModel):
     # the teams' queues, quotas and cohorts (teams.py; none: no quotas), as in the operator's
     # Queue objects; jobs belong to them by their tenant
     teams: Teams = Teams()
+    # each policy told the segments its users state for a gang's shape (placement/hints.py);
+    # False: not told (rows "<policy> untold" and the oracle, where a split costs nothing)
+    hints: bool = True
 
     @classmethod
     def of(cls, **flat: Any) -> SimConfig:
@@ -100,5 +103,6 @@ def queue_config(config: SimConfig, policy: str) -> QueueConfig:
         seed=config.seed,
         report_bound=ours,
         report_broken=False,  # the operator's status reads it; no simulator measure does
+        hints=config.hints,
     )
     return QueueConfig(place, config.report_waits, config.pool_rules, config.teams)

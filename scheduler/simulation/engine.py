@@ -52,7 +52,9 @@ class Event:
 
 def state_of(job: TraceJob, order: int, per_host: int, config: SimConfig) -> JobState:
     """A job before its arrival: all its work left, its communication share drawn."""
-    share = config.comm_share.draw(job.id, job.gpus, config.seed)
+    share = job.comm_share
+    if share is None:
+        share = config.comm_share.draw(job.id, job.gpus, config.seed)
     return JobState(job, job.gang(per_host), order, job.duration_s, share=share)
 
 

@@ -179,17 +179,20 @@ class Ratio:
 
 
 ORACLE = "oracle"
+# a peer's row without what its users tell it (placement/hints.py): shown, never a baseline
+UNTOLD = " untold"
 
 
 def best_baseline(
     per_seed: dict[str, list[Metrics]], measure: Measure, ours: str = "rackwise"
 ) -> str | None:
     """The baseline with the best mean on a measure. Rows named after rackwise (its variants
-    with a mechanism off) and the oracle are never the baseline."""
+    with a mechanism off), peers not told what their users tell them and the oracle are never
+    the baseline."""
     means: dict[str, float] = {}
     for row, runs in per_seed.items():
         values = [v for m in runs if (v := measure.value(m)) is not None]
-        if values and not row.startswith(ours) and row != ORACLE:
+        if values and not row.startswith(ours) and row != ORACLE and not row.endswith(UNTOLD):
             means[row] = statistics.fmean(values)
     if not means:
         return None

@@ -17,7 +17,8 @@ from scheduler.simulation.config import SimConfig
 from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
-from scheduler.topology import from_lingjun_csv, generate, load_topology
+from scheduler.topology import accelerators, from_lingjun_csv, generate, load_topology
+from scheduler.topology.accelerators import Accelerator
 from scheduler.topology.links import RAILS_NEED, rails_fit
 
 
@@ -47,6 +48,9 @@ class GenerateSpec(Strict):
     hosts: int = Field(ge=1)
     gpus: int = Field(default=8, ge=1)
     nvlink: int = Field(default=0, ge=0)
+    # the GPUs' generation, which sets NVLink's and the NICs' rates (topology/accelerators.py);
+    # None: the topology's defaults
+    accelerator: Accelerator | None = None
 
 
 class TopologySource(Strict):
@@ -247,7 +251,10 @@ def _topology(scenario: Scenario, base: Path) -> TopologySpec:
         return from_lingjun_csv(base / source.lingjun, source.gpus_per_host, scenario.pools)
     if source.generate is not None:
         g = source.generate
-        return generate(g.blocks, g.racks, g.hosts, g.gpus, g.nvlink, scenario.pools)
+        spec = generate(g.blocks, g.racks, g.hosts, g.gpus, g.nvlink, scenario.pools)
+        if g.accelerator is None:
+            return spec
+        return spec.model_copy(update={"levels": accelerators.levels(spec.levels, g.accelerator)})
     assert source.file is not None
     return load_topology(base / source.file, source.gpus_per_host)
 

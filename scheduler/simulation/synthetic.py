@@ -108,8 +108,9 @@ def diurnal_serving(seed: int, days: float, peak_gpus: float) -> list[TraceJob]:
 # Today's mix (`format: modern-mix`): jobs that state their parallel shape and model, so their
 # communication follows from them (topology/traffic.py). The classes and the shapes are shaped
 # after published practice; every share, size range and run time is our assumption:
-# - debugging and evaluation, 1-8 GPUs on one host, no fabric traffic (Acme, NSDI'24: most
-#   jobs are small and short);
+# - debugging and evaluation, 1-8 GPUs, compute only: they state no model and communicate
+#   nothing the fabric model counts, wherever they land (Acme, NSDI'24: most jobs are small
+#   and short);
 # - dense fine-tunes, 16-128 GPUs, data parallel (FSDP) over an 8B or 70B model (Llama 3);
 # - MoE training with expert parallelism 8-64 over 1-8 hosts of 8 GPUs (DeepSeek-V3 limits a
 #   token to 4 nodes; Mixtral-8x7B-like sizes: 32 layers, hidden 4096, top-2 of 8 experts);
@@ -157,6 +158,7 @@ def modern_mix(
                 gpus=gpus,
                 shape=shape,
                 model=model,
+                comm_share=0.0 if kind == "debug" else None,
             )
         )
     return out

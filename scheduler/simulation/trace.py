@@ -46,6 +46,10 @@ class TraceJob(BaseModel):
     # parallel shape, and the model whose size sets its bytes and compute per step
     shape: ParallelShape | None = None
     model: Model | None = None
+    # its communication share of a compact step where the workload states it (the modern
+    # mix's debugging and evaluation jobs: 0, compute only); None: drawn from the scenario's
+    # range (profiles.CommShare), or set by its model
+    comm_share: float | None = Field(default=None, ge=0, le=1)
     # the team that submitted it (Philly: its virtual cluster); a queue of that name owns it
     # (teams.Teams.queue_of)
     tenant: str = Field(default="", max_length=63)

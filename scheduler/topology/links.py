@@ -47,15 +47,15 @@ class Resource:
     path: int = 0  # which path, at an ECMP level
 
 
-# (seed, job, resource, flow index, paths) -> path
-Hash = Callable[[int, int, Resource, int, int], int]
+# (seed, job, resource, flow identity, paths) -> path
+Hash = Callable[[int, int, Resource, str, int], int]
 
 
-def flow_hash(seed: int, job: int, resource: Resource, flow: int, paths: int) -> int:
-    """A flow's path: the same for the same job, link and seed, independent across flows. A
-    cryptographic digest, not CRC-32: a CRC is linear, so keys that differ in a character or
-    two (flow 3 and flow 5 of one job) land on distinct paths whenever the path count is a power
-    of two, and plain ECMP would never collide on 64 or 128 paths (it did not, before)."""
+def flow_hash(seed: int, job: int, resource: Resource, flow: str, paths: int) -> int:
+    """A flow's path: the same for the same job, link, flow identity and seed, independent
+    across flows. A cryptographic digest, not CRC-32: a CRC is linear, so keys that differ in a
+    character or two (flow 3 and flow 5 of one job) land on distinct paths whenever the path
+    count is a power of two, and plain ECMP would never collide on 64 or 128 paths."""
     key = f"{seed}/{job}/{resource.level}/{resource.domain}/{resource.up}/{flow}"
     if resource.lane:  # a rail's uplink: hashed on its own (lane 0 keeps the plain key)
         key += f"/{resource.lane}"
@@ -111,6 +111,10 @@ class Wires:
 
     def nvlink_domain(self, host: int) -> int:
         return self.fabric.domain[Tier.NVLINK][host]
+
+    def hashes(self, resource: Resource) -> bool:
+        """An uplink at an ECMP level: its flows are hashed onto paths."""
+        return resource.port is Port.UPLINK and resource.level in self.links.ecmp
 
     def domain(self, level: int, host: int) -> int:
         return self.fabric.domain[level][host]

@@ -9,12 +9,13 @@ shared resources, and only those are computed again. Promises: no resource carri
 its capacity; a job that shares no resource runs at speed 1; its step's communication takes
 its lone time over its speed.
 
-Assumptions, stated: a job's classes are one phase (its demand on a resource is its step's
-bytes there over its lone communication time), which averages phases that a real step runs
-one after another; traffic inside a GPU is free; no two jobs share a GPU, so NVLink ports are
-never shared. Max-min fair sharing of links among jobs as in Crux (Cao et al., SIGCOMM'24);
-flows hashed onto paths, a collective as fast as its slowest flow, as Meta's RoCE fabric
-reports (Gangidi et al., SIGCOMM'24).
+Assumptions, stated: a job's classes run one after another (its lone communication time is the
+sum of each class's bottleneck time, loads.StepLoad), and its demand on a resource is its
+step's bytes there over that time, which averages the phases over the step; traffic inside
+a GPU is free; no two jobs share a GPU, so NVLink ports are never shared. Max-min fair
+sharing of links among jobs as in Crux (Cao et al., SIGCOMM'24); flows hashed onto paths, a
+collective as fast as its slowest flow, as Meta's RoCE fabric reports (Gangidi et al.,
+SIGCOMM'24).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from scheduler.topology.links import Resource, Wires
-from scheduler.topology.loads import Load, alone_seconds
+from scheduler.topology.loads import Load, StepLoad
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,10 @@ class Sharing:
         self.users: dict[Resource, set[int]] = {}
         self.speed: dict[int, float] = {}
 
-    def add(self, job: int, load: Load) -> set[int]:
+    def add(self, job: int, step: StepLoad) -> set[int]:
         """A job starts; returns the jobs whose speed may have changed (itself included)."""
-        demand = Demand(load, alone_seconds(self.wires, load))
+        load = step.total
+        demand = Demand(load, step.seconds(self.wires))
         self.jobs[job] = demand
         self.speed[job] = 1.0
         if demand.alone <= 0:

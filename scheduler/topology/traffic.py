@@ -11,12 +11,13 @@ consecutive GPUs of a host or NVLink domain). Decides the step's flows:
   stage), the same ring sums; where each host holds several members, hierarchically as NCCL
   does (a ring inside the host, then a ring per GPU position across hosts: `ring_edges`);
 - pipeline: each stage's ranks send activations to the next stage's and receive gradients back
-  (one flow each way per data-parallel rank and TP position);
+  (one flow each way per data-parallel rank and TP position, each carrying 1/tp of the
+  activation: Megatron-LM's scatter/gather);
 - expert parallel: all-to-all inside each EP group, each member sending 1/k of its tokens to
   each member (itself included: that share stays on the GPU); with node-limited routing
   (`Dispatch`, DeepSeek-V3's), each member's tokens go over NVLink to its own domain's members
-  as before, and once per other NVLink domain they reach, to the GPU of its own lane there
-  (which forwards them over NVLink: not charged, NVLink being 18x a NIC).
+  as before, and once per other NVLink domain they reach, to the member at its own index in
+  its domain there (which forwards them over NVLink: not charged, NVLink being 9-18x a NIC).
 Promises: the flows of a class carry what the class's collective sends (a flat ring 2 (k - 1)
 / k of the message from each member; an all-to-all (k - 1) / k); nothing else.
 Where a flow goes on the fabric, and how fast, is sharing.py's.
@@ -173,21 +174,21 @@ def dispatch_edges(
 ) -> list[tuple[Gpu, Gpu, float]]:
     """A node-limited all-to-all's traffic between NVLink domains: (member, the GPU that
     receives for a domain it reaches, GB). `gb` counts the member's top-k copies, so one copy
-    of its tokens is gb / topk; the receiver is the domain's member on the sender's lane (the
-    rail it sends on), else its first."""
+    of its tokens is gb / topk; the receiver is the domain's member at the sender's index in
+    its own domain (DeepSeek-V3 sends to "the GPU with the same in-node index" on the target
+    node), wrapping where the domain holds fewer members, so the copies spread over the
+    receiving domain's NICs as its senders spread over theirs."""
     by_domain: dict[int, list[Gpu]] = {}
     for g in members:
         by_domain.setdefault(nvlink(g.host), []).append(g)
     k, spanned, copy = len(members), len(by_domain), gb / dispatch.topk
-    # per domain: what one member sends it, and its first member on each lane
     sent = {d: dispatch.reach(len(there), k, spanned) * copy for d, there in by_domain.items()}
-    lanes = {d: {g.lane: g for g in reversed(there)} for d, there in by_domain.items()}
     out: list[tuple[Gpu, Gpu, float]] = []
-    for a in members:
-        home = nvlink(a.host)
-        for d, there in by_domain.items():
-            if d != home:
-                out.append((a, lanes[d].get(a.lane, there[0]), sent[d]))
+    for home, senders in by_domain.items():
+        for index, a in enumerate(senders):
+            for d, there in by_domain.items():
+                if d != home:
+                    out.append((a, there[index % len(there)], sent[d]))
     return out
 
 
@@ -257,12 +258,16 @@ def step_bytes(model: Model, shape: ParallelShape) -> StepBytes:
     and 2 x backward of the micro-batch's activations; PP sends one activation tensor per
     micro-batch each way; DP reduces this GPU's gradient shard once per step; EP dispatches and
     combines each token to its top-k experts, forward and backward (4 all-to-alls per MoE
-    layer, DeepSeek-V3 report). The stage holds layers / pp of them."""
+    layer, DeepSeek-V3 report). The stage holds layers / pp of them. PP's message is split
+    over the TP group (scatter/gather, section 4.1)."""
     act = model.seq * model.micro_batch * model.hidden * BF16 / 1e9  # GB per micro-batch
     layers = model.layers / shape.pp
     per_step = model.micro_batches
     tensor = 4 * layers * act * per_step if shape.tp > 1 else 0.0
-    pipeline = act * per_step if shape.pp > 1 else 0.0
+    # Megatron-LM's scatter/gather (SC'21, section 4.1): each of a stage's tp ranks sends 1/tp
+    # of the activation to its peer in the next stage, which all-gathers it over NVLink (that
+    # all-gather is not charged: it stays inside the TP group's NVLink domain)
+    pipeline = act * per_step / shape.tp if shape.pp > 1 else 0.0
     data = model.params_b * 1e9 * BF16 / (shape.tp * shape.pp) / 1e9
     moe = layers * model.moe_share
     expert = 4 * moe * model.topk * act / shape.tp * per_step if shape.ep > 1 else 0.0

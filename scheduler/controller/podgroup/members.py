@@ -11,13 +11,17 @@ Topology requests come from the pods' annotations (set on the workload's pod tem
 rackwise's words or Kueue's: `rackwise.io/required-level`, `rackwise.io/preferred-level`,
 `rackwise.io/slice-level` + `rackwise.io/slice-size`, or `kueue.x-k8s.io/podset-required-
 topology`, `...-preferred-topology`, `...-slice-required-topology` + `...-slice-size`, which name
-a node label (mapped to the operator's level read from that label). A pod set other than the
-workers with `rackwise.io/gradients: "true"` joins their gradient ring. The pool is the pod label
-`rackwise.io/pool` (training otherwise); the priority is the pod's resolved `spec.priority`.
+a node label (mapped to the operator's level read from that label), or KAI's segments:
+`kai.scheduler/segment-size` with `kai.scheduler/segment-topology-required-placement` or
+`...-preferred-placement` (a node label). A slice and a required segment are not both given.
+A pod set other than the workers with `rackwise.io/gradients: "true"` joins their gradient
+ring. The pool is the pod label `rackwise.io/pool` (training otherwise); the priority is the
+pod's resolved `spec.priority`.
 The workers' parallel shape, as a TrainingJob's `spec.parallelism` states it, is the annotation
 `rackwise.io/parallelism: "tp=8,pp=2,dp=4,ep=2"` (any of dp, tp, pp, ep; 1 where left out):
-with it, expert-parallel blocks are kept whole in NVLink domains and TP groups that span pods
-are ranked together, as for a TrainingJob of that shape.
+with it, each expert-parallel block is a preferred segment at the NVLink level unless the group
+states one there (placement/hints.py) and TP groups that span pods are ranked together, as for
+a TrainingJob of that shape.
 
 Members may differ: the largest set of alike pods (same requests, node constraints and topology
 annotations) are the workers, the others roles placed near them (a LeaderWorkerSet's leader, a
@@ -51,6 +55,8 @@ ROLE_LABEL = "rackwise.io/role"  # names a pod set other than the workers (else 
 INDEX = "batch.kubernetes.io/job-completion-index"
 OURS = "rackwise.io/"
 KUEUE = "kueue.x-k8s.io/podset-"
+KAI = "kai.scheduler/"
+KAI_SEGMENT = KAI + "segment-"
 GROUP_NAME = KUEUE + "group-name"  # pod sets placed in one domain together (Kueue's PodSet group)
 PARALLELISM = OURS + "parallelism"  # the workers' parallel shape: "tp=8,pp=2,dp=4,ep=2"
 AXES = ("dp", "tp", "pp", "ep")
@@ -353,8 +359,10 @@ def _group_fields(pod: Pod) -> tuple[object, ...]:
 
 
 def _notes(pod: Pod) -> dict[str, str]:
-    """The pod's topology annotations (rackwise's and Kueue's)."""
-    return {k: v for k, v in pod.meta.annotations.items() if k.startswith((OURS, KUEUE))}
+    """The pod's topology annotations (rackwise's, Kueue's and KAI's segments)."""
+    return {
+        k: v for k, v in pod.meta.annotations.items() if k.startswith((OURS, KUEUE, KAI_SEGMENT))
+    }
 
 
 def _pod_spec(pod: Pod) -> PodSpec:
@@ -365,17 +373,17 @@ def _pod_spec(pod: Pod) -> PodSpec:
 
 
 def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
-    """required_level, preferred_levels and slices from the annotations."""
+    """required_level, preferred_levels, slices and preferred slices from the annotations."""
     by_label = config.levels_by_label()
 
-    def level(ours: str, kueue: str) -> str | None:
-        if OURS + ours in notes:
+    def level(ours: str, kueue: str, prefix: str = KUEUE) -> str | None:
+        if ours and OURS + ours in notes:
             return _named(notes[OURS + ours], OURS + ours, config)
-        if KUEUE + kueue in notes:
-            label = notes[KUEUE + kueue]
+        if prefix + kueue in notes:
+            label = notes[prefix + kueue]
             if label not in by_label:
                 raise InvalidSpecError(
-                    f"annotation {KUEUE + kueue}: no level is read from node label {label!r}"
+                    f"annotation {prefix + kueue}: no level is read from node label {label!r}"
                 )
             return by_label[label]
         return None
@@ -388,12 +396,32 @@ def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
     if preferred:
         out["preferred_levels"] = {preferred: 1.0}
     if sliced:
-        if size is None or not size.isdigit() or int(size) < 1:
-            raise InvalidSpecError(
-                f"annotation slice-size: a positive integer is needed, not {size!r}"
-            )
-        out["slices"] = (Slice(level=sliced, size=int(size)),)
-    return out
+        out["slices"] = (Slice(level=sliced, size=_size(size, "slice-size")),)
+    segments = _segments(notes, level)
+    if "slices" in out and "slices" in segments:
+        raise InvalidSpecError("annotations: give a slice or a required segment, not both")
+    return out | segments
+
+
+def _segments(notes: dict[str, str], level: Any) -> dict[str, Any]:
+    """KAI's segment annotations: `kai.scheduler/segment-size` pods per domain of the level
+    read from the node label `segment-topology-required-placement` (the group waits) or
+    `-preferred-placement` (kept where a placement does)."""
+    required = level("", "segment-topology-required-placement", KAI)
+    preferred = level("", "segment-topology-preferred-placement", KAI)
+    if required is None and preferred is None:
+        return {}
+    if required is not None and preferred is not None:
+        raise InvalidSpecError("annotations: a segment is either required or preferred, not both")
+    size = _size(notes.get(KAI + "segment-size"), "segment-size")
+    segment = (Slice(level=required or preferred, size=size),)
+    return {"slices": segment} if required is not None else {"preferred_slices": segment}
+
+
+def _size(size: str | None, name: str) -> int:
+    if size is None or not size.isdigit() or int(size) < 1:
+        raise InvalidSpecError(f"annotation {name}: a positive integer is needed, not {size!r}")
+    return int(size)
 
 
 def _named(name: str, where: str, config: OperatorConfig) -> str:

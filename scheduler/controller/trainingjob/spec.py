@@ -37,12 +37,18 @@ class PreferredLevel(Closed):
     weight: StrictInt | StrictFloat = Field(default=1.0, ge=0)
 
 
+class SliceMode(StrEnum):
+    REQUIRED = "required"  # the job waits until a placement keeps every slice (Kueue, Slurm)
+    PREFERRED = "preferred"  # kept where a placement does, dropped where none does (KAI)
+
+
 class SliceRequest(Closed):
     """Every consecutive group of `size` replicas inside one domain of `level` (Kueue's
-    podset slices)."""
+    podset slices, KAI's and Slurm's segments), required or preferred."""
 
     level: Level
     size: StrictInt = Field(ge=2)
+    mode: SliceMode = SliceMode.REQUIRED
 
 
 class TopologyRequest(Closed):

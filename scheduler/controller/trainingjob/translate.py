@@ -22,7 +22,12 @@ from scheduler.controller.trainingjob.podpolicy import (
     check_priority_class,
     check_security,
 )
-from scheduler.controller.trainingjob.spec import TrainingJobSpec, parse_spec
+from scheduler.controller.trainingjob.spec import (
+    SliceMode,
+    SliceRequest,
+    TrainingJobSpec,
+    parse_spec,
+)
 from scheduler.model import GangRequest, ParallelShape, Slice
 from scheduler.model.gang import Role
 
@@ -126,6 +131,12 @@ def _role(
     named += [("preferredLevel", topology.preferred_level)]
     named += [(f"slices.{j}.level", s.level) for j, s in enumerate(topology.slices)]
     _known_levels(named, f"spec.roles.{i}.topology", config)
+    loose = [j for j, s in enumerate(topology.slices) if s.mode is not SliceMode.REQUIRED]
+    if loose:
+        raise InvalidSpecError(
+            f"spec.roles.{i}.topology.slices.{loose[0]}.mode: a role's slices are required; "
+            "preferred slices are the workers' (spec.topology.slices)"
+        )
     try:
         built = Role(
             name=role.name,
@@ -257,9 +268,8 @@ def _gang(
             preferred_levels={
                 config.canonical(p.level): float(p.weight) for p in topology.preferred_levels
             },
-            slices=tuple(
-                Slice(level=config.canonical(s.level), size=s.size) for s in topology.slices
-            ),
+            slices=_slices(topology.slices, SliceMode.REQUIRED, config),
+            preferred_slices=_slices(topology.slices, SliceMode.PREFERRED, config),
             roles=roles,
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
             priority=spec.priority,
@@ -268,6 +278,15 @@ def _gang(
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc
+
+
+def _slices(
+    asked: list[SliceRequest], mode: SliceMode, config: OperatorConfig
+) -> tuple[Slice, ...]:
+    """The slices asked for in one mode, by the operator's level names."""
+    return tuple(
+        Slice(level=config.canonical(s.level), size=s.size) for s in asked if s.mode is mode
+    )
 
 
 def _level(name: str | None, config: OperatorConfig) -> str | None:

@@ -7,8 +7,10 @@ from collections.abc import Callable
 
 from scheduler.placement.baselines.greedy import first_fit, least_allocated, random_fit
 from scheduler.placement.baselines.topology_aware import (
+    kai_bin_pack,
     kueue_best_fit,
     kueue_least_free,
+    slurm_block,
     slurm_tree,
 )
 from scheduler.placement.capacity import Capacity
@@ -22,6 +24,23 @@ BASELINES: dict[str, Chooser] = {
     "kueue-best-fit": kueue_best_fit,
     "kueue-least-free": kueue_least_free,
     "slurm-tree": slurm_tree,
+    "kai-bin-pack": kai_bin_pack,
+    "slurm-block": slurm_block,
 }
 
-__all__ = ["BASELINES", "Chooser"]
+# the baselines CP-SAT starts from (cpsat/solve.py): the two peers' readings added later
+# (KAI's is LeastFree's descent; Slurm block's is tree's on NVLink leaves) are left out, so
+# rackwise's decisions stay what they were
+WARM_STARTS: tuple[Chooser, ...] = tuple(
+    BASELINES[name]
+    for name in (
+        "first-fit",
+        "random-fit",
+        "least-allocated",
+        "kueue-best-fit",
+        "kueue-least-free",
+        "slurm-tree",
+    )
+)
+
+__all__ = ["BASELINES", "WARM_STARTS", "Chooser"]

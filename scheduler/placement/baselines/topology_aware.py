@@ -6,6 +6,9 @@ children. BestFit takes children by free capacity, largest first, and for the la
 the child with the least capacity that still fits it. LeastFreeCapacity takes the least free
 children first, filling fragments.
 
+KAI's bin-packing is the LeastFreeCapacity descent. Slurm topology/block is topology/tree with
+the NVLink domains as its leaves where the fabric has multi-host ones.
+
 Slurm topology/tree: the lowest-level switch whose subtree holds the job (the one with the
 fewest free slots among those), then its leaf switches (racks): a leaf that alone fits the
 remainder, tightest first, else the leaf with the most free slots; nodes in order inside a leaf.
@@ -120,7 +123,25 @@ def kueue_least_free(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     return _kueue(capacity, _least_free)
 
 
+def kai_bin_pack(capacity: Capacity, _seed: int) -> dict[int, int] | None:
+    """KAI scheduler's default: bin-packing (the fullest place that still fits, at every level:
+    Kueue's LeastFreeCapacity descent), from the lowest domain that holds the gang."""
+    return _kueue(capacity, _least_free)
+
+
 def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
+    return _slurm(capacity, Tier.RACK)
+
+
+def slurm_block(capacity: Capacity, _seed: int) -> dict[int, int] | None:
+    """Slurm topology/block: the base blocks are the NVLink domains where the fabric has
+    multi-host ones (one block per NVL72 rack, `BlockSizes=18`), else the racks; the job goes
+    to as few blocks as hold it, tightest first, as topology/tree does with its leaves."""
+    leaf = Tier.NVLINK if capacity.snapshot.fabric.real_nvlink else Tier.RACK
+    return _slurm(capacity, leaf)
+
+
+def _slurm(capacity: Capacity, leaf: int) -> dict[int, int] | None:
     start = _start(capacity)
     if start is None:
         if capacity.gang.required_level is not None:
@@ -129,9 +150,9 @@ def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
     else:
         level, domain = start
     scope = capacity if domain < 0 else restrict(capacity, level, domain)
-    if level <= Tier.RACK:
+    if level <= leaf:
         return take(scope, sorted(scope.slots))
-    leaves = list(scope.per_domain[Tier.RACK].items())
+    leaves = list(scope.per_domain[leaf].items())
     order: list[int] = []
     n = capacity.gang.pods
     while n > 0 and leaves:
@@ -144,9 +165,9 @@ def slurm_tree(capacity: Capacity, _seed: int) -> dict[int, int] | None:
         leaves.remove((d, c))
         order.append(d)
         n -= c
-    rack = capacity.snapshot.fabric.domain[Tier.RACK]
+    column = capacity.snapshot.fabric.domain[leaf]
     # the leaves chosen first, then the switch's others in order: where the chosen leaves'
     # free slots cannot be cut into the gang's slices, the job goes on to the next leaf
     position = {d: i for i, d in enumerate(order)}
-    hosts = sorted(scope.slots, key=lambda h: (position.get(rack[h], len(order)), rack[h], h))
+    hosts = sorted(scope.slots, key=lambda h: (position.get(column[h], len(order)), column[h], h))
     return take(scope, hosts)

@@ -10,7 +10,7 @@ from ortools.sat.python import cp_model
 
 from scheduler.model.gang import objective_of
 from scheduler.model.placement import PlaceConfig
-from scheduler.placement.baselines import BASELINES
+from scheduler.placement.baselines import WARM_STARTS
 from scheduler.placement.bounds import Bound
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.cost import domains_spanned
@@ -172,7 +172,7 @@ def model_solve(
 def _best_baseline(capacity: Capacity, weights: list[float], seed: int) -> dict[int, int] | None:
     best: dict[int, int] | None = None
     best_cost = float("inf")
-    for choose in BASELINES.values():
+    for choose in WARM_STARTS:
         counts = choose(capacity, seed)
         if counts is not None:
             cost = ring_cost(capacity, counts, weights)

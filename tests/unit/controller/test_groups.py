@@ -197,3 +197,56 @@ def test_a_groups_parallel_shape_comes_from_its_workers_annotation():
 def test_a_bad_parallel_shape_is_refused_with_the_annotations_words(value: str, why: str):
     with pytest.raises(InvalidSpecError, match=why):
         read([pod(f"w{i}", 8, {"rackwise.io/parallelism": value}) for i in range(4)])
+
+
+KAI_LABEL = "rackwise.io/rack"
+
+
+@pytest.mark.parametrize(
+    ("placement", "field"),
+    [
+        ("segment-topology-required-placement", "slices"),
+        ("segment-topology-preferred-placement", "preferred_slices"),
+    ],
+)
+def test_kai_segments_are_read_required_or_preferred(placement, field):
+    notes = {f"kai.scheduler/{placement}": KAI_LABEL, "kai.scheduler/segment-size": "2"}
+    request = read([pod(f"w{i}", 8, notes) for i in range(4)])
+    assert [(s.level, s.size) for s in getattr(request, field)] == [("rack", 2)]
+    other = "preferred_slices" if field == "slices" else "slices"
+    assert getattr(request, other) == ()
+
+
+@pytest.mark.parametrize(
+    ("notes", "match"),
+    [
+        ({"kai.scheduler/segment-topology-required-placement": KAI_LABEL}, "segment-size"),
+        (
+            {
+                "kai.scheduler/segment-topology-required-placement": KAI_LABEL,
+                "kai.scheduler/segment-topology-preferred-placement": KAI_LABEL,
+                "kai.scheduler/segment-size": "2",
+            },
+            "either required or preferred",
+        ),
+        (
+            {
+                "kai.scheduler/segment-topology-preferred-placement": "no/such-label",
+                "kai.scheduler/segment-size": "2",
+            },
+            "no level is read from node label",
+        ),
+        (
+            {
+                "kai.scheduler/segment-topology-required-placement": KAI_LABEL,
+                "kai.scheduler/segment-size": "2",
+                "kueue.x-k8s.io/podset-slice-required-topology": KAI_LABEL,
+                "kueue.x-k8s.io/podset-slice-size": "2",
+            },
+            "not both",
+        ),
+    ],
+)
+def test_a_bad_segment_is_a_clear_error(notes, match):
+    with pytest.raises(InvalidSpecError, match=match):
+        read([pod(f"w{i}", 8, notes) for i in range(4)])

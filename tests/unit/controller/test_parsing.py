@@ -157,6 +157,31 @@ def test_extended_resources_and_slices_reach_the_gang():
     assert view.gang.constraints.selector == (("rackwise.io/pool", "training"),)
 
 
+def test_a_slice_is_required_unless_it_says_preferred():
+    """Kueue's slices and Slurm's --segment wait; KAI's preferred segments fall back."""
+    slices = [
+        {"level": "rack", "size": 2},
+        {"level": "host", "size": 2, "mode": "preferred"},
+    ]
+    view = translate(TrainingJob.of(job(replicas=4, topology={"slices": slices})), OperatorConfig())
+    assert [(s.level, s.size) for s in view.gang.slices] == [("rack", 2)]
+    assert [(s.level, s.size) for s in view.gang.preferred_slices] == [("host", 2)]
+    bad = TrainingJob.of(job(replicas=4, topology={"slices": [{**slices[0], "mode": "soft"}]}))
+    with pytest.raises(InvalidSpecError, match=r"spec\.topology\.slices\.0\.mode"):
+        translate(bad, OperatorConfig())
+
+
+def test_a_role_slice_cannot_be_preferred():
+    role = {
+        "name": "ps",
+        "replicas": 2,
+        "topology": {"slices": [{"level": "host", "size": 2, "mode": "preferred"}]},
+        "template": {"spec": {"containers": [{"name": "p", "image": "x"}]}},
+    }
+    with pytest.raises(InvalidSpecError, match=r"spec.roles.0.topology.slices.0.mode"):
+        translate(TrainingJob.of(job(roles=[role])), OperatorConfig())
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [

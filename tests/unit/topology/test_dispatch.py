@@ -25,7 +25,7 @@ def nic_out(n: int, gpus: int, dispatch: Dispatch | None) -> float:
     k = len(members)
     step = StepBytes(expert=1.0, dispatch=dispatch)
     load = job_load(wires, 1, ParallelShape(dp=k, ep=k), step, members)
-    return load.get(wires.port(Port.NIC, members[0], True), 0.0)
+    return load.total.get(wires.port(Port.NIC, members[0], True), 0.0)
 
 
 def test_without_a_limit_every_copy_to_another_host_crosses_the_fabric():
