@@ -15,12 +15,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # two scenarios, each labelled: the control (dense data-parallel rings on a fabric 1:1 out of a
-# rack, where placement changes little) and one where placement pays and rackwise's own rule
-# shows (the modern mix on GB200 NVL72 racks: expert-parallel blocks kept inside NVLink domains)
+# rack, where placement changes little) and one where placement could pay (the modern mix on
+# GB200 NVL72 racks), each peer told the expert-parallel block as its users state it
 demo: $(STAMP)
 	@echo "== control: the LLM-era mix, data-parallel rings; placement should change little =="
 	$(BIN)/rackwise compare simulations/scenarios/default.yaml --json rackwise-results/demo.json
-	@echo "== where placement pays: the modern mix (MoE, TP+PP) on GB200 NVL72 racks =="
+	@echo "== the modern mix (MoE, TP+PP) on GB200 NVL72 racks; each peer told the EP block as its users state it =="
 	$(BIN)/rackwise compare simulations/scenarios/demo-nvl72.yaml --no-oracle --variants '' \
 		--json rackwise-results/demo-nvl72.json
 
@@ -43,6 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check scheduler tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict -q
 
 bench: bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-pays bench-operator bench-teams
 

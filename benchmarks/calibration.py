@@ -20,8 +20,8 @@ from scheduler.simulation.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = ("llm-mix", "philly-real")
-# scenarios that state their own fabric (the demand model): run as they are, and modern-pods
-# again with 16 flows per connection (Llama 3's queue pairs) beside its plain ECMP
+# scenarios that state their own fabric (the demand model): run as they are (modern-pods at its
+# profile's 16 flows per GPU pair), and modern-pods again with one flow per pair (the stress)
 STATED = ("modern-pods", "modern-nvl72")
 CRUX = "Crux (Alibaba, SIGCOMM'24): 36% of jobs contended; iteration +11% beside another job"
 
@@ -36,11 +36,11 @@ def setups(workloads: list[str]) -> list[tuple[str, FabricProfile | None]]:
 
 
 def stated(workloads: list[str]) -> list[tuple[str, FabricProfile | None]]:
-    """Each as its scenario states it (None); modern-pods also with F = 16."""
+    """Each as its scenario states it (None); modern-pods also with F = 1."""
     out: list[tuple[str, FabricProfile | None]] = [(w, None) for w in workloads]
     if "modern-pods" in workloads:
         scenario, _ = load_scenario(REPO / "simulations" / "scenarios" / "modern-pods.yaml")
-        out.append(("modern-pods", scenario.fabric.model_copy(update={"flows": 16})))
+        out.append(("modern-pods", scenario.fabric.model_copy(update={"flows": 1})))
     return out
 
 

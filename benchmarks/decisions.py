@@ -29,7 +29,11 @@ CASES: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("tiered-pools.yaml", 3000, ("rackwise",)),
     ("philly-teams.yaml", 6000, ("rackwise",)),
     ("modern-pods.yaml", 600, ("rackwise", "kueue-best-fit")),
-    ("modern-nvl72.yaml", 600, ("rackwise", "slurm-tree")),
+    (
+        "modern-nvl72.yaml",
+        600,
+        ("rackwise", "slurm-tree", "kueue-best-fit", "kai-bin-pack", "slurm-block"),
+    ),
     ("llm-mix-demand.yaml", 2000, ("rackwise", "kueue-least-free", DEFRAG)),
 )
 

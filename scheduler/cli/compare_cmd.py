@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -19,18 +20,21 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from scheduler.cli.protocol_view import print_headline
+from scheduler.cli.protocol_view import COMPACT, print_headline
 from scheduler.placement import POLICIES, UnknownPolicyError
+from scheduler.placement.hints import PEERS
 from scheduler.simulation.compare import (
     UNTOLD_ROWS,
     VARIANTS,
     Comparison,
     Saved,
     compare,
+    described_row,
     input_digests,
     plan,
 )
 from scheduler.simulation.profiles import ProfileName
+from scheduler.simulation.protocol import ORACLE, UNTOLD
 from scheduler.simulation.scenario import Scenario, load_scenario
 from scheduler.simulation.sweep import Key
 
@@ -81,6 +85,10 @@ def compare_cmd(
     oracle: Annotated[bool, typer.Option(help="run the oracle row")] = True,
     jobs: Annotated[int | None, typer.Option(min=1, help="at most N jobs per trace")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the document")] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(help="every measure in the table (200 columns; the document has them all)"),
+    ] = False,
     save: Annotated[
         Path, typer.Option(help="each run's measures, read back by a rerun of the same code")
     ] = RESULTS / "runs",
@@ -117,12 +125,19 @@ def compare_cmd(
         transient=True,
     ) as bar:
         tick = _Bars(bar, len(rows) * len(seed_list))
-        found = compare(spec, base, seed_list, rows, workers, Saved(save, setup), tick, ray)
+        saved = Saved(save, setup)
+        found = compare(spec, base, seed_list, rows, workers, saved, tick, ray)
     took = time.perf_counter() - started
-    _print(console, spec, found, took)
+    _print(console, spec, found, took, wide)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(found.document(setup), indent=1, default=float))
+        document = {
+            **found.document(setup),
+            "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+            "code": saved.code,  # the code the runs were made (or read back) with
+            "described": {row: described_row(row) for row in found.per_seed},
+        }
+        json_out.write_text(json.dumps(document, indent=1, default=float))
         console.print(f"wrote {json_out}")
 
 
@@ -145,7 +160,7 @@ class _Bars:
         self.bar.update(self.each[key], completed=-done, total=total)
 
 
-def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> None:
+def _print(console: Console, spec: Scenario, found: Comparison, took: float, wide: bool) -> None:
     ecmp = f", ECMP at {', '.join(spec.fabric.ecmp)}" if spec.fabric.ecmp else ""
     load = "as traced" if spec.load is None else f"{spec.load:.0%}"
     console.print(
@@ -154,12 +169,20 @@ def _print(console: Console, spec: Scenario, found: Comparison, took: float) -> 
         f"{len(found.seeds)} seeds; {took:.0f} s",
         soft_wrap=True,
     )
-    print_headline(console, found.per_seed, found.ratios)
-    if found.captures:
+    console.print("rows (each peer configured as its users configure it):")
+    for row in found.per_seed:
+        if row in PEERS or row.endswith(UNTOLD) or row == ORACLE:
+            console.print(f"  {row:<22} {described_row(row)}", soft_wrap=True)
+    print_headline(console, found.per_seed, found.ratios, wide)
+    gains = [c for c in found.captures if wide or c.captured is not None]
+    if gains:
         console.print("the oracle (no link ever shared) over the best baseline:")
-        for capture in found.captures:
+        for capture in gains:
             console.print(f"  {capture.text()}", soft_wrap=True)
+    elif found.captures:
+        console.print("the oracle (no link ever shared) gains nothing over the best baseline")
     for row, paired in found.variants.items():
         console.print(f"rackwise / {row} (paired):")
         for ratio in paired:
-            console.print(f"  {ratio.text()}", soft_wrap=True)
+            if wide or ratio.measure.key in COMPACT:
+                console.print(f"  {ratio.text()}", soft_wrap=True)

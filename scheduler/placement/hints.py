@@ -43,6 +43,31 @@ READING: dict[str, Reading] = {
 }
 
 
+# who each row is and what its users tell it (`rackwise compare` prints it above its table)
+PEERS: dict[str, str] = {
+    RACKWISE: "rackwise: J by CP-SAT and tree search; the EP block as a preferred segment",
+    "kueue-best-fit": "Kueue TAS, BestFit; the EP block as a required slice "
+    "(podset-slice-required-topology + podset-slice-size)",
+    "kueue-least-free": "Kueue TAS, LeastFreeCapacity; the EP block as a required slice",
+    "kai-bin-pack": "KAI scheduler, bin-packing; the EP block as a preferred segment "
+    "(segment-topology-preferred-placement + segment-size)",
+    "slurm-block": "Slurm topology/block, a block per NVLink domain; the EP block as a "
+    "required --segment",
+    "slurm-tree": "Slurm topology/tree; its users have no field for the EP block",
+    "first-fit": "hosts in order; no field for the EP block",
+    "random-fit": "hosts at random; no field for the EP block",
+    "least-allocated": "kube-scheduler's default scoring (LeastAllocated); no field for the "
+    "EP block",
+}
+
+
+def described(row: str) -> str:
+    """What a row of a comparison is: a peer as its users configure it, or not told."""
+    if row.endswith(" untold"):
+        return PEERS.get(row.removesuffix(" untold"), row).split(";")[0] + "; not told"
+    return PEERS.get(row, row)
+
+
 def reading(policy: str) -> Reading:
     return READING.get(policy, Reading.UNSTATED)
 

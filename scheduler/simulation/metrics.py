@@ -229,7 +229,11 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
     pools = sorted({j.gang.pool for j in result.jobs})
     stranded = [s for _, s, _ in result.samples]
     largest = [lg for _, _, lg in result.samples]
-    out: dict[str, Any] = job_metrics(result.jobs)
+    # every statistic of a job over one population, the measured jobs (submitted after the
+    # warm-up); only the counts of jobs run and finished are of all of them
+    counted = measured(result)
+    out: dict[str, Any] = job_metrics(counted)
+    out.update({k: v for k, v in job_metrics(result.jobs).items() if k.startswith("jobs")})
     out.update(time_metrics(result))
     out.update(field_metrics(result))
     out.update(
@@ -253,7 +257,7 @@ def policy_metrics(result: SimResult) -> dict[str, Any]:
             "wall_seconds": result.wall_seconds,
             "pools": {
                 pool: {
-                    **job_metrics([j for j in result.jobs if j.gang.pool == pool]),
+                    **job_metrics([j for j in counted if j.gang.pool == pool]),
                     "gpu_utilisation": utilisation(result, pool),
                 }
                 for pool in pools

@@ -1,8 +1,8 @@
-"""The README's examples run as written: every YAML block of README.md is applied to a cluster
-of the README's dev topology (simulations/topologies/dev.yaml) and reaches the state the README
-describes. A `spec:` fragment is completed into a TrainingJob (a busybox template, 8 GPUs per
-replica unless it says otherwise); a manifest goes as it is; the operator-config block is read
-as the operator reads its config."""
+"""The README's and the docs' examples run as written: every YAML block of README.md and
+docs/*.md is applied to a cluster of the README's dev topology (simulations/topologies/dev.yaml)
+and reaches the state the page describes. A `spec:` fragment is completed into a TrainingJob (a
+busybox template, 8 GPUs per replica unless it says otherwise); a manifest goes as it is; the
+operator-config block is read as the operator reads its config."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from tests.integration.test_podgroups import bound
 
 pytestmark = pytest.mark.apiserver
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text()
-BLOCKS = [yaml.safe_load_all(b) for b in re.findall(r"```yaml\n(.*?)```", README, re.S)]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+TEXT = "\n".join(page.read_text() for page in PAGES)
+BLOCKS = [yaml.safe_load_all(b) for b in re.findall(r"```yaml\n(.*?)```", TEXT, re.S)]
 DOCS = [[d for d in docs if d] for docs in BLOCKS]
 
 

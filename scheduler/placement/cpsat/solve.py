@@ -158,12 +158,14 @@ def model_solve(
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Solution(hint, None, "warm-start") if hint is not None else None
     counts = fill(bins, [solver.value(x) for x in gm.pods], [solver.value(u) for u in gm.used])
-    # the warm start stays the answer when the solver, stopped by its budget, did worse on cost
+    # the warm start stays the answer when the solver, stopped by its budget, did worse on J
+    # (what is reported: its preference and fresh-rack terms too, not the traffic alone)
     packing = objective_of(capacity.gang) == "pack"
+    fresh = fresh_rack_weight(capacity, weights, config.scheduling.fragmentation_weight)
     if (
         packing
         and hint is not None
-        and ring_cost(capacity, hint, weights) < ring_cost(capacity, counts, weights)
+        and objective(capacity, hint, weights, fresh) < objective(capacity, counts, weights, fresh)
     ):
         return Solution(hint, None, "warm-start")
     return Solution(counts, None, "cp-sat")

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
-from scheduler.simulation.metrics import field_metrics
+from scheduler.simulation.metrics import field_metrics, policy_metrics
 from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
@@ -54,6 +54,19 @@ def test_jobs_of_the_warm_up_are_not_measured():
     assert m["jct_mean_s"] == 240
     assert m["jct_mean_s_by_class"] == {"host": None, "rack": None, "larger": 240}
     assert m["utilisation_steady"] == pytest.approx(20 / 32)  # 5..10
+
+
+def test_every_statistic_of_simulate_counts_one_population():
+    """`rackwise simulate`'s metrics: JCT mean, p50, p99 and queue delay over the measured
+    jobs alone (c); the counts of jobs run and finished over all three."""
+    fabric = Fabric(generate(blocks=1, racks=2, hosts=2, gpus=8))
+    jobs = [job("a", 0, 100, 4), job("b", 0, 200, 16), job("c", 10, 50, 32)]
+    config = SimConfig(comm_share=SILENT, warmup_s=5)
+    m = policy_metrics(Simulation(fabric, jobs, "rackwise", config).run())
+    assert (m["jct_mean_s"], m["jct_p50_s"], m["jct_p99_s"]) == (240, 240, 240)
+    assert (m["queue_delay_mean_s"], m["queue_delay_p99_s"]) == (190, 190)
+    assert (m["jobs"], m["jobs_finished"], m["measured_jobs"]) == (3, 3, 1)
+    assert m["pools"]["training"]["jct_p50_s"] == 240
 
 
 def test_gpu_hours_lost_count_the_restart_and_the_work_redone():
