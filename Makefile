@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test test-labels lint bench bench-pays bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator bench-teams soak apiserver kind-up kind-e2e clean
+.PHONY: demo evidence test test-labels lint bench bench-pays bench-place bench-scale bench-cycle bench-sim bench-priorities bench-calibration bench-compare bench-operator bench-teams soak apiserver kind-up kind-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -106,6 +106,13 @@ bench-pays: $(STAMP)
 		$(COMPARE) simulations/scenarios/$$s.yaml --seeds $(COMPARE_SEEDS) \
 			--json rackwise-results/compare/$$s.json || exit 1; \
 	done
+
+# the README's evidence: the yardstick comparison saved with its date and code digest, then the
+# README block and docs/evidence.md written from it (benchmarks/evidence.py; ~15 min)
+evidence: $(STAMP)
+	$(COMPARE) simulations/scenarios/modern-nvl72.yaml --seeds 10 \
+		--variants 'kueue-best-fit untold' --json docs/evidence/modern-nvl72.json
+	$(BIN)/python -m benchmarks.evidence --write
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)
 bench-calibration: $(STAMP)

@@ -18,15 +18,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scheduler.simulation.protocol import HEADLINE, Measure, cell
+from scheduler.cli.protocol_view import brief_cell as cell
+from scheduler.simulation.protocol import HEADLINE, Measure
 
 REPO = Path(__file__).resolve().parents[1]
 SAVED = REPO / "docs" / "evidence"
 README = REPO / "README.md"
 PAGE = REPO / "docs" / "evidence.md"
 BEGIN, END = "<!-- evidence:begin -->", "<!-- evidence:end -->"
-# the README's measures: what a user of a shared cluster asks first
-SHORT = ("gpu_hours_lost", "jct_mean_s", "jct_mean_s_by_class.larger", "large_gang_wait_mean_s")
 
 Doc = dict[str, Any]
 
@@ -56,15 +55,15 @@ def ratio(doc: Doc, key: str) -> Doc | None:
 
 
 def short_table(doc: Doc) -> list[str]:
-    """rackwise against the best configured peer on each of the README's measures."""
+    """rackwise against the best configured peer on every measure of the protocol."""
     lines = [
         caption(doc),
         "",
         "| measure | rackwise | best configured peer | rackwise / peer, paired, 95% |",
         "| --- | --- | --- | --- |",
     ]
-    for key in SHORT:
-        m, found = measure(key), ratio(doc, key)
+    for m in HEADLINE:
+        found = ratio(doc, m.key)
         if found is None:
             continue
         peer = found["baseline"]

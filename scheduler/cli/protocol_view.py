@@ -38,22 +38,24 @@ def print_headline(
     for measure in shown:
         table.add_column(measure.heading, justify="right")
     for row, runs in per_seed.items():
-        cells = [_cell([m.value(r) for r in runs], m.scale, wide) for m in shown]
+        cells = [brief_cell([m.value(r) for r in runs], m.scale, wide) for m in shown]
         table.add_row(row, *cells)
     if wide:
         Console(width=max(console.width, 200)).print(table)
     else:
-        console.print(table, width=min(console.width, 100))
+        console.print(table, width=100)
     print_uncounted(console, per_seed)
     said = [r for r in ratios if wide or r.measure.key in COMPACT]
     console.print("rackwise / best baseline (paired per-seed ratios):")
     for ratio in said:
         console.print(f"  {ratio.text()}", soft_wrap=True)
     if not wide:
-        console.print(in_words(said), width=min(console.width, 100))
+        console.print(in_words(said), width=100)
 
 
-def _cell(values: Sequence[float | None], scale: float, wide: bool) -> str:
+def brief_cell(values: Sequence[float | None], scale: float, wide: bool = False) -> str:
+    """mean ±half-width: every digit the protocol keeps (`wide`), or briefly (thousands with
+    separators, two digits of the half-width)."""
     if wide:
         return cell(values, scale)
     present = [v / scale for v in values if v is not None]
