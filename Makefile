@@ -18,11 +18,18 @@ $(STAMP): pyproject.toml
 # rack, where placement changes little) and one where placement could pay (the modern mix on
 # GB200 NVL72 racks), each peer told the expert-parallel block as its users state it
 demo: $(STAMP)
-	@echo "== control: the LLM-era mix, data-parallel rings; placement should change little =="
+	@echo "== 1. The control: data-parallel rings on 2,560 GPUs, 3:1 above the racks. Each ring"
+	@echo "   leaves its hosts by their own NICs, so placement should change little: every row"
+	@echo "   should lose next to no GPU-hours, and the oracle (nothing ever shared) gain nothing. =="
 	$(BIN)/rackwise compare simulations/scenarios/default.yaml --json rackwise-results/demo.json
-	@echo "== the modern mix (MoE, TP+PP) on GB200 NVL72 racks; each peer told the EP block as its users state it =="
+	@echo "== 2. GB200 NVL72 racks, the modern mix (MoE, TP+PP, FSDP), one day, 3 seeds. Each"
+	@echo "   job's users state its expert-parallel block inside one NVLink domain, as their"
+	@echo "   scheduler lets them: required (Kueue, Slurm block) waits for a free domain, preferred"
+	@echo "   (KAI, rackwise) splits the block across domains when none is free, and a split"
+	@echo "   block runs its all-to-all at NIC rate. The rows say who is who. =="
 	$(BIN)/rackwise compare simulations/scenarios/demo-nvl72.yaml --no-oracle --variants '' \
 		--json rackwise-results/demo-nvl72.json
+	@echo "== every measure of every row: rackwise-results/demo.json, demo-nvl72.json (or --wide) =="
 
 # The integration suite needs kube-apiserver 1.20 built from Debian's source (cached after the
 # first build) and etcd; scripts/build-apiserver.sh does both.

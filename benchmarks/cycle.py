@@ -80,7 +80,7 @@ def queue(joint: int, seed: int, teams: bool = False) -> SchedulingQueue:
 
 
 # --teams: four teams of one cohort, each owning a quarter of the fabric's GPUs; running and
-# queued gangs dealt to them in turn (queue/teams.py: admission, borrowing, reclaim)
+# queued gangs dealt to them in turn (queue/teams/queues.py: admission, borrowing, reclaim)
 TEAMS = Teams(
     queues=tuple(
         QueueSpec(

@@ -1,4 +1,4 @@
-"""Teams sharing a cluster: quotas, borrowing and reclaim (queue/teams.py, queue/quotas.py).
+"""Teams sharing a cluster: quotas, borrowing and reclaim (teams/queues.py, teams/quotas.py).
 
 Scenario `simulations/scenarios/philly-teams.yaml` (its header says what it models): Philly's
 virtual clusters as teams, each a queue of one cohort with a nominal quota proportional to its

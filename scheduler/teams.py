@@ -5,7 +5,7 @@ name the same cohort lend one another what they do not use: up to each lender's
 `lendingLimit` (unset: all of its nominal quota), and up to each borrower's `borrowingLimit`
 (unset: no limit but the cohort's). The model is Kueue's ClusterQueue and cohort (nominal quota,
 borrowing and lending limits), so that numbers written for one mean the same in the other; what
-rackwise adds is how borrowed capacity is taken back (queue/teams.py).
+rackwise adds is how borrowed capacity is taken back (queue/teams/queues.py).
 
 Who may use a queue (Kueue's ClusterQueue `namespaceSelector`, by list): a queue admits the
 namespaces it lists, and the queue marked `default` also admits every namespace no queue lists.
@@ -14,7 +14,7 @@ to the queue that lists its namespace, else to the default queue; a name that re
 namespace, or no queue at all, leaves it held with the reason (`unqueued`). No rule reads a
 queue from a namespace's name. A queue with `stopPolicy: Hold` (Kueue's) admits nothing new and
 keeps what it admitted: the operator holds a Queue that turned invalid or is being deleted with
-the spec it last found valid. These are specs only: the accounting is queue/quotas.py."""
+the spec it last found valid. These are specs only: the accounting is queue/teams/quotas.py."""
 
 from __future__ import annotations
 

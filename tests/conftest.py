@@ -19,7 +19,7 @@ LINGJUN = REPO / "simulations" / "traces" / "lingjun-topo.csv"
 def place_raises_for(monkeypatch: pytest.MonkeyPatch, gang_name: str) -> None:
     """The queue's placement raises the unexpected for one gang; the others are placed as
     usual (each driver must report the failure and go on, or stop, as its contract says)."""
-    from scheduler.queue import queue as module
+    from scheduler.queue import consider as module
 
     real = module.place_one
 

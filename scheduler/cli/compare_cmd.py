@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import textwrap
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -167,12 +168,13 @@ def _print(console: Console, spec: Scenario, found: Comparison, took: float, wid
         f"{spec.name}: fabric {spec.fabric.name}{ecmp}; offered load {load}; warm-up "
         f"{spec.warmup_s / 3600:g} h; queue rules for every row: {spec.scheduling.queue_rules}; "
         f"{len(found.seeds)} seeds; {took:.0f} s",
-        soft_wrap=True,
+        width=100,
     )
     console.print("rows (each peer configured as its users configure it):")
     for row in found.per_seed:
         if row in PEERS or row.endswith(UNTOLD) or row == ORACLE:
-            console.print(f"  {row:<22} {described_row(row)}", soft_wrap=True)
+            for i, line in enumerate(textwrap.wrap(described_row(row), 74)):
+                console.print(f"  {row if i == 0 else '':<22} {line}", width=100)
     print_headline(console, found.per_seed, found.ratios, wide)
     gains = [c for c in found.captures if wide or c.captured is not None]
     if gains:

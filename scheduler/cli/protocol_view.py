@@ -48,7 +48,7 @@ def print_headline(
     said = [r for r in ratios if wide or r.measure.key in COMPACT]
     console.print("rackwise / best baseline (paired per-seed ratios):")
     for ratio in said:
-        console.print(f"  {ratio.text()}", soft_wrap=True)
+        console.print(f"  {ratio.text()}", soft_wrap=wide, width=None if wide else 100)
     if not wide:
         console.print(in_words(said), width=100)
 

@@ -99,10 +99,10 @@ class SchedulingPolicy(_Knobs):
     # crossing it (placement/scoring.py, its load term); off by default: measured no better
     # than the ring weight alone (docs/design.md, "What the objective sees of it")
     contention: bool = False
-    # joint placement (queue/joint.py): the first this many training gangs a cycle starts are
+    # joint placement (checkpoints/joint.py): the first this many training gangs a cycle starts are
     # placed again together when that lowers their total J; below 2 switches it off
     joint_gangs: int = Field(default=8, ge=0, alias="jointGangs")
-    # moves at checkpoints (queue/defrag.py): carried out per hour at most (0: off; in the
+    # moves at checkpoints (checkpoints/defrag.py): carried out per hour at most (0: off; in the
     # operator a job moves only after it signals a checkpoint), the share of its own J a move
     # for a gang's own sake must save, the running gangs tried per waiting gang
     defrag_moves_per_hour: float = Field(default=0.0, ge=0, alias="defragMovesPerHour")

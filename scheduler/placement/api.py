@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import collector, cpsat, hints, parts, roles, slices, spread
+from scheduler.placement import collector, cpsat, hints, parts, patience, roles, slices, spread
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -113,7 +113,7 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
         counts, engine = BASELINES[config.policy](capacity, config.seed), config.policy
     if counts is None:
         return _unplaceable(gang, config.policy, not_found(config.policy, RACKWISE), start)
-    wait = _patience(capacity, counts, config)
+    wait = patience.reason(capacity, counts, config)
     if wait is not None:
         return _unplaceable(gang, config.policy, wait, start, PlacementStatus.WAITING)
     value = j_value(capacity, counts, config)
@@ -353,36 +353,6 @@ def finalize(
         solve_seconds=time.perf_counter() - start,
         engine=engine,
     )
-
-
-def _patience(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> str | None:
-    """A reason to wait when the best placement now spans blocks (the level above racks:
-    spines by default) but the gang fits in one block of its pool when that is free, and the
-    gang is still within its patience."""
-    if config.waited_s >= config.scheduling.compact_wait_s:  # a queue rule: any policy may have it
-        return None
-    fabric = capacity.snapshot.fabric
-    if fabric.block is None:
-        return None
-    spines = {fabric.domain[fabric.block][h] for h, n in counts.items() if n > 0}
-    if len(spines) <= 1 or not _fits_one_block(capacity, fabric.block):
-        return None
-    left = config.scheduling.compact_wait_s - config.waited_s
-    return (
-        f"waiting up to {left:.0f} s more for a placement inside one {fabric.levels[fabric.block]} "
-        f"(the best now spans {len(spines)})"
-    )
-
-
-def _fits_one_block(capacity: Capacity, block: int) -> bool:
-    """Would one block of the gang's pool hold it if nothing else ran there?"""
-    gang = capacity.gang
-    fabric = capacity.snapshot.fabric
-    pool = fabric.pool_mask.get(gang.pool)
-    if pool is None or not gang.gpus_per_pod:
-        return False
-    pods = np.bincount(fabric.columns[block][pool], weights=fabric.gpus[pool] // gang.gpus_per_pod)
-    return bool(pods.max(initial=0) >= gang.pods)
 
 
 def _unplaceable(

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.placement import Snapshot
-from scheduler.queue.joint import Start
+from scheduler.queue.checkpoints.joint import Start
 from scheduler.queue.order import Bools
-from scheduler.queue.quotas import Ledger
 from scheduler.queue.running import RunningGangs, key_hash
+from scheduler.queue.teams.quotas import Ledger
 from scheduler.queue.types import Decisions, Entry, Reservation, Running
 
 
@@ -87,7 +87,7 @@ class Cycle:
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
     _lowest_seen: int | None = None  # starts made before `lowest` was first asked
-    # teams (queue/teams.py): what each queue uses (None: no quotas), the gangs set aside to
+    # teams (queue/teams/queues.py): what each queue uses (None: no quotas), the gangs set aside to
     # borrow after the walk, whether that is under way, the gangs admitted within their quota,
     # and the gangs holding hosts whose quota the ledger counts already
     ledger: Ledger | None = None

@@ -15,7 +15,7 @@ gangs and the cycle's work snapshot. Decides:
   that does; `quota`: every lent host), no host held for another gang, and started when their
   team queue's quota allows that placement (`allows_on`: what it uses of lent hosts is charged
   to the lender pool's quota, borrowed through its cohort);
-- reclaims (queue/reclaim.py, the mechanism team queues use too): a lending pool's first gang
+- reclaims (queue/teams/reclaim.py, the mechanism team queues use too): a lending pool's first gang
   that cannot start, when borrowed gangs hold its hosts: the victims, evicted at their
   checkpoints or at `reclaim_within_s` (`topology`: one that would lose work is not chosen
   before that deadline, the owner taking what frees meanwhile); while its gang waits for that,
@@ -45,8 +45,8 @@ from scheduler.pools import LendUnit
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import PoolOrder
-from scheduler.queue.quotas import Verdict
-from scheduler.queue.reclaim import Reclaims, free_gpus, pods_by_pool
+from scheduler.queue.teams.quotas import Verdict
+from scheduler.queue.teams.reclaim import Reclaims, free_gpus, pods_by_pool
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 from scheduler.topology.fabric import Fabric
@@ -72,12 +72,12 @@ class Lending:
     views: Views
     wait: Callable[[Cycle, Entry, Wait], None]
     start: Callable[[Cycle, Entry, Placement], None]
-    allows: Callable[[Cycle, Entry], Verdict]  # what its team's quota says (queue/teams.py)
+    allows: Callable[[Cycle, Entry], Verdict]  # what its team's quota says (queue/teams/queues.py)
     # the same, once placed: what it uses of lent hosts charged to the lender pool's quota
     allows_on: Callable[[Cycle, Entry, Placement], Verdict]
     idle_since: dict[int, float] = field(default_factory=dict)  # lender's host -> idle from
     failed: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (pool, shape) -> view
-    reclaim: Reclaims = field(init=False)  # taking lent hosts back (queue/reclaim.py)
+    reclaim: Reclaims = field(init=False)  # taking lent hosts back (queue/teams/reclaim.py)
 
     def __post_init__(self) -> None:
         self.reclaim = Reclaims(
@@ -255,7 +255,7 @@ class Lending:
 
     def _start(self, c: Cycle, entry: Entry, placement: Placement, verdict: Verdict) -> None:
         """A start beyond its queue's nominal quota counts as borrowing quota, as one the teams'
-        borrowing phase makes (queue/teams.py, `started`)."""
+        borrowing phase makes (queue/teams/queues.py, `started`)."""
         c.borrowing = verdict is Verdict.BORROWS
         try:
             self.start(c, entry, placement)

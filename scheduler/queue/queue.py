@@ -6,7 +6,7 @@ running gangs are evicted and for whom, why each tried gang waits, which hosts a
 blocked gang, and when the queue wants to be called again. It promises:
 - order: priority (higher first), then arrival (earlier first), then key; a gang put back
   (preempted, failed start) keeps its arrival, so it keeps its place; with teams, priority
-  orders gangs within their own team queue only (queue/ranks.py);
+  orders gangs within their own team queue only (queue/teams/ranks.py);
 - all-or-nothing: a start is a whole placement that fits the capacity left by the cycle's
   earlier starts and evictions, off the hosts held for others;
 - patience: a gang whose best placement spans spines while one spine of its pool could hold it
@@ -24,10 +24,10 @@ blocked gang, and when the queue wants to be called again. It promises:
   one, while the gangs it may preempt are the same (the larger needs at least as much); with
   `report_waits` off, a cycle passes over such gangs without looking at each (queue/order.py),
   to the same decisions;
-- joint placement (queue/joint.py, `joint_gangs`): the cycle's starts made on the whole free
+- joint placement (checkpoints/joint.py, `joint_gangs`): the cycle's starts made on the whole free
   capacity are placed again together with each pool's first unplaceable gang when that starts
   more gangs or costs less J; hosts held for reservations and preemptors stay theirs;
-- defragmentation (queue/defrag.py, `defrag_moves_per_hour`): a running training gang that
+- defragmentation (checkpoints/defrag.py, `defrag_moves_per_hour`): a running training gang that
   declares checkpoints is marked, then moved after its next checkpoint, when that lets a pool's
   first unplaceable gang start or cuts its own J (budgeted). A move is carried out as a
   preemption: the driver stops the gang and queues it again, its new hosts held for it
@@ -46,46 +46,39 @@ through the API server."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
-from scheduler.model.policy import Backfill, Preemption
-from scheduler.placement import Snapshot, place_one
+from scheduler.model.placement import Placement
+from scheduler.model.policy import Preemption
+from scheduler.placement import Snapshot
 from scheduler.placement.api import RACKWISE
 from scheduler.placement.snapshot import Array
 from scheduler.placement.uplinks import Crossings
-from scheduler.queue.after import AfterWalk
 from scheduler.queue.backoff import Backoff
-from scheduler.queue.cycle import Cycle, Pool, View
-from scheduler.queue.defrag import Defrag
+from scheduler.queue.checkpoints.after import AfterWalk
+from scheduler.queue.checkpoints.defrag import Defrag
+from scheduler.queue.consider import Consider
+from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.lending import Lending
-from scheduler.queue.order import Known, PoolOrder
+from scheduler.queue.order import PoolOrder
 from scheduler.queue.preempting import Preempting
-from scheduler.queue.ranks import Ranks
-from scheduler.queue.reservation import reserve
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds, Tenancy, shape_keys
-from scheduler.queue.team_use import Charge, Numbers
-from scheduler.queue.teams import TeamQueues
+from scheduler.queue.teams.queues import TeamQueues
+from scheduler.queue.teams.ranks import Ranks
+from scheduler.queue.teams.use import Charge, Numbers
 from scheduler.queue.types import (
     Decisions,
     Entry,
     QueueConfig,
-    Reservation,
     Running,
-    Wait,
-    WaitReason,
 )
 from scheduler.queue.views import Views
 from scheduler.queue.walk import Walk
 from scheduler.teams import Teams
 from scheduler.topology import Fabric
-
-# waits that hold back later gangs under strict order, or earn a reservation under EASY
-BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
 
 
 class SchedulingQueue:
@@ -111,11 +104,15 @@ class SchedulingQueue:
             self._backoff,
             self._views,
         )
+        # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py)
+        self._gang = Consider(self.config, self._pins, self._backoff, self._views)
+        wait, start = self._gang.wait, self._gang.start
         self._preempting = Preempting(
-            self.config, self._entries, self._pins, self._views, self._wait, self._start
+            self.config, self._entries, self._pins, self._views, wait, start
         )
-        self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, self._wait)
-        # priority within a team (queue/ranks.py)
+        self._teams = TeamQueues(self.config, self._entries, self._pins, self._views, wait)
+        self._gang.bind(self._preempting, self._teams)
+        # priority within a team (queue/teams/ranks.py)
         self._ranks = Ranks(self._entries, self._orders, self._teams.team_of, self._teams.on)
         self._lending = Lending(
             self.config,
@@ -123,8 +120,8 @@ class SchedulingQueue:
             self._orders,
             self._pins,
             self._views,
-            self._wait,
-            self._start,
+            wait,
+            start,
             self._teams.allows,
             self._teams.allows_on,
         )
@@ -135,7 +132,7 @@ class SchedulingQueue:
             self._pins,
             Defrag(self.config),
             self.config.at_once,
-            self._wait,
+            wait,
             self._teams.admitted,
         )
 
@@ -205,7 +202,7 @@ class SchedulingQueue:
         self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
     ) -> None:
         """The teams' queues as they are now (the operator reads them every cycle) and what holds
-        quota beside the running list (queue/team_use.py, `use`)."""
+        quota beside the running list (queue/teams/use.py, `use`)."""
         if self._teams.use(teams, charged, leaving):
             self._ranks.reset(self._teams.on)
         if self._tenancy_now() is not self._tenancy:
@@ -301,8 +298,8 @@ class SchedulingQueue:
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
         c.specials = self._walker.specials()
         for entry in self._walker.walk(c):
-            self._consider_safely(c, entry)
-        self._teams.borrow(c, self._consider_safely)
+            self._gang.safely(c, entry)
+        self._teams.borrow(c, self._gang.safely)
         self._teams.due(c)
         self._lending.run(c)
         self._after.run(c)
@@ -319,138 +316,3 @@ class SchedulingQueue:
         given = list(running)
         self._running.sync(given)
         return Cycle(now, snapshot.copy(), given, self._running)
-
-    def _consider_safely(self, c: Cycle, entry: Entry) -> None:
-        try:
-            self._consider(c, entry)
-        except Exception as exc:  # one gang's surprise must not stop the others
-            c.out.failed[entry.key] = exc
-
-    def _consider(self, c: Cycle, entry: Entry) -> None:
-        if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):
-            return
-        if not self._teams.admits(c, entry):
-            return
-        p = c.pool(entry.gang.pool)
-        if p.blocker is not None:
-            c.out.waiting[entry.key] = Wait(WaitReason.BEHIND, f"waiting behind {p.blocker}")
-            return
-        retry_at = self._backoff.retry_at(entry.key)
-        if retry_at > c.now:
-            c.out.wake(retry_at)
-            return
-        v = self._views.view(c, entry)
-        if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
-            self._still_patient(c, entry)
-            return
-        shape = entry.shape
-        known = self._views.memo.at((v.seen(), v.held)).get(shape)
-        if (
-            known is not None
-            and known.pods <= entry.gang.pods
-            and self._views.holds(c, v, shape, known)
-        ):
-            self._known_unplaceable(c, entry, p, v, known)
-            return
-        if p.attempts >= self.config.policy.max_attempts:
-            return
-        p.attempts += 1
-        self._attempt(c, entry, p, v)
-
-    def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
-        """This gang, or one of its shape and priority with no more pods, could not be placed
-        on this very view, nor preempt: neither can this one, and nothing is solved again."""
-        same = k.key == entry.key
-        wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
-        self._wait(c, entry, wait)
-        if wait.reason in BLOCKING:
-            self._block(c, entry, p, v.snapshot, v.seen())
-
-    def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
-        view = v.snapshot
-        placement = place_one(view, entry.gang, self._place_config(entry, c.now))
-        c.out.tried.append(placement)
-        if placement.placed:
-            if view is c.work:  # placed on the whole free capacity: joint placement may move it
-                c.free_starts.append((entry.key, entry.gang, placement))
-            self._start(c, entry, placement)
-            return
-        seen = v.seen()
-        if placement.status is PlacementStatus.WAITING:
-            entry.failed_on = seen
-            self._patient(c, entry, placement)
-            return
-        entry.failed_on, entry.recheck_at = None, math.inf
-        if not c.borrowing and self._preempting.preempt(c, entry, view):
-            return
-        if self._teams.owed(c, entry):
-            return
-        wait = self._views.why(c, entry, view, placement.reason)
-        if not c.borrowing:  # a borrower's failure says nothing of what one within quota can do
-            self._views.remember(c, v, entry, wait)
-        self._wait(c, entry, wait)
-        if wait.reason in BLOCKING:
-            self._block(c, entry, p, view, seen)
-
-    def _still_patient(self, c: Cycle, entry: Entry) -> None:
-        """Placeable but waiting for a compact placement, on an unchanged view: same answer
-        until its patience ends, no solver call."""
-        if entry.last is not None:
-            c.out.waiting[entry.key] = entry.last
-        c.out.wake(entry.recheck_at)
-
-    def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
-        place = self.config.place
-        if not place.scheduling.compact_wait_s:
-            return place
-        since = now if entry.placeable_since is None else entry.placeable_since
-        return place.model_copy(update={"waited_s": now - since})
-
-    def _start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
-        c.work.apply(entry.gang, placement)
-        c.version += 1
-        c.out.starts.append((entry.key, placement))
-        self._teams.started(c, entry, placement)
-        # a later reservation in this cycle must count it among the gangs that will end
-        end = None if entry.estimate_s is None else c.now + entry.estimate_s
-        started = Running.of(entry, placement, c.now, end, c.out.admitted.get(entry.key, ""))
-        c.start(started)
-        entry.placeable_since = None
-        entry.failed_on = None
-        entry.last = None
-
-    def _patient(self, c: Cycle, entry: Entry, placement: Placement) -> None:
-        if entry.placeable_since is None:
-            entry.placeable_since = c.now
-        entry.recheck_at = entry.placeable_since + self.config.policy.compact_wait_s
-        c.out.wake(entry.recheck_at)
-        self._wait(c, entry, Wait(WaitReason.COMPACT, placement.reason))
-
-    def _wait(self, c: Cycle, entry: Entry, wait: Wait) -> None:
-        entry.last = wait
-        c.out.waiting[entry.key] = wait
-        if wait.reason is WaitReason.UNPLACEABLE:
-            c.pool(entry.gang.pool).unplaceable += 1
-
-    def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
-        if c.borrowing:  # a borrower holds no reservation and blocks no one
-            return
-        if self.config.policy.backfill is Backfill.NONE:
-            p.blocker = entry.gang.name
-        elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
-            p.reservation = self._reservation(c, entry, view, seen)
-            if p.reservation is not None:
-                c.out.reservations[entry.gang.pool] = p.reservation
-
-    def _reservation(
-        self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
-    ) -> Reservation | None:
-        # what it depends on: the view, and which gangs will end when; the same free capacity
-        # can hold other gangs (one ended and another took exactly its place)
-        pool = entry.gang.pool
-        mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
-        made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
-        if entry.reserved is None or entry.reserved[0] != made_on:
-            ordered = c.index.releases(pool, mine)
-            entry.reserved = (made_on, reserve(entry.key, view, entry.gang, ordered, self.config))
-        return entry.reserved[1]

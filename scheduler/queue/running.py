@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from scheduler.placement.snapshot import Usage, usage_of
-from scheduler.queue.quotas import demand
 from scheduler.queue.released import Flat
+from scheduler.queue.teams.quotas import demand
 from scheduler.queue.types import Running
 from scheduler.topology.fabric import Fabric
 
@@ -50,7 +50,7 @@ class RunningGangs:
         # when first asked for and then kept up to date with every change
         self._flats: dict[str, Flat] = {}
         self._fabric: Fabric | None = None
-        # what each owner uses (GPUs, millicores, MiB: queue/quotas.py), for quotas
+        # what each owner uses (GPUs, millicores, MiB: queue/teams/quotas.py), for quotas
         self._demands: dict[Owner, list[int]] = {}
         self.version = 0  # moves with every change
         self.pool_versions: dict[str, int] = {}  # pool -> moves with every change in it

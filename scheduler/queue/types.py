@@ -79,7 +79,7 @@ class WaitReason(StrEnum):
     # larger than any part of the fabric its constraints allow, even with every host free:
     # waiting cannot help (it holds no reservation and blocks no one)
     NEVER_FITS = "NeverFits"
-    # its queue's quota, with what it may borrow, cannot cover it (queue/quotas.py)
+    # its queue's quota, with what it may borrow, cannot cover it (queue/teams/quotas.py)
     QUOTA_EXCEEDED = "QuotaExceeded"
     # it may borrow, but the cohort's lendable capacity is in use, or borrowers ahead of it
     # by fair share go first
@@ -113,7 +113,7 @@ class Entry:
     # the reservation computed for it: on which view, pool version and starts of the cycle
     reserved: tuple[tuple[bytes, int, tuple[str, ...]], Reservation | None] | None = None
     # queue order: priority (higher first), arrival, name, key; with teams, a place in line
-    # dealt within its team queue (queue/ranks.py), otherwise fixed for the entry's life
+    # dealt within its team queue (queue/teams/ranks.py), otherwise fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))
     shape: int = field(init=False, default=-1)  # its shape id while queued (queue/shapes.py)
     # what it asks of its queue's quota: GPUs, millicores, MiB (queue/quotas.demand), once
@@ -240,7 +240,7 @@ class Decisions:
     borrowed: set[str] = field(default_factory=set)
     reclaiming: dict[str, float] = field(default_factory=dict)
     lent: dict[str, int] = field(default_factory=dict)
-    # teams (queue/teams.py): starts beyond their queue's nominal quota, borrowed from its
+    # teams (queue/teams/queues.py): starts beyond their queue's nominal quota, borrowed from its
     # cohort (reclaimable; their reclaims are in `reclaiming` too)
     beyond_quota: set[str] = field(default_factory=set)
     # teams: each start's queue, charged until it ends (Running.admitted)

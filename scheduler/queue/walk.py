@@ -106,7 +106,7 @@ class Walk:
 
     def _quota_held(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
         """Per position: held by its queue's quota, as a gang of its shape with no more pods
-        was this cycle (queue/teams.py)."""
+        was this cycle (queue/teams/queues.py)."""
         known = c.quota_known.get(pool)
         if not known:
             return np.zeros(len(order), dtype=np.bool_)

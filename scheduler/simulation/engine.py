@@ -11,11 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
-from scheduler.model.topology import Tier
 from scheduler.placement import Snapshot
 from scheduler.queue import (
     Decisions,
@@ -27,15 +24,14 @@ from scheduler.queue import (
     Wait,
 )
 from scheduler.queue.effects import apply
-from scheduler.queue.reclaim import pods_by_pool
+from scheduler.queue.teams.reclaim import pods_by_pool
+from scheduler.simulation import failures
 from scheduler.simulation.config import SimConfig, queue_config
 from scheduler.simulation.fabricload import fabric_load
-from scheduler.simulation.records import JobState, SimResult
+from scheduler.simulation.records import ARRIVAL, FAILURE, FINISH, REPAIR, WAKE, JobState, SimResult
+from scheduler.simulation.setup import background, fragmentation, result_of, state_of
 from scheduler.simulation.trace import TraceJob
-from scheduler.teams import Resource
 from scheduler.topology.fabric import Fabric
-
-FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)  # order of events at the same instant
 
 
 class SimulationError(RuntimeError):
@@ -48,56 +44,6 @@ class Event:
     kind: int
     seq: int
     payload: int = field(compare=False)
-
-
-def state_of(job: TraceJob, order: int, per_host: int, config: SimConfig) -> JobState:
-    """A job before its arrival: all its work left, its communication share drawn."""
-    share = job.comm_share
-    if share is None:
-        share = config.comm_share.draw(job.id, job.gpus, config.seed)
-    return JobState(job, job.gang(per_host), order, job.duration_s, share=share)
-
-
-def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimConfig) -> SimResult:
-    """The run's record before it starts: the fabric's facts and the steady window."""
-    result = SimResult(policy, states, [], [], [], [], pool_gpus(fabric), 0.0)
-    result.gpus_per_host = max(h.gpus for h in fabric.hosts)
-    result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
-    real = list(fabric.real_nvlink)
-    nvlink = np.bincount(fabric.columns[Tier.NVLINK], fabric.gpus)
-    result.nvlink_gpus = int(nvlink[real].max()) if real else 0
-    result.warmup_s = config.warmup_s
-    result.entitled = {
-        q.name: sum(p.owned(Resource.GPUS) for p in q.quotas) for q in config.teams.queues
-    }
-    last = max((s.job.submit_s for s in states), default=0.0)
-    result.window = (min(config.warmup_s, last), last)
-    return result
-
-
-def pool_gpus(fabric: Fabric) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for host in fabric.hosts:
-        out[host.pool] = out.get(host.pool, 0) + host.gpus
-    return out
-
-
-def background(snapshot: Snapshot, result: SimResult, share: float, seed: int) -> None:
-    """A share of hosts fully taken for the whole run by work outside the trace (seeded)."""
-    hosts = snapshot.fabric.hosts
-    rng = random.Random(f"background/{seed}")
-    for h in rng.sample(range(len(hosts)), round(share * len(hosts))):
-        snapshot.free_gpus[h] = 0
-        pool = hosts[h].pool
-        result.background[pool] = result.background.get(pool, 0) + hosts[h].gpus
-
-
-def fragmentation(fabric: Fabric, snapshot: Snapshot) -> tuple[int, int]:
-    """Free GPUs stranded in partly used racks, and the largest free rack."""
-    rack = fabric.columns[Tier.RACK]
-    free = np.bincount(rack, weights=snapshot.free_gpus * snapshot.up_mask())
-    total = np.bincount(rack, weights=fabric.gpus)
-    return int(free[(free > 0) & (free < total)].sum()), int(free.max(initial=0))
 
 
 class Simulation:
@@ -133,7 +79,7 @@ class Simulation:
         started = time.perf_counter()
         for state in self.states:
             self.push(state.job.submit_s, ARRIVAL, state.order)
-        self._schedule_failures()
+        failures.schedule(self)
         interval = self._sample_interval()
         next_sample = 0.0
         done = 0
@@ -159,21 +105,21 @@ class Simulation:
 
     def _handle(self, event: Event, now: float) -> int:
         if event.kind == ARRIVAL:
-            self._enqueue(self.states[event.payload], now)
+            self.enqueue(self.states[event.payload], now)
         elif event.kind == FINISH:
             state = self.states[event.payload]
             if state.placement is not None and event.time == state.due:
-                self._stop(state, now)
+                self.stop(state, now)
                 state.finish = now
                 return 1
         elif event.kind == FAILURE:
-            self._fail(event.payload, now)
+            failures.fail(self, event.payload, now)
         elif event.kind == REPAIR:
-            self._repair(event.payload, now)
+            failures.repair(self, event.payload, now)
         # WAKE: the queue asked to be called (patience or backoff ends); the cycle follows
         return 0
 
-    def _enqueue(self, state: JobState, now: float) -> None:
+    def enqueue(self, state: JobState, now: float) -> None:
         """Queued by priority, then arrival; restarted jobs keep their original place. The
         estimate EASY backfilling uses is the trace's run time (users' own estimates are
         worse: this favours backfilling)."""
@@ -211,23 +157,23 @@ class Simulation:
 
     def preempt(self, state: JobState, eviction: Eviction, now: float) -> None:
         """Evicted for a higher-priority gang: the work since the last checkpoint is lost."""
-        worked = self._stop(state, now)
+        worked = self.stop(state, now)
         interval = self.config.checkpoint_s
         state.work_left -= math.floor(worked / interval) * interval
         state.restarts += 1
         state.preemptions += 1
         self.result.evictions.append((now, eviction))
-        self._enqueue(state, now)
+        self.enqueue(state, now)
 
     def move(self, state: JobState, move: Move, now: float) -> None:
         """Stopped at a checkpoint and queued again (its new hosts are held for it): the work
         since the checkpoint (none when the move falls on it) is lost, and the restart time is
         paid again."""
-        worked = self._stop(state, now)
+        worked = self.stop(state, now)
         state.work_left -= max(0.0, worked - move.since_checkpoint_s)
         state.moves += 1
         self.result.moves.append((now, move))
-        self._enqueue(state, now)
+        self.enqueue(state, now)
 
     def _start(self, state: JobState, placement: Placement, now: float, admitted: str) -> None:
         self.snapshot.apply(state.gang, placement)
@@ -298,7 +244,7 @@ class Simulation:
         state.due = state.progress_at + state.work_left * state.stretch
         self.push(state.due, FINISH, state.order)
 
-    def _stop(self, state: JobState, now: float) -> float:
+    def stop(self, state: JobState, now: float) -> float:
         """End the current run; return the compact-seconds of work it completed."""
         placement = state.placement
         assert placement is not None
@@ -337,34 +283,6 @@ class Simulation:
         self.result.busy.append((now, pool, self.busy[pool]))
 
     # failures: each host fails after an exponential time with the scenario's MTBF
-    def _schedule_failures(self) -> None:
-        failures = self.config.failures
-        if failures is None:
-            return
-        for h in range(len(self.fabric.hosts)):
-            self.push(self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, h)
-
-    def _fail(self, host: int, now: float) -> None:
-        if host in self.snapshot.down:
-            return
-        for order in sorted(self.on_host.get(host, set())):
-            state = self.states[order]
-            worked = self._stop(state, now)
-            every = self.config.checkpoint_s
-            kept = math.floor(worked / every) * every
-            state.work_left -= kept
-            state.restarts += 1
-            self._enqueue(state, now)
-        self.snapshot.down.add(host)
-        assert self.config.failures is not None  # failures are drawn only when configured
-        self.push(now + self.config.failures.mttr_s, REPAIR, host)
-
-    def _repair(self, host: int, now: float) -> None:
-        failures = self.config.failures
-        assert failures is not None
-        self.snapshot.down.discard(host)
-        self.push(now + self.rng.expovariate(1.0 / failures.mtbf_s), FAILURE, host)
-
     def _sample(self, at: float) -> None:
         self.result.samples.append((at, *fragmentation(self.fabric, self.snapshot)))
 

@@ -224,11 +224,15 @@ class Capture:
     captured: float | None  # None where the oracle gains nothing
 
     def text(self) -> str:
-        share = "-" if self.captured is None else f"{self.captured:.0%}"
-        return (
+        head = (
             f"{self.measure.heading:<18} oracle/{self.baseline} {self.oracle.mean:.3f}x "
-            f"±{self.oracle.half:.3f}; rackwise captures {share} of that gain"
+            f"±{self.oracle.half:.3f}"
         )
+        if self.captured is None:
+            return f"{head}; no gain to capture"
+        if self.captured < 0:
+            return f"{head}; rackwise is behind that baseline: none of the gain captured"
+        return f"{head}; rackwise captures {self.captured:.0%} of that gain"
 
 
 def captures(per_seed: dict[str, list[Metrics]], ours: str = "rackwise") -> list[Capture]:

@@ -11,6 +11,9 @@ from scheduler.model.placement import Placement
 from scheduler.queue import Eviction, Move
 from scheduler.simulation.trace import TraceJob
 
+# kinds of the simulation's events, in their order at the same instant
+FINISH, REPAIR, FAILURE, ARRIVAL, WAKE = range(5)
+
 
 @dataclass
 class JobState:

@@ -33,7 +33,7 @@ from scheduler.controller.runtime.quantity import QuantityError
 from scheduler.model import GangRequest, Placement, PlacementStatus, PodAssignment
 from scheduler.model.gang import Role
 from scheduler.queue import Running
-from scheduler.queue.team_use import Charge
+from scheduler.queue.teams.use import Charge
 
 
 def leaving(

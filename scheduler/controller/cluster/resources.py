@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from scheduler.controller.runtime.objects import Pod, requests
+from scheduler.controller.runtime.objects import Pod
+from scheduler.controller.runtime.podrequests import requests
 from scheduler.controller.runtime.quantity import MI, QuantityError, mebi, milli, whole
 
 Obj = dict[str, Any]

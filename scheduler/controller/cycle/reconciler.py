@@ -132,48 +132,9 @@ class Reconciler:
         self.status = JobStatus(api, self.calls, self.recorder, metrics, self.why, wall)
         access = Access(api.can_write, self.clock, config.protected_namespaces)
         self.refusals = Refusals(access, config, self.calls, self.recorder, metrics)
-        self.groups = GroupRunner(
-            config,
-            self.queue,
-            self.recorder,
-            self.calls.bind_pairs,
-            self.clock,
-            wall,
-            metrics,
-            self.expect,
-            lambda g, status: api.patch_podgroup_status(
-                g.meta.namespace, g.meta.name, status, g.api
-            ),
-            self.why,
-        )
-        self.driver = QueueDriver(
-            config,
-            self.queue,
-            self.clock,
-            metrics,
-            self.calls,
-            self.status,
-            self.groups,
-            self.started,
-            wall,
-            Nominations(api.patch_pod_status, self.calls, config.scheduler_name),
-            self.teams.reclaimed,
-        )
-        self.jobs = TrainingJobs(
-            config,
-            api,
-            self.queue,
-            self.clock,
-            self.calls,
-            self.status,
-            self.nodewatch,
-            self.groups,
-            self.expect,
-            self.launches,
-            self.started,
-            self.place_config,
-            wall,
-        )
+        self.groups = _group_runner(self, api)
+        self.driver = _driver(self, api)
+        self.jobs = _training_jobs(self, api)
 
     def close(self) -> None:
         """End of a leadership term: the API threads go with it."""
@@ -369,3 +330,52 @@ class Reconciler:
         self.queue.backoff(view.uid, self.clock(), long=error.rejected)
         phase = "Repairing" if launch.size < view.total_pods else "Pending"
         self.status.set(view, phase, [self.status.cond(view, "Placed", False, reason, message)])
+
+
+def _group_runner(r: Reconciler, api: Api) -> GroupRunner:
+    return GroupRunner(
+        r.config,
+        r.queue,
+        r.recorder,
+        r.calls.bind_pairs,
+        r.clock,
+        r.wall,
+        r.metrics,
+        r.expect,
+        lambda g, status: api.patch_podgroup_status(g.meta.namespace, g.meta.name, status, g.api),
+        r.why,
+    )
+
+
+def _driver(r: Reconciler, api: Api) -> QueueDriver:
+    return QueueDriver(
+        r.config,
+        r.queue,
+        r.clock,
+        r.metrics,
+        r.calls,
+        r.status,
+        r.groups,
+        r.started,
+        r.wall,
+        Nominations(api.patch_pod_status, r.calls, r.config.scheduler_name),
+        r.teams.reclaimed,
+    )
+
+
+def _training_jobs(r: Reconciler, api: Api) -> TrainingJobs:
+    return TrainingJobs(
+        r.config,
+        api,
+        r.queue,
+        r.clock,
+        r.calls,
+        r.status,
+        r.nodewatch,
+        r.groups,
+        r.expect,
+        r.launches,
+        r.started,
+        r.place_config,
+        r.wall,
+    )

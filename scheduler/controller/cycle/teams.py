@@ -38,8 +38,8 @@ from scheduler.controller.runtime.gateway import API_VERSION
 from scheduler.controller.runtime.objects import Condition, QueueObject, conditions_of, find
 from scheduler.controller.runtime.observability import Metrics
 from scheduler.controller.runtime.quantity import MI, QuantityError, parse
-from scheduler.queue.quotas import RESOURCES
-from scheduler.queue.team_use import Charge, Numbers
+from scheduler.queue.teams.quotas import RESOURCES
+from scheduler.queue.teams.use import Charge, Numbers
 from scheduler.teams import MAX_GPUS, QueueSpec, Resource, StopPolicy, Teams
 
 Obj = dict[str, Any]

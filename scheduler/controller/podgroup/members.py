@@ -39,12 +39,13 @@ from pydantic import ValidationError
 
 from scheduler.controller.cluster.resources import Charge, pod_charge
 from scheduler.controller.config import OperatorConfig
+from scheduler.controller.podgroup.annotations import KUEUE, gradients, notes, shape, topology
 from scheduler.controller.pods.constraints import check_pool_selector, constraints, known_pool
 from scheduler.controller.pods.podspec import InvalidSpecError, PodSpec, describe
 from scheduler.controller.runtime.events import Ref
 from scheduler.controller.runtime.objects import GroupApi, Pod, PodGroup
-from scheduler.model import GangRequest, Slice
-from scheduler.model.gang import ParallelShape, Role
+from scheduler.model import GangRequest
+from scheduler.model.gang import Role
 
 Obj = dict[str, Any]
 
@@ -53,13 +54,7 @@ POOL_LABEL = "rackwise.io/pool"
 QUEUE_LABEL = "rackwise.io/queue"  # the team Queue a job or group belongs to (teams.py)
 ROLE_LABEL = "rackwise.io/role"  # names a pod set other than the workers (else set-<i>)
 INDEX = "batch.kubernetes.io/job-completion-index"
-OURS = "rackwise.io/"
-KUEUE = "kueue.x-k8s.io/podset-"
-KAI = "kai.scheduler/"
-KAI_SEGMENT = KAI + "segment-"
 GROUP_NAME = KUEUE + "group-name"  # pod sets placed in one domain together (Kueue's PodSet group)
-PARALLELISM = OURS + "parallelism"  # the workers' parallel shape: "tp=8,pp=2,dp=4,ep=2"
-AXES = ("dp", "tp", "pp", "ep")
 
 
 @dataclass(frozen=True)
@@ -217,7 +212,7 @@ def gang(
     main = max(range(len(sets)), key=lambda i: (len(sets[i][1]), -i))
     per_pod, workers = sets[main]
     others = [s for i, s in enumerate(sets) if i != main]
-    wanted = _group_topology(members, _topology(_notes(workers[0]), config), config)
+    wanted = _group_topology(members, topology(notes(workers[0]), config), config)
     try:
         request = GangRequest(
             name=members.label,
@@ -228,35 +223,14 @@ def gang(
             priority=first.priority or 0,
             constraints=constraints(_pod_spec(workers[0]), pool, config, tolerate_lenders=False),
             roles=tuple(
-                _role(i, c, ps, pool, config, _notes(workers[0]))
-                for i, (c, ps) in enumerate(others)
+                _role(i, c, ps, pool, config, notes(workers[0])) for i, (c, ps) in enumerate(others)
             ),
-            shape=_shape(_notes(workers[0])),
+            shape=shape(notes(workers[0])),
             **wanted,
         )
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "annotations")) from exc
     return request, [*workers, *(p for _, ps in others for p in ps)]
-
-
-def _shape(notes: dict[str, str]) -> ParallelShape | None:
-    """`rackwise.io/parallelism`: comma-separated `axis=width`, each axis once."""
-    text = notes.get(PARALLELISM)
-    if text is None:
-        return None
-    widths: dict[str, int] = {}
-    for part in text.split(","):
-        axis, _, width = part.strip().partition("=")
-        if axis not in AXES or axis in widths or not width.isdigit() or int(width) < 1:
-            raise InvalidSpecError(
-                f"annotation {PARALLELISM}: {part.strip()!r} is not axis=width with an axis "
-                f'of {", ".join(AXES)} (each once) and a positive width; e.g. "tp=8,dp=4"'
-            )
-        widths[axis] = int(width)
-    try:
-        return ParallelShape(**widths)
-    except ValidationError as exc:
-        raise InvalidSpecError(f"annotation {PARALLELISM}: {exc.errors()[0]['msg']}") from exc
 
 
 def _group_topology(members: Members, wanted: dict[str, Any], config: OperatorConfig) -> Obj:
@@ -311,7 +285,7 @@ def _pod_sets(pods: list[Pod], config: OperatorConfig) -> list[tuple[Charge, lis
     sets: dict[tuple[object, ...], tuple[Charge, list[Pod]]] = {}
     for pod in pods:
         cost = pod_charge(pod, config.gpu_resource)
-        key = (repr(cost), pod.where, repr(sorted(_notes(pod).items())))
+        key = (repr(cost), pod.where, repr(sorted(notes(pod).items())))
         sets.setdefault(key, (cost, []))[1].append(pod)
     return list(sets.values())
 
@@ -324,11 +298,11 @@ def _role(
     Kueue places a group; otherwise its own annotations are its own topology."""
     named = {p.meta.labels.get(ROLE_LABEL) for p in pods}
     name = named.pop() if len(named) == 1 and None not in named else f"set-{i + 1}"
-    notes = _notes(pods[0])
-    wanted = _topology(notes, config)
-    group = notes.get(GROUP_NAME)
+    own = notes(pods[0])
+    wanted = topology(own, config)
+    group = own.get(GROUP_NAME)
     together = group is not None and group == workers.get(GROUP_NAME)
-    if together and wanted != _topology(workers, config):
+    if together and wanted != topology(workers, config):
         raise InvalidSpecError(
             f"annotation {GROUP_NAME}: pod sets of group {group!r} ask different topologies; "
             "a group has one"
@@ -341,28 +315,13 @@ def _role(
         required_level=None if together else wanted["required_level"],
         preferred_level=next(iter(wanted.get("preferred_levels", {})), None),
         slices=wanted.get("slices", ()),
-        gradients=_gradients(notes),
+        gradients=gradients(own),
         in_group=together,
     )
 
 
-def _gradients(notes: dict[str, str]) -> bool:
-    """`rackwise.io/gradients: "true"`: the pod set is a member of the workers' gradient ring."""
-    value = notes.get(OURS + "gradients", "false")
-    if value not in ("true", "false"):
-        raise InvalidSpecError(f'annotation {OURS}gradients: "true" or "false", not {value!r}')
-    return value == "true"
-
-
 def _group_fields(pod: Pod) -> tuple[object, ...]:
     return (pod.meta.labels.get(POOL_LABEL), pod.priority)
-
-
-def _notes(pod: Pod) -> dict[str, str]:
-    """The pod's topology annotations (rackwise's, Kueue's and KAI's segments)."""
-    return {
-        k: v for k, v in pod.meta.annotations.items() if k.startswith((OURS, KUEUE, KAI_SEGMENT))
-    }
 
 
 def _pod_spec(pod: Pod) -> PodSpec:
@@ -370,62 +329,3 @@ def _pod_spec(pod: Pod) -> PodSpec:
         return PodSpec.model_validate(pod.spec)
     except ValidationError as exc:
         raise InvalidSpecError(describe(exc, "spec")) from exc
-
-
-def _topology(notes: dict[str, str], config: OperatorConfig) -> dict[str, Any]:
-    """required_level, preferred_levels, slices and preferred slices from the annotations."""
-    by_label = config.levels_by_label()
-
-    def level(ours: str, kueue: str, prefix: str = KUEUE) -> str | None:
-        if ours and OURS + ours in notes:
-            return _named(notes[OURS + ours], OURS + ours, config)
-        if prefix + kueue in notes:
-            label = notes[prefix + kueue]
-            if label not in by_label:
-                raise InvalidSpecError(
-                    f"annotation {prefix + kueue}: no level is read from node label {label!r}"
-                )
-            return by_label[label]
-        return None
-
-    required = level("required-level", "required-topology")
-    preferred = level("preferred-level", "preferred-topology")
-    sliced = level("slice-level", "slice-required-topology")
-    size = notes.get(OURS + "slice-size", notes.get(KUEUE + "slice-size"))
-    out: dict[str, Any] = {"required_level": required}
-    if preferred:
-        out["preferred_levels"] = {preferred: 1.0}
-    if sliced:
-        out["slices"] = (Slice(level=sliced, size=_size(size, "slice-size")),)
-    segments = _segments(notes, level)
-    if "slices" in out and "slices" in segments:
-        raise InvalidSpecError("annotations: give a slice or a required segment, not both")
-    return out | segments
-
-
-def _segments(notes: dict[str, str], level: Any) -> dict[str, Any]:
-    """KAI's segment annotations: `kai.scheduler/segment-size` pods per domain of the level
-    read from the node label `segment-topology-required-placement` (the group waits) or
-    `-preferred-placement` (kept where a placement does)."""
-    required = level("", "segment-topology-required-placement", KAI)
-    preferred = level("", "segment-topology-preferred-placement", KAI)
-    if required is None and preferred is None:
-        return {}
-    if required is not None and preferred is not None:
-        raise InvalidSpecError("annotations: a segment is either required or preferred, not both")
-    size = _size(notes.get(KAI + "segment-size"), "segment-size")
-    segment = (Slice(level=required or preferred, size=size),)
-    return {"slices": segment} if required is not None else {"preferred_slices": segment}
-
-
-def _size(size: str | None, name: str) -> int:
-    if size is None or not size.isdigit() or int(size) < 1:
-        raise InvalidSpecError(f"annotation {name}: a positive integer is needed, not {size!r}")
-    return int(size)
-
-
-def _named(name: str, where: str, config: OperatorConfig) -> str:
-    if name not in config.level_names:
-        names = ", ".join(config.level_names)
-        raise InvalidSpecError(f"annotation {where}: unknown level {name!r}; levels are {names}")
-    return config.canonical(name)

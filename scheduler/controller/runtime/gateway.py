@@ -84,7 +84,32 @@ def _verb(method: str) -> str:
     return {"read": "get", "replace": "update"}.get(head, head)
 
 
-class Gateway:
+class LeaseCalls:
+    """The leader's Lease (coordination.k8s.io/v1), read and written through the gateway's
+    calls: what leader election needs of the API server, apart from what the cycle needs."""
+
+    coordination: Any
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError  # the gateway's: counted, with its timeouts
+
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return dict(self._call(self.coordination.read_namespaced_lease, name, namespace))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create_lease(self, namespace: str, body: Obj) -> Obj:
+        return dict(self._call(self.coordination.create_namespaced_lease, namespace, body))
+
+    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        """Optimistic: body carries the resourceVersion read, so a racing writer gets 409."""
+        return dict(self._call(self.coordination.replace_namespaced_lease, name, namespace, body))
+
+
+class Gateway(LeaseCalls):
     def __init__(
         self,
         kubeconfig: Path | None = None,
@@ -318,22 +343,6 @@ class Gateway:
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
         self._call(self.core.patch_namespaced_event, name, namespace, patch)
-
-    # leader election
-    def get_lease(self, namespace: str, name: str) -> Obj | None:
-        try:
-            return dict(self._call(self.coordination.read_namespaced_lease, name, namespace))
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def create_lease(self, namespace: str, body: Obj) -> Obj:
-        return dict(self._call(self.coordination.create_namespaced_lease, namespace, body))
-
-    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
-        """Optimistic: body carries the resourceVersion read, so a racing writer gets 409."""
-        return dict(self._call(self.coordination.replace_namespaced_lease, name, namespace, body))
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         self._call(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})

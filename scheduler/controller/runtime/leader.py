@@ -20,10 +20,36 @@ import structlog
 
 from scheduler.controller.config import LeaderElection
 from scheduler.controller.runtime.gateway import ApiError
-from scheduler.controller.runtime.objects import Lease
+from scheduler.controller.runtime.objects import Meta, count
+from scheduler.controller.runtime.podrequests import part
 
 Obj = dict[str, Any]
 log = structlog.get_logger("rackwise")
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A coordination.k8s.io Lease, as leader election reads it."""
+
+    version: str  # resourceVersion: a replace must name it
+    holder: str
+    renewed: str  # renewTime, as written
+    duration_s: float | None
+    acquired: str | None  # acquireTime, as written
+    transitions: int
+
+    @classmethod
+    def of(cls, obj: Obj) -> Lease:
+        spec = part(obj, "spec")
+        duration = spec.get("leaseDurationSeconds")
+        return cls(
+            version=Meta.of(obj).version,
+            holder=str(spec.get("holderIdentity") or ""),
+            renewed=str(spec.get("renewTime") or ""),
+            duration_s=float(duration) if duration else None,
+            acquired=str(spec["acquireTime"]) if spec.get("acquireTime") else None,
+            transitions=count(spec.get("leaseTransitions")),
+        )
 
 
 class LeaseStore(Protocol):

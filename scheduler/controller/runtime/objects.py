@@ -20,18 +20,13 @@ from enum import StrEnum
 from typing import Any, TypeGuard
 
 from scheduler.controller.runtime.gateway import API_VERSION
-from scheduler.controller.runtime.quantity import QuantityError, parse
+from scheduler.controller.runtime.podrequests import claims_of, names, part, requests
+from scheduler.controller.runtime.quantity import QuantityError
 
 Obj = dict[str, Any]
 TRAINING_JOB = (API_VERSION, "TrainingJob")  # an owner reference's (apiVersion, kind)
 # kubectl's copy of the whole applied object: never read, and as large as the object itself
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-CLAIM_SOURCES = ("resourceClaimName", "resourceClaimTemplateName")  # a pod's claim names one
-
-
-def _part(obj: Obj, name: str) -> Obj:
-    value = obj.get(name)
-    return value if isinstance(value, dict) else {}
 
 
 def _strings(value: object) -> Mapping[str, str]:
@@ -75,7 +70,7 @@ class Meta:
 
     @classmethod
     def of(cls, obj: Obj) -> Meta:
-        meta = _part(obj, "metadata")
+        meta = part(obj, "metadata")
         owners = meta.get("ownerReferences")
         return cls(
             name=str(meta.get("name") or ""),
@@ -91,7 +86,7 @@ class Meta:
             created=str(meta.get("creationTimestamp") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
             version=str(meta.get("resourceVersion") or ""),
-            generation=_count(meta.get("generation")),
+            generation=count(meta.get("generation")),
             finalizers=tuple(str(f) for f in meta.get("finalizers") or () if isinstance(f, str)),
         )
 
@@ -147,113 +142,6 @@ def find(conditions: tuple[Condition, ...], kind: str) -> Condition | None:
     return next((c for c in conditions if c.type == kind), None)
 
 
-def requests(spec: Obj, status: Obj | None = None) -> dict[str, Decimal]:
-    """Resource name -> a pod's effective request (base units), as the kube-scheduler computes
-    it (resource helpers' PodRequests, Kubernetes 1.29-1.36): the app containers' sum, to which
-    each sidecar (an init container with `restartPolicy: Always`) adds for the pod's life; the
-    larger of that and the init phase's peak, where each init container runs beside the
-    sidecars started before it; pod-level `spec.resources.requests` (CPU, memory, hugepages)
-    in place of the containers' for what it names; plus the overhead. A container's limit
-    stands in for a request it does not state (the API server's defaulting). After an in-place
-    resize (GA in 1.35) an app container or sidecar whose status reports its resources is
-    charged the larger of its spec, what it runs with and what the kubelet allocated (`resized`).
-    QuantityError when a quantity cannot be read."""
-    status = status or {}
-    running = _statuses(status)
-    infeasible = _resize_infeasible(status)
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        _add(total, _resized(container, running, infeasible))
-    sidecars: dict[str, Decimal] = {}
-    peak: dict[str, Decimal] = {}
-    for container in spec.get("initContainers") or []:
-        if container.get("restartPolicy") == "Always":
-            wanted = _resized(container, running, infeasible)
-            _add(total, wanted)
-            _add(sidecars, wanted)
-            phase = dict(sidecars)
-        else:
-            phase = _add(dict(sidecars), _container(container))
-        for name, value in phase.items():
-            peak[name] = max(peak.get(name, Decimal(0)), value)
-    for name, value in peak.items():
-        total[name] = max(total.get(name, Decimal(0)), value)
-    total.update(_pod_level(spec))
-    _add(total, {name: parse(value) for name, value in (spec.get("overhead") or {}).items()})
-    return total
-
-
-def _statuses(status: Obj) -> dict[str, Obj]:
-    """Container name -> its status, app and init containers (names are unique in a pod)."""
-    found = [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]
-    return {str(c.get("name")): c for c in found if isinstance(c, dict)}
-
-
-def _resized(container: Obj, running: dict[str, Obj], infeasible: bool) -> dict[str, Decimal]:
-    """A container's request once it may have been resized in place: the larger, per resource,
-    of its spec, its status `resources.requests` and its `allocatedResources`; the spec's CPU
-    and memory (the resources that can be resized) are left out while the kubelet reports the
-    resize infeasible (it will not happen)."""
-    wanted = _container(container)
-    seen = running.get(str(container.get("name")))
-    if seen is None or not isinstance(seen.get("resources"), dict):
-        return wanted
-    parts = [_part(seen["resources"], "requests"), _part(seen, "allocatedResources")]
-    resizable = ("cpu", "memory")
-    out = {n: v for n, v in wanted.items() if n not in resizable or not infeasible}
-    for part in parts:
-        for name, value in part.items():
-            out[name] = max(out.get(name, Decimal(0)), parse(value))
-    return out
-
-
-def _resize_infeasible(status: Obj) -> bool:
-    """The kubelet says the resize cannot be done: condition PodResizePending, reason
-    Infeasible (1.33+)."""
-    found = find(conditions_of(status), "PodResizePending")
-    return found is not None and found.reason == "Infeasible"
-
-
-def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
-    for name, value in more.items():
-        total[name] = total.get(name, Decimal(0)) + value
-    return total
-
-
-def _names(items: object) -> tuple[str, ...]:
-    """The `name` of each entry of a list of objects (a malformed entry still counts: `?`)."""
-    if not isinstance(items, list):
-        return ()
-    return tuple(str(i.get("name") or "?") if isinstance(i, dict) else "?" for i in items)
-
-
-def claims_of(spec: Obj) -> tuple[str, ...]:
-    """A pod spec's resource claims (DRA, GA in 1.34), each as `name (resourceClaimName: x)`
-    or `name (resourceClaimTemplateName: x)`, as the API reference names the source."""
-    found = spec.get("resourceClaims")
-    if not isinstance(found, list):
-        return ()
-    out = []
-    for claim in found:
-        claim = claim if isinstance(claim, dict) else {}
-        source = [f"{k}: {claim[k]}" for k in CLAIM_SOURCES if claim.get(k)]
-        out.append(f"{claim.get('name') or '?'} ({', '.join(source) or 'no source'})")
-    return tuple(out)
-
-
-def _pod_level(spec: Obj) -> dict[str, Decimal]:
-    """Pod-level requests (beta in 1.34) for the resources they may name; a limit stands in for
-    a request it does not state, as for a container."""
-    found = _container(spec)
-    return {n: v for n, v in found.items() if n in ("cpu", "memory") or n.startswith("hugepages-")}
-
-
-def _container(container: Obj) -> dict[str, Decimal]:
-    resources = _part(container, "resources")
-    wanted = {**_part(resources, "limits"), **_part(resources, "requests")}
-    return {name: parse(value) for name, value in wanted.items()}
-
-
 @dataclass(frozen=True, slots=True)
 class Pod:
     meta: Meta
@@ -275,7 +163,7 @@ class Pod:
 
     @classmethod
     def of(cls, obj: Obj) -> Pod:
-        spec, status = _part(obj, "spec"), _part(obj, "status")
+        spec, status = part(obj, "spec"), part(obj, "status")
         try:
             wanted: dict[str, Decimal] | None = requests(spec, status)
             why = ""
@@ -293,11 +181,11 @@ class Pod:
             unreadable=why,
             spec=spec,
             where=repr([spec.get(k) for k in ("nodeSelector", "affinity", "tolerations")]),
-            gates=_names(spec.get("schedulingGates")),
+            gates=names(spec.get("schedulingGates")),
             claims=claims_of(spec),
             nominated=str(status["nominatedNodeName"]) if status.get("nominatedNodeName") else None,
             scheduling_group=str(group)
-            if (group := _part(spec, "schedulingGroup").get("podGroupName"))
+            if (group := part(spec, "schedulingGroup").get("podGroupName"))
             else None,
         )
 
@@ -329,7 +217,7 @@ class Node:
 
     @classmethod
     def of(cls, obj: Obj) -> Node:
-        spec, status = _part(obj, "spec"), _part(obj, "status")
+        spec, status = part(obj, "spec"), part(obj, "status")
         taints = spec.get("taints") if isinstance(spec.get("taints"), list) else []
         ready = find(conditions_of(status), "Ready")
         return cls(
@@ -366,11 +254,11 @@ class JobState:
         placement = status.get("placement")
         return cls(
             phase=str(status["phase"]) if status.get("phase") else None,
-            gpus=_count(status.get("gpus")),
-            observed=_count(status.get("observedGeneration")),
+            gpus=count(status.get("gpus")),
+            observed=count(status.get("observedGeneration")),
             conditions=conditions_of(status),
             placement=placement if isinstance(placement, dict) else None,
-            restarts=_count(status["restarts"]) if status.get("restarts") is not None else None,
+            restarts=count(status["restarts"]) if status.get("restarts") is not None else None,
             finished=str(status["completionTime"]) if status.get("completionTime") else None,
         )
 
@@ -391,7 +279,7 @@ class TrainingJob:
     def of(cls, obj: Obj) -> TrainingJob:
         spec = obj.get("spec")
         spec = spec if isinstance(spec, dict) else None
-        return cls(Meta.of(obj), spec, JobState.of(_part(obj, "status")))
+        return cls(Meta.of(obj), spec, JobState.of(part(obj, "status")))
 
     def with_status(self, status: JobState) -> TrainingJob:
         return TrainingJob(self.meta, self.spec, status)
@@ -402,21 +290,21 @@ class TrainingJob:
         if role is not None:
             roles = spec.get("roles") or []
             spec = roles[role] if role < len(roles) and isinstance(roles[role], dict) else {}
-        template = _part(spec, "template")
-        return _part(template, "metadata"), _part(template, "spec")
+        template = part(spec, "template")
+        return part(template, "metadata"), part(template, "spec")
 
     @property
     def ttl_s(self) -> int | None:
         """spec.ttlSecondsAfterFinished, when a whole number."""
         ttl = (self.spec or {}).get("ttlSecondsAfterFinished")
-        return ttl if _whole(ttl) else None
+        return ttl if whole(ttl) else None
 
     @property
     def pods_asked(self) -> int:
         """Workers and every role's replicas, as written (0 where not a whole number)."""
         spec = self.spec or {}
         roles = [r for r in spec.get("roles") or [] if isinstance(r, dict)]
-        return sum(_count(s.get("replicas")) for s in (spec, *roles))
+        return sum(count(s.get("replicas")) for s in (spec, *roles))
 
     @property
     def key(self) -> str:
@@ -435,7 +323,7 @@ class QueueObject:
     @classmethod
     def of(cls, obj: Obj) -> QueueObject:
         spec = obj.get("spec", {})
-        return cls(Meta.of(obj), spec if isinstance(spec, dict) else None, _part(obj, "status"))
+        return cls(Meta.of(obj), spec if isinstance(spec, dict) else None, part(obj, "status"))
 
 
 class GroupApi(StrEnum):
@@ -461,29 +349,29 @@ class PodGroup:
 
     @classmethod
     def of(cls, obj: Obj) -> PodGroup:
-        spec = _part(obj, "spec")
+        spec = part(obj, "spec")
         least, wait = spec.get("minMember"), spec.get("scheduleTimeoutSeconds")
         return cls(
             meta=Meta.of(obj),
-            min_member=least if _whole(least) and least >= 1 else None,
-            timeout_s=float(wait) if _whole(wait) and wait > 0 else None,
-            conditions=conditions_of(_part(obj, "status")),
+            min_member=least if whole(least) and least >= 1 else None,
+            timeout_s=float(wait) if whole(wait) and wait > 0 else None,
+            conditions=conditions_of(part(obj, "status")),
         )
 
     @classmethod
     def of_workload(cls, obj: Obj) -> PodGroup:
         """A Workload API PodGroup: a gang policy's minCount; a basic policy (or none readable)
         places each member on its own (podgroup/members.py)."""
-        spec = _part(obj, "spec")
-        gang = _part(spec, "schedulingPolicy").get("gang")
+        spec = part(obj, "spec")
+        gang = part(spec, "schedulingPolicy").get("gang")
         least = gang.get("minCount") if isinstance(gang, dict) else None
-        found = _part(spec, "schedulingConstraints").get("topology")
+        found = part(spec, "schedulingConstraints").get("topology")
         first = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
         return cls(
             meta=Meta.of(obj),
-            min_member=least if _whole(least) and least >= 1 else 1,
+            min_member=least if whole(least) and least >= 1 else 1,
             timeout_s=None,
-            conditions=conditions_of(_part(obj, "status")),
+            conditions=conditions_of(part(obj, "status")),
             api=GroupApi.WORKLOAD,
             topology_key=str(first["key"]) if first.get("key") else None,
             basic=not isinstance(gang, dict),
@@ -495,36 +383,11 @@ class PodGroup:
         return "PodGroupScheduled" if self.api is GroupApi.WORKLOAD else "Scheduled"
 
 
-def _whole(value: object) -> TypeGuard[int]:
+def whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int)
 
 
-def _count(value: object) -> int:
+def count(value: object) -> int:
     """A whole number as written, else 0: a view is made whatever a writer put there (the
     schema types these fields; a view must not fail where it does not)."""
-    return value if _whole(value) else 0
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A coordination.k8s.io Lease, as leader election reads it."""
-
-    version: str  # resourceVersion: a replace must name it
-    holder: str
-    renewed: str  # renewTime, as written
-    duration_s: float | None
-    acquired: str | None  # acquireTime, as written
-    transitions: int
-
-    @classmethod
-    def of(cls, obj: Obj) -> Lease:
-        spec = _part(obj, "spec")
-        duration = spec.get("leaseDurationSeconds")
-        return cls(
-            version=Meta.of(obj).version,
-            holder=str(spec.get("holderIdentity") or ""),
-            renewed=str(spec.get("renewTime") or ""),
-            duration_s=float(duration) if duration else None,
-            acquired=str(spec["acquireTime"]) if spec.get("acquireTime") else None,
-            transitions=_count(spec.get("leaseTransitions")),
-        )
+    return value if whole(value) else 0

@@ -32,7 +32,8 @@ from scheduler.controller.podgroup.runner import (
 from scheduler.controller.runtime import status as st
 from scheduler.controller.runtime.calls import Calls
 from scheduler.controller.runtime.expect import Expectations
-from scheduler.controller.runtime.objects import Pod, TrainingJob, claims_of
+from scheduler.controller.runtime.objects import Pod, TrainingJob
+from scheduler.controller.runtime.podrequests import claims_of
 from scheduler.controller.trainingjob.launch import Launch
 from scheduler.controller.trainingjob.pods import RANK_LABEL, generation, made_from, service
 from scheduler.controller.trainingjob.spec import RepairPolicy

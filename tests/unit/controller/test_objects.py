@@ -9,10 +9,10 @@ from decimal import Decimal
 from pathlib import Path
 
 from scheduler.controller.runtime import status as st
+from scheduler.controller.runtime.leader import Lease
 from scheduler.controller.runtime.objects import (
     Condition,
     JobState,
-    Lease,
     Node,
     Pod,
     PodGroup,

@@ -8,7 +8,8 @@ import pytest
 
 from scheduler.controller.cluster.resources import charge
 from scheduler.controller.config import OperatorConfig, PodSecurity, SecurityLevel
-from scheduler.controller.runtime.objects import TrainingJob, requests
+from scheduler.controller.runtime.objects import TrainingJob
+from scheduler.controller.runtime.podrequests import requests
 from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse
 from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 

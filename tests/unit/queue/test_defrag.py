@@ -1,4 +1,4 @@
-"""Defragmentation at checkpoints (queue/defrag.py): hand-built cases where a move changes the
+"""Defragmentation at checkpoints (checkpoints/defrag.py): hand-built cases where a move changes the
 decision, each of its rules, and its off switch giving the old decisions back."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-import scheduler.queue.defrag as defrag_module
+import scheduler.queue.checkpoints.defrag as defrag_module
 from scheduler.model import GangRequest
 from scheduler.placement import Snapshot, place_one, validate
 from scheduler.placement.api import j_floor, j_value
 from scheduler.placement.capacity import Capacity
 from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue, WaitReason
-from scheduler.queue.defrag import Defrag, own_plan
+from scheduler.queue.checkpoints.defrag import Defrag, own_plan
 from scheduler.queue.holds import PIN_PATIENCE_S
 from tests.unit.queue.helpers import fabric, running
 

@@ -1,4 +1,4 @@
-"""Joint placement (queue/joint.py): hand-built cycles where placing the starts together
+"""Joint placement (queue/checkpoints/joint.py): hand-built cycles where placing the starts together
 changes the decision, and its off switch giving the one-by-one decisions back."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 
 from scheduler.model import PlaceConfig
 from scheduler.placement import Snapshot, place, validate
-from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason, joint
+from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason
+from scheduler.queue.checkpoints import joint
 from tests.unit.queue.helpers import fabric, gang
 
 ON = QueueConfig.of(preemption=Preemption.OFF)

@@ -1,4 +1,4 @@
-"""What a gang uses of each pool's hosts (queue/lent_quota.py): its parts sum to its whole demand,
+"""What a gang uses of each pool's hosts (queue/teams/lent.py): its parts sum to its whole demand,
 roles counted pod by pod; a gang on its own pool's hosts, or on hosts the fabric lacks, has no
 lent parts; the ledger's moves take from its own pool exactly what they charge to the lender."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from scheduler.model import GangRequest, Placement
 from scheduler.model.gang import Role
 from scheduler.queue import Running
-from scheduler.queue.lent_quota import Lent, demand_by_pool, lent_parts
-from scheduler.queue.quotas import demand
+from scheduler.queue.teams.lent import Lent, demand_by_pool, lent_parts
+from scheduler.queue.teams.quotas import demand
 
 POOLS = {"a0": "training", "a1": "training", "b0": "online", "b1": "online"}
 GANG = GangRequest(

@@ -12,8 +12,8 @@ import pytest
 from scheduler.model.policy import LendingMode, Preemption
 from scheduler.placement import Snapshot
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
-from scheduler.queue.quotas import Ledger, Verdict
-from scheduler.queue.reclaim import on_its_hosts
+from scheduler.queue.teams.quotas import Ledger, Verdict
+from scheduler.queue.teams.reclaim import on_its_hosts
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from tests.unit.queue.helpers import fabric, gang, running
 

@@ -1,6 +1,6 @@
 """Tenancy held against tenants, in the queue: who may use a queue, a running gang charged to the
 queue that admitted it whatever becomes of the Queues, a held queue, and priority that reorders
-a team's own gangs only (queue/ranks.py). The fabric: one spine, four racks of two 8-GPU hosts,
+a team's own gangs only (teams/ranks.py). The fabric: one spine, four racks of two 8-GPU hosts,
 64 GPUs, all training."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.model.policy import Backfill, Preemption
 from scheduler.queue import QueueConfig, SchedulingQueue, WaitReason
-from scheduler.queue.ranks import natural, place
+from scheduler.queue.teams.ranks import natural, place
 from scheduler.queue.types import Entry
 from scheduler.teams import QueueSpec, StopPolicy, Teams
 from tests.unit.queue.helpers import gang, running

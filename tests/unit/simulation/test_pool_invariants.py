@@ -21,7 +21,7 @@ from scheduler.model.policy import LendingMode
 from scheduler.model.topology import TopologySpec
 from scheduler.pools import LendUnit
 from scheduler.queue import Running
-from scheduler.queue.lent_quota import demand_by_pool
+from scheduler.queue.teams.lent import demand_by_pool
 from scheduler.queue.types import Eviction
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.scenario import (

@@ -1,4 +1,4 @@
-"""Teams' quota promises checked after every cycle of seeded, overloaded replays (queue/teams.py's
+"""Teams' quota promises checked after every cycle of seeded, overloaded replays (teams/queues.py's
 contract), each from the running gangs alone, without the queue's own ledger:
 - no queue uses more than its nominal quota plus its borrowing limit (static quotas: more than
   its nominal quota);

@@ -2,7 +2,7 @@
 borrowed capacity taken back by topology.
 
 Contract. Active when the queue's config has queues (teams.Teams). Takes each gang the walk
-looks at, with the cycle's ledger (queue/quotas.py: what every queue uses, the gangs holding
+looks at, with the cycle's ledger (queue/teams/quotas.py: what every queue uses, the gangs holding
 hosts while they wait counted as using theirs). Decides:
 - admission, before any placement: a gang within its queue's nominal quota goes on to placement
   at its place in the walk; one that needs to borrow is set aside; one its quota cannot cover
@@ -16,7 +16,7 @@ hosts while they wait counted as using theirs). Decides:
   queue lends) or by placement, takes hosts back from gangs that borrow (never one within its
   own queue's quota: a queue's gangs in start order fill its nominal GPUs, the rest borrow; at
   most `CANDIDATES`, the latest started first), chosen and deferred by the mechanism pool
-  lending uses (queue/reclaim.py) in the order `topology` gives quotas: the least work lost
+  lending uses (queue/teams/reclaim.py) in the order `topology` gives quotas: the least work lost
   first (a borrower whose checkpoint falls within the owner's `reclaimWithinSeconds` leaves at
   it, one without leaves at once), then the largest, each one not needed spared; `quota`
   (Kueue's): the newest, at once, those not needed given back. `topology` begins no reclaim
@@ -29,9 +29,9 @@ hosts while they wait counted as using theirs). Decides:
   then borrows. At most `RECLAIMS` reclaims begin per queue and pool per cycle, and one that
   found no room is not tried again for that shape and size until the running gangs change.
 Who is charged what (the queue that admitted each running gang, running pod groups, pods on
-their way out, lent hosts) and which running gangs borrow is queue/team_use.py's. With pool
+their way out, lent hosts) and which running gangs borrow is queue/teams/use.py's. With pool
 lending on, what a gang uses of another pool's lent hosts is charged to that pool's quota, not
-its own (queue/lent_quota.py: Kueue's resource flavors): the ledger moves it every cycle, a
+its own (queue/teams/lent.py: Kueue's resource flavors): the ledger moves it every cycle, a
 start on lent hosts is admitted part by part (`allows_on`), and the gangs on a pool's lent hosts
 are among the borrowers its quota's owner reclaims from.
 With `lending: off` (static quotas) nothing is borrowed, nor by a gang its driver never evicts
@@ -54,25 +54,23 @@ from scheduler.model.policy import LendingMode
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
 from scheduler.queue.lending import pools_lend
-from scheduler.queue.lent_quota import lent_parts
 from scheduler.queue.order import NEVER
-from scheduler.queue.quotas import (
+from scheduler.queue.running import RunningGangs
+from scheduler.queue.teams.lent import lent_parts
+from scheduler.queue.teams.owed import OwedBack, entry_demand
+from scheduler.queue.teams.quotas import (
     RANK,
     Admission,
     Demand,
     Ledger,
     Verdict,
-    demand,
 )
-from scheduler.queue.reclaim import Claim, Reclaims
-from scheduler.queue.running import RunningGangs
-from scheduler.queue.team_use import Charge, Numbers, TeamUse
+from scheduler.queue.teams.reclaim import Reclaims
+from scheduler.queue.teams.use import Charge, Numbers, TeamUse
 from scheduler.queue.types import Entry, QueueConfig, Running, Wait, WaitReason
 from scheduler.queue.views import Views
 from scheduler.teams import Teams
 
-RECLAIMED = "reclaiming its queue's quota from"
-RECLAIMS = 8  # reclaims begun per queue and pool per cycle
 WAITS = {
     Verdict.EXCEEDS: WaitReason.QUOTA_EXCEEDED,
     Verdict.TO_BORROW: WaitReason.WAITING_TO_BORROW,
@@ -80,7 +78,7 @@ WAITS = {
 
 
 @dataclass
-class TeamQueues:
+class TeamQueues(OwedBack):
     config: QueueConfig
     entries: dict[str, Entry]
     pins: Holds
@@ -90,7 +88,7 @@ class TeamQueues:
 
     # (shape, queue) -> the running gangs' version and fewest pods a reclaim found no room for
     failed: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
-    charges: TeamUse = field(init=False)  # who is charged what (queue/team_use.py)
+    charges: TeamUse = field(init=False)  # who is charged what (queue/teams/use.py)
 
     def __post_init__(self) -> None:
         self.charges = TeamUse(self.config)
@@ -118,7 +116,7 @@ class TeamQueues:
         self, teams: Teams, charged: Sequence[Charge] = (), leaving: Sequence[Charge] = ()
     ) -> bool:
         """The teams as they are now, and what holds quota beside the running gangs
-        (queue/team_use.py); True when the teams changed."""
+        (queue/teams/use.py); True when the teams changed."""
         return self.charges.use(teams, charged, leaving)
 
     def numbers(self, running: RunningGangs, waiting: Iterable[Entry]) -> dict[str, Numbers]:
@@ -139,7 +137,7 @@ class TeamQueues:
         for key in self.pins.pins:  # waiting for its hosts: its quota is spoken for
             entry = self.entries.get(key)
             if entry is not None:
-                usage.append((self._queue(entry), entry.gang.pool, _demand(entry)))
+                usage.append((self._queue(entry), entry.gang.pool, entry_demand(entry)))
                 c.quota_held.add(key)
         c.ledger = Ledger.of(self.charges.table, usage)
         self.reclaim.forget_gone()
@@ -171,7 +169,7 @@ class TeamQueues:
             parts = lent_parts(c.work.fabric.host_pool, entry.gang, placement)
             if parts is not None:
                 return parts
-        return {entry.gang.pool: _demand(entry)}
+        return {entry.gang.pool: entry_demand(entry)}
 
     # admission in the walk
     def admits(self, c: Cycle, entry: Entry) -> bool:
@@ -181,13 +179,13 @@ class TeamQueues:
         queue = self._queue(entry)
         if entry.key in c.quota_held:  # its hold lapsed this cycle: its quota is not spoken for
             c.quota_held.discard(entry.key)
-            c.ledger.add(queue or "", entry.gang.pool, _demand(entry), -1)
+            c.ledger.add(queue or "", entry.gang.pool, entry_demand(entry), -1)
         if queue is None:  # no queue takes it: said with the refusal, not the ledger's words
             why = self.teams.unqueued(entry.queue, entry.tenant)
             self._held(c, entry, Wait(WaitReason.QUOTA_EXCEEDED, why))
             return False
         c.positions[queue or ""] = c.positions.get(queue or "", 0) + 1
-        found = c.ledger.admit(queue, entry.gang.pool, _demand(entry))
+        found = c.ledger.admit(queue, entry.gang.pool, entry_demand(entry))
         if found.verdict is Verdict.FITS:
             c.within_quota.add(entry.key)
             return True
@@ -225,7 +223,7 @@ class TeamQueues:
         if never is not None:
             return Wait(WaitReason.NEVER_FITS, never)
         assert c.ledger is not None
-        beyond = c.ledger.never(queue, entry.gang.pool, _demand(entry))
+        beyond = c.ledger.never(queue, entry.gang.pool, entry_demand(entry))
         return None if beyond is None else Wait(WaitReason.NEVER_FITS, beyond)
 
     def _held(self, c: Cycle, entry: Entry, wait: Wait, queue: str | None = None) -> None:
@@ -251,8 +249,8 @@ class TeamQueues:
         queue's admission changes only its own share, so a heap keeps the order."""
         if c.ledger is None or not c.borrowers:
             return
-        ledger, queues = c.ledger, self._by_queue(c.borrowers)
-        heap = [(*self._fair(ledger, q, gangs[0]), q) for q, gangs in queues.items()]
+        ledger, queues = c.ledger, _by_queue(c.borrowers, self._queue)
+        heap = [(*_fair(ledger, q, gangs[0]), q) for q, gangs in queues.items()]
         heapq.heapify(heap)
         c.borrowing = True
         try:
@@ -261,24 +259,14 @@ class TeamQueues:
                 gangs = queues[name]
                 self._try_borrow(c, ledger, gangs.popleft(), consider)
                 if gangs:
-                    heapq.heappush(heap, (*self._fair(ledger, name, gangs[0]), name))
+                    heapq.heappush(heap, (*_fair(ledger, name, gangs[0]), name))
         finally:
             c.borrowing = False
-
-    def _by_queue(self, entries: list[Entry]) -> dict[str, deque[Entry]]:
-        out: dict[str, deque[Entry]] = {}
-        for entry in entries:
-            out.setdefault(self._queue(entry) or "", deque()).append(entry)
-        return out
-
-    def _fair(self, ledger: Ledger, queue: str, head: Entry) -> tuple[float, tuple[object, ...]]:
-        share = ledger.share(queue, head.gang.pool, _demand(head))
-        return share, head.order
 
     def _try_borrow(
         self, c: Cycle, ledger: Ledger, entry: Entry, consider: Callable[[Cycle, Entry], None]
     ) -> None:
-        found = ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
+        found = ledger.admit(self._queue(entry), entry.gang.pool, entry_demand(entry))
         if found.verdict not in (Verdict.BORROWS, Verdict.FITS):
             self.wait(c, entry, _wait(found))
             return
@@ -292,7 +280,7 @@ class TeamQueues:
         lends it: the start counts as borrowing), or why not."""
         if c.ledger is None or entry.key in c.quota_held:
             return Verdict.FITS
-        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
+        found = c.ledger.admit(self._queue(entry), entry.gang.pool, entry_demand(entry))
         if found.verdict is Verdict.BORROWS and not self._may_borrow(entry):
             return Verdict.EXCEEDS
         return found.verdict
@@ -322,68 +310,12 @@ class TeamQueues:
         return worst.verdict
 
     # reclaim
-    def owed(self, c: Cycle, entry: Entry) -> bool:
-        """A gang within its quota that could not be placed: take hosts back from borrowers
-        when that makes room."""
-        if c.ledger is None or entry.key not in c.within_quota:
-            return False
-        return self._claim(c, entry, 0)
-
-    def _owed(self, c: Cycle, entry: Entry, found: Admission) -> None:
-        """Within its quota, which others borrow: at most `RECLAIMS` reclaims begun per queue
-        and pool per cycle (Kueue preempts for one workload per ClusterQueue per cycle, but
-        its cycles come at every admission); the queue's later gangs wait for them."""
-        key = (found.queue or "", entry.gang.pool)
-        tried = c.reclaimed.get(key, 0) >= RECLAIMS or self._failed_on(c, entry)
-        c.reclaimed[key] = c.reclaimed.get(key, 0) + 1
-        if not tried and self._claim(c, entry, found.short):
-            return
-        if not tried:  # nothing running changes: no reclaim of this shape and size can
-            self.failed[(entry.shape, entry.queue)] = (c.index.version, entry.gang.pods)
-        self._held(c, entry, Wait(WaitReason.WAITING_TO_BORROW, found.message), found.queue)
-
-    def _failed_on(self, c: Cycle, entry: Entry) -> bool:
-        known = self.failed.get((entry.shape, entry.queue))
-        return known is not None and known[0] == c.index.version and known[1] <= entry.gang.pods
-
-    def _claim(self, c: Cycle, entry: Entry, short: int) -> bool:
-        if not self._lends():
-            return False
-        pool = entry.gang.pool
-        candidates = [
-            r
-            for r in self._borrowing(c, pool)
-            if r.key not in c.evicted and r.key not in self.reclaim.pending
-        ]
-        spec = self.teams.by_name[self._queue(entry) or ""]
-        found = self.reclaim.claim(c, entry, candidates, spec.reclaim_within_s, RECLAIMED, short)
-        if found is Claim.BEGUN:
-            self._hold_quota(c, entry)
-        return found is not Claim.NONE
-
-    def _hold_quota(self, c: Cycle, entry: Entry) -> None:
-        """The owner's quota is spoken for from the cycle its reclaim begins, as a pinned gang's
-        is in later cycles (`begin`): the queue's later gangs in this cycle must not be
-        admitted on it too."""
-        if c.ledger is not None and entry.key not in c.quota_held:
-            c.ledger.add(self._queue(entry) or "", entry.gang.pool, _demand(entry))
-            c.quota_held.add(entry.key)
-
-    def _borrowing(self, c: Cycle, pool: str) -> list[Running]:
-        """The running gangs using the pool's quota beyond their queue's, read off the index
-        from each queue's latest start back (once per cycle; this cycle's own starts are not
-        among them yet)."""
-        found = c.beyond.get(pool)
-        if found is None:
-            found = c.beyond[pool] = self.charges.beyond(c.index, pool)
-        return found
-
     def admitted(self, c: Cycle, entry: Entry) -> bool:
         """Whether a gang that waited may start now by quota, within its queue's nominal (joint
         placement and moves start gangs after the walk, and never by borrowing)."""
         if c.ledger is None:
             return True
-        found = c.ledger.admit(self._queue(entry), entry.gang.pool, _demand(entry))
+        found = c.ledger.admit(self._queue(entry), entry.gang.pool, entry_demand(entry))
         return found.verdict is Verdict.FITS
 
     def due(self, c: Cycle) -> None:
@@ -410,12 +342,6 @@ def _placed(c: Cycle, queue: str | None, wait: Wait) -> Wait:
     return Wait(wait.reason, f"{wait.message}; number {c.positions.get(queue, 0)} in queue {queue}")
 
 
-def _demand(entry: Entry) -> Demand:
-    if entry.demand is None:
-        entry.demand = demand(entry.gang)
-    return entry.demand
-
-
 def _static(found: Admission) -> str:
     return f"queue {found.queue} is at its nominal quota, and quotas are static (no borrowing)"
 
@@ -436,3 +362,19 @@ def _kept_in(entry: Entry, wait: Wait) -> Wait:
 
 def _wait(found: Admission) -> Wait:
     return Wait(WAITS.get(found.verdict, WaitReason.WAITING_TO_BORROW), found.message)
+
+
+def _fair(ledger: Ledger, queue: str, head: Entry) -> tuple[float, tuple[object, ...]]:
+    """Borrowers by fair share: the queue's dominant share after admitting its next gang."""
+    share = ledger.share(queue, head.gang.pool, entry_demand(head))
+    return share, head.order
+
+
+def _by_queue(
+    entries: list[Entry], queue_of: Callable[[Entry], str | None]
+) -> dict[str, deque[Entry]]:
+    """The borrowers by queue, each queue's in walk order."""
+    out: dict[str, deque[Entry]] = {}
+    for entry in entries:
+        out.setdefault(queue_of(entry) or "", deque()).append(entry)
+    return out

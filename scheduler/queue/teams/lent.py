@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
-from scheduler.queue.quotas import Demand
+from scheduler.queue.teams.quotas import Demand
 from scheduler.queue.types import Running
 
 Usage = tuple[str | None, str, Demand]  # queue named, pool, demand

@@ -1,10 +1,10 @@
 """After the walk: joint placement and moves at checkpoints, the queue's two mechanisms that
 look at a cycle's decisions as a whole.
 
-Contract. Takes the cycle once every gang was looked at. Joint placement (queue/joint.py,
+Contract. Takes the cycle once every gang was looked at. Joint placement (checkpoints/joint.py,
 `joint_gangs`): the cycle's starts made on the whole free capacity are placed again together
 with each pool's first unplaceable gang when that starts more gangs or costs less J; hosts held
-for reservations and preemptors stay theirs. Defragmentation (queue/defrag.py,
+for reservations and preemptors stay theirs. Defragmentation (queue/checkpoints/defrag.py,
 `defrag_moves_per_hour`): a running training gang that declares checkpoints is marked, then
 moved after its next checkpoint, when that lets a pool's first unplaceable gang start or cuts
 its own J (budgeted); a move is carried out as a preemption: the moved gang is pinned to its new
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import PlaceConfig, Placement
-from scheduler.queue import joint
+from scheduler.queue.checkpoints import joint
+from scheduler.queue.checkpoints.defrag import Defrag
 from scheduler.queue.cycle import Cycle, unreserve
-from scheduler.queue.defrag import Defrag
 from scheduler.queue.holds import Holds
 from scheduler.queue.types import Entry, Move, QueueConfig, Wait, WaitReason
 
@@ -35,7 +35,7 @@ class AfterWalk:
     defrag: Defrag
     at_once: PlaceConfig  # joint placement's and moves' rules: the queue's, less patience
     wait: Callable[[Cycle, Entry, Wait], None]
-    # whether a waiting gang may start by quota now (queue/teams.py)
+    # whether a waiting gang may start by quota now (queue/teams/queues.py)
     admits: Callable[[Cycle, Entry], bool] = lambda _c, _entry: True
 
     def run(self, c: Cycle) -> None:
@@ -44,7 +44,7 @@ class AfterWalk:
 
     def together(self, c: Cycle) -> None:
         """Place the cycle's starts again together, with each pool's first blocked gang, when
-        that starts more or costs less (queue/joint.py); hosts held for a reservation or a
+        that starts more or costs less (checkpoints/joint.py); hosts held for a reservation or a
         preemptor stay off limits to everyone else."""
         if self.config.policy.joint_gangs < 2 or not c.free_starts:
             return
@@ -62,7 +62,7 @@ class AfterWalk:
 
     def defragment(self, c: Cycle) -> None:
         """Move running gangs at their checkpoints to let a waiting gang start or to cut their
-        own J (queue/defrag.py); mark those whose checkpoint is still to come."""
+        own J (queue/checkpoints/defrag.py); mark those whose checkpoint is still to come."""
         if self.config.policy.defrag_moves_per_hour <= 0:
             return
         blocked = self._blocked(c)

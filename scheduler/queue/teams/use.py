@@ -7,12 +7,12 @@ each running gang is charged to: the one that admitted it (`Running.admitted`), 
 become of the Queues since; a gang whose admitting queue is gone is charged nowhere; one with
 none recorded, the queue a queued gang of its name and namespace would belong to. With pool
 lending on, what a gang uses of another pool's lent hosts is charged to that pool's quota
-(queue/lent_quota.py). Promises: `usage` is the ledger's input, `numbers` what each Queue shows,
+(queue/teams/lent.py). Promises: `usage` is the ledger's input, `numbers` what each Queue shows,
 both from the same charges; `beyond` lists, per pool, the running gangs beyond their queue's
 nominal GPUs (a queue's gangs in start order fill its nominal, the rest borrow), the latest
 started first, at most `CANDIDATES`; `still_borrows` is Kueue's rule that a victim's queue must
 still use more than its nominal quota when it is evicted. Admission, borrowing and reclaim that
-use these are queue/teams.py's."""
+use these are queue/teams/queues.py's."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.lending import pools_lend
-from scheduler.queue.lent_quota import Lent, Usage
-from scheduler.queue.quotas import Demand, Table
 from scheduler.queue.running import Owner, RunningGangs
+from scheduler.queue.teams.lent import Lent, Usage
+from scheduler.queue.teams.quotas import Demand, Table
 from scheduler.queue.types import Entry, QueueConfig, Running
 from scheduler.teams import Teams
 
@@ -141,7 +141,7 @@ class TeamUse:
 
     def lent_now(self, c: Cycle) -> list[Usage]:
         """The running gangs on lent hosts, each lent part charged to the lender pool's quota
-        (queue/lent_quota.py); none when pools do not lend."""
+        (queue/teams/lent.py); none when pools do not lend."""
         self.host_pool = c.work.fabric.host_pool
         return self._lent_of(c.index).moves()
 

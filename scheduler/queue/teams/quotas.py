@@ -16,7 +16,7 @@ is the sum of its members' lendable quota (nominal, or the lending limit), and a
 it is what it uses beyond what it keeps for itself (nominal less lendable), as Kueue counts them.
 `share` is a queue's dominant borrowed share (beyond nominal, over the cohort's capacity, by
 resource, the largest) divided by its weight: fair sharing orders borrowers by it. (Which running
-gangs borrow, and so may be reclaimed, is queue/teams.py's: a queue's gangs in start order fill its
+gangs borrow, and so may be reclaimed, is teams/queues.py's: a queue's gangs in start order fill its
 nominal GPUs, the rest borrow.) Promises: a gang admitted FITS or BORROWS never takes a queue past
 its nominal plus borrowing limit, nor a cohort past its capacity, on the usage given; every verdict
 but FITS and BORROWS carries a message with the numbers that decide it."""

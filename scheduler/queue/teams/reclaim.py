@@ -1,5 +1,5 @@
 """Taking borrowed capacity back for its owner: one mechanism for pool lending
-(queue/lending.py: a lending pool's first waiting gang) and team queues (queue/teams.py: a
+(queue/lending.py: a lending pool's first waiting gang) and team queues (queue/teams/queues.py: a
 gang within its queue's quota).
 
 Contract. Takes, each cycle, an owner, its candidates (the borrowed gangs running, those already
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from scheduler.model.gang import GangRequest
-from scheduler.model.placement import Placement
+from scheduler.model.placement import PlaceConfig, Placement
 from scheduler.model.policy import LendingMode
 from scheduler.placement import InvalidPlacementError, Snapshot, place_one, validate
 from scheduler.pools import Lending as Rules
@@ -175,8 +175,9 @@ class Reclaims:
             # Kueue's minimalPreemptions: the newest until it fits, then each one it still
             # fits without given back, the last one added excepted, with no cap
             newest = sorted(candidates, key=lambda r: (-r.started_s, r.key))
-            found = self._until_fits(view, gang, newest, short)
-            return None if found is None else self._spare(view, gang, *found, short, None)
+            at_once = self.config.at_once
+            found = until_fits(view, gang, newest, short, at_once)
+            return None if found is None else spare(at_once, view, gang, *found, short, None)
         deadline = c.now + within_s
 
         def cost(r: Running) -> tuple[bool, int, float, str]:
@@ -192,56 +193,12 @@ class Reclaims:
             return loss, -gpus_in_pool(view, r, gang.pool), r.key
 
         key = cost if self.patient else eager
-        found = self._until_fits(view, gang, sorted(candidates, key=key), short)
+        found = until_fits(view, gang, sorted(candidates, key=key), short, self.config.at_once)
         if found is None:
             return None
         chosen, placement = found
-        return self._spare(view, gang, on_its_hosts(chosen, placement, short), placement, short)
-
-    def _until_fits(
-        self, view: Snapshot, gang: GangRequest, order: list[Running], short: int
-    ) -> tuple[list[Running], Placement] | None:
-        """The shortest prefix of `order` whose release makes room (and covers `short`), each
-        victim released once into one copy of the view; at most `TRIES` placements tried."""
-        need = gang.gpus - free_gpus(view, gang.pool)
-        chosen: list[Running] = []
-        freed, tries = view.copy(), 0
-        for r in order:
-            chosen.append(r)
-            freed.release(r.gang, r.placement)
-            need -= gpus_in_pool(view, r, gang.pool)
-            short -= r.gang.all_gpus
-            if need > 0 or short > 0:
-                continue
-            placement = place_one(freed, gang, self.config.at_once)
-            if placement.placed:
-                return chosen, placement
-            tries += 1
-            if tries >= TRIES:
-                return None
-        return None
-
-    def _spare(
-        self,
-        view: Snapshot,
-        gang: GangRequest,
-        chosen: list[Running],
-        placement: Placement,
-        short: int,
-        most: int | None = PRUNE_MAX,
-    ) -> tuple[list[Running], Placement]:
-        """Keep each victim that the gang fits without, and whose GPUs the quota owed back
-        does not need (the last one added is needed); past `most` victims, none is tried."""
-        if most is not None and len(chosen) > most:
-            return chosen, placement
-        for r in list(reversed(chosen[:-1])):
-            rest = [v for v in chosen if v is not r]
-            if sum(v.gang.all_gpus for v in rest) < short:
-                continue
-            found = place_one(released(view, rest), gang, self.config.at_once)
-            if found.placed:
-                chosen, placement = rest, found
-        return chosen, placement
+        victims = on_its_hosts(chosen, placement, short)
+        return spare(self.config.at_once, view, gang, victims, placement, short)
 
     def _begin(
         self,
@@ -388,3 +345,50 @@ def free_gpus(view: Snapshot, pool: str) -> int:
 
 def uses_pool(view: Snapshot, r: Running, pool: str) -> bool:
     return pool in pods_by_pool(view.fabric, r.placement)
+
+
+def until_fits(
+    view: Snapshot, gang: GangRequest, order: list[Running], short: int, at_once: PlaceConfig
+) -> tuple[list[Running], Placement] | None:
+    """The shortest prefix of `order` whose release makes room (and covers `short`), each
+    victim released once into one copy of the view; at most `TRIES` placements tried."""
+    need = gang.gpus - free_gpus(view, gang.pool)
+    chosen: list[Running] = []
+    freed, tries = view.copy(), 0
+    for r in order:
+        chosen.append(r)
+        freed.release(r.gang, r.placement)
+        need -= gpus_in_pool(view, r, gang.pool)
+        short -= r.gang.all_gpus
+        if need > 0 or short > 0:
+            continue
+        placement = place_one(freed, gang, at_once)
+        if placement.placed:
+            return chosen, placement
+        tries += 1
+        if tries >= TRIES:
+            return None
+    return None
+
+
+def spare(
+    at_once: PlaceConfig,
+    view: Snapshot,
+    gang: GangRequest,
+    chosen: list[Running],
+    placement: Placement,
+    short: int,
+    most: int | None = PRUNE_MAX,
+) -> tuple[list[Running], Placement]:
+    """Keep each victim that the gang fits without, and whose GPUs the quota owed back
+    does not need (the last one added is needed); past `most` victims, none is tried."""
+    if most is not None and len(chosen) > most:
+        return chosen, placement
+    for r in list(reversed(chosen[:-1])):
+        rest = [v for v in chosen if v is not r]
+        if sum(v.gang.all_gpus for v in rest) < short:
+            continue
+        found = place_one(released(view, rest), gang, at_once)
+        if found.placed:
+            chosen, placement = rest, found
+    return chosen, placement

@@ -6,7 +6,7 @@ team queue (None: no queue takes it). Decides each gang's queue order (`Entry.or
 one team queue and pool, the gangs sorted by priority (then arrival, name, key) take, in that
 order, the places of that group's arrivals sorted by time; a place carries no priority. So a
 gang's priority reorders its own team's gangs and nothing else: across teams the line is by
-arrival (and borrowing by fair share, queue/teams.py), as Kueue orders within a ClusterQueue
+arrival (and borrowing by fair share, queue/teams/queues.py), as Kueue orders within a ClusterQueue
 and KAI within a queue, and a tenant who raises its priority takes no earlier place, nor the
 EASY reservation that goes with it, from another team. Promises: the orders of the queued gangs
 are a permutation of their (arrival, name, key) places with priority 0; with teams off every

@@ -1,0 +1,192 @@
+"""One gang in a cycle: what the walk does with each gang it reaches.
+
+Contract. Takes the cycle and a gang the walk reached (queue/walk.py), with the queue's holds,
+backoff and views. Decides, in order: a pinned start (a preemptor's hosts are free), admission
+by its team's quota (queue/teams), waiting behind its pool's blocker (no backfill), its backoff,
+an unchanged view on which it was patient, a shape known unplaceable on this view (no solver
+call), else one placement call: a start, patience (a compact placement later), preemption, a
+quota owed back, or a wait with its reason; a blocking wait makes it its pool's blocker or
+gives it EASY's reservation. Promises: one unexpected error fails this gang alone
+(`safely`); a start is applied to the cycle's capacity at once, so the gangs after it see
+what is left; a borrower never blocks nor reserves.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
+from scheduler.model.policy import Backfill
+from scheduler.placement import Snapshot, place_one
+from scheduler.queue.backoff import Backoff
+from scheduler.queue.cycle import Cycle, Pool, View
+from scheduler.queue.holds import Holds
+from scheduler.queue.order import Known
+from scheduler.queue.preempting import Preempting
+from scheduler.queue.reservation import reserve
+from scheduler.queue.teams.queues import TeamQueues
+from scheduler.queue.types import (
+    Entry,
+    QueueConfig,
+    Reservation,
+    Running,
+    Wait,
+    WaitReason,
+)
+from scheduler.queue.views import Views
+
+# waits that hold back later gangs under strict order, or earn a reservation under EASY
+BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
+
+
+class Consider:
+    """The walk's step for one gang (the contract above); preemption and teams are bound
+    after construction, since they report through this class's `wait` and `start`."""
+
+    _preempting: Preempting
+    _teams: TeamQueues
+
+    def __init__(self, config: QueueConfig, pins: Holds, backoff: Backoff, views: Views) -> None:
+        self.config = config
+        self._pins = pins
+        self._backoff = backoff
+        self._views = views
+
+    def bind(self, preempting: Preempting, teams: TeamQueues) -> None:
+        self._preempting = preempting
+        self._teams = teams
+
+    def safely(self, c: Cycle, entry: Entry) -> None:
+        try:
+            self.consider(c, entry)
+        except Exception as exc:  # one gang's surprise must not stop the others
+            c.out.failed[entry.key] = exc
+
+    def consider(self, c: Cycle, entry: Entry) -> None:
+        if entry.key in self._pins.pins and self._preempting.pinned_start(c, entry):
+            return
+        if not self._teams.admits(c, entry):
+            return
+        p = c.pool(entry.gang.pool)
+        if p.blocker is not None:
+            c.out.waiting[entry.key] = Wait(WaitReason.BEHIND, f"waiting behind {p.blocker}")
+            return
+        retry_at = self._backoff.retry_at(entry.key)
+        if retry_at > c.now:
+            c.out.wake(retry_at)
+            return
+        v = self._views.view(c, entry)
+        if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
+            self._still_patient(c, entry)
+            return
+        shape = entry.shape
+        known = self._views.memo.at((v.seen(), v.held)).get(shape)
+        if (
+            known is not None
+            and known.pods <= entry.gang.pods
+            and self._views.holds(c, v, shape, known)
+        ):
+            self._known_unplaceable(c, entry, p, v, known)
+            return
+        if p.attempts >= self.config.policy.max_attempts:
+            return
+        p.attempts += 1
+        self._attempt(c, entry, p, v)
+
+    def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
+        """This gang, or one of its shape and priority with no more pods, could not be placed
+        on this very view, nor preempt: neither can this one, and nothing is solved again."""
+        same = k.key == entry.key
+        wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
+        self.wait(c, entry, wait)
+        if wait.reason in BLOCKING:
+            self._block(c, entry, p, v.snapshot, v.seen())
+
+    def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
+        view = v.snapshot
+        placement = place_one(view, entry.gang, self._place_config(entry, c.now))
+        c.out.tried.append(placement)
+        if placement.placed:
+            if view is c.work:  # placed on the whole free capacity: joint placement may move it
+                c.free_starts.append((entry.key, entry.gang, placement))
+            self.start(c, entry, placement)
+            return
+        seen = v.seen()
+        if placement.status is PlacementStatus.WAITING:
+            entry.failed_on = seen
+            self._patient(c, entry, placement)
+            return
+        entry.failed_on, entry.recheck_at = None, math.inf
+        if not c.borrowing and self._preempting.preempt(c, entry, view):
+            return
+        if self._teams.owed(c, entry):
+            return
+        wait = self._views.why(c, entry, view, placement.reason)
+        if not c.borrowing:  # a borrower's failure says nothing of what one within quota can do
+            self._views.remember(c, v, entry, wait)
+        self.wait(c, entry, wait)
+        if wait.reason in BLOCKING:
+            self._block(c, entry, p, view, seen)
+
+    def _still_patient(self, c: Cycle, entry: Entry) -> None:
+        """Placeable but waiting for a compact placement, on an unchanged view: same answer
+        until its patience ends, no solver call."""
+        if entry.last is not None:
+            c.out.waiting[entry.key] = entry.last
+        c.out.wake(entry.recheck_at)
+
+    def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
+        place = self.config.place
+        if not place.scheduling.compact_wait_s:
+            return place
+        since = now if entry.placeable_since is None else entry.placeable_since
+        return place.model_copy(update={"waited_s": now - since})
+
+    def start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
+        c.work.apply(entry.gang, placement)
+        c.version += 1
+        c.out.starts.append((entry.key, placement))
+        self._teams.started(c, entry, placement)
+        # a later reservation in this cycle must count it among the gangs that will end
+        end = None if entry.estimate_s is None else c.now + entry.estimate_s
+        started = Running.of(entry, placement, c.now, end, c.out.admitted.get(entry.key, ""))
+        c.start(started)
+        entry.placeable_since = None
+        entry.failed_on = None
+        entry.last = None
+
+    def _patient(self, c: Cycle, entry: Entry, placement: Placement) -> None:
+        if entry.placeable_since is None:
+            entry.placeable_since = c.now
+        entry.recheck_at = entry.placeable_since + self.config.policy.compact_wait_s
+        c.out.wake(entry.recheck_at)
+        self.wait(c, entry, Wait(WaitReason.COMPACT, placement.reason))
+
+    def wait(self, c: Cycle, entry: Entry, wait: Wait) -> None:
+        entry.last = wait
+        c.out.waiting[entry.key] = wait
+        if wait.reason is WaitReason.UNPLACEABLE:
+            c.pool(entry.gang.pool).unplaceable += 1
+
+    def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
+        if c.borrowing:  # a borrower holds no reservation and blocks no one
+            return
+        if self.config.policy.backfill is Backfill.NONE:
+            p.blocker = entry.gang.name
+        elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
+            p.reservation = self._reservation(c, entry, view, seen)
+            if p.reservation is not None:
+                c.out.reservations[entry.gang.pool] = p.reservation
+
+    def _reservation(
+        self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
+    ) -> Reservation | None:
+        # what it depends on: the view, and which gangs will end when; the same free capacity
+        # can hold other gangs (one ended and another took exactly its place)
+        pool = entry.gang.pool
+        mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
+        made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
+        if entry.reserved is None or entry.reserved[0] != made_on:
+            ordered = c.index.releases(pool, mine)
+            entry.reserved = (made_on, reserve(entry.key, view, entry.gang, ordered, self.config))
+        return entry.reserved[1]
