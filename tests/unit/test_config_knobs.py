@@ -30,6 +30,8 @@ DIFFERENT = {
     "(pools.Lending) and a team queue's (teams.QueueSpec)",
     "seed": "a run's seed (failures, background hosts, solver) and the seed of one placement "
     "call, which the simulator sets from its run's",
+    "hints": "whether a run's policy is told the segments its users state (an untold row: off) "
+    "and whether one placement call reads them, which the simulator sets from its run's",
 }
 
 
