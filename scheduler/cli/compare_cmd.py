@@ -115,7 +115,8 @@ def compare_cmd(
     scenario_setup = spec.model_dump(mode="json", exclude={"policies", "seeds"})
     inputs = input_digests(spec, base)  # an edited trace is a new setup
     setup = {"scenario": scenario_setup, "base": str(base.resolve()), "inputs": inputs}
-    console = Console()
+    # the compact view is laid out for 100 columns, whatever the terminal (or a pipe) says
+    console = Console(width=max(Console().width, 100))
     started = time.perf_counter()
     with Progress(
         TextColumn("{task.description:<34}"),
@@ -173,7 +174,7 @@ def _print(console: Console, spec: Scenario, found: Comparison, took: float, wid
     console.print("rows (each peer configured as its users configure it):")
     for row in found.per_seed:
         if row in PEERS or row.endswith(UNTOLD) or row == ORACLE:
-            for i, line in enumerate(textwrap.wrap(described_row(row), 74)):
+            for i, line in enumerate(textwrap.wrap(described_row(row), 74, break_on_hyphens=False)):
                 console.print(f"  {row if i == 0 else '':<22} {line}", width=100)
     print_headline(console, found.per_seed, found.ratios, wide)
     gains = [c for c in found.captures if wide or c.captured is not None]
