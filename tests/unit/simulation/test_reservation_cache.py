@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-import scheduler.queue.queue as queue_module
-from scheduler.queue import Backfill, SchedulingQueue
+import scheduler.queue.consider as queue_module
+from scheduler.queue import Backfill
+from scheduler.queue.consider import Consider
 from scheduler.queue.reservation import reserve
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
@@ -22,7 +23,7 @@ SIZES = (8, 8, 16, 32, 64, 96, 4, 1)
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
 def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypatch):
-    kept, made = SchedulingQueue._reservation, []
+    kept, made = Consider._reservation, []
     asked = []
 
     def counted(*args):  # type: ignore[no-untyped-def]
@@ -38,7 +39,7 @@ def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypat
         assert found == fresh, f"{entry.key} at {c.now}"
         return found
 
-    monkeypatch.setattr(SchedulingQueue, "_reservation", checked)
+    monkeypatch.setattr(Consider, "_reservation", checked)
     monkeypatch.setattr(queue_module, "reserve", counted)
     config = SimConfig.of(seed=seed, backfill=Backfill.EASY).model_copy(
         update={"failures": Failures(mtbf_hours=48.0, mttr_hours=1.0)}
