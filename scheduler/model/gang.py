@@ -9,6 +9,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.model.constraints import NodeConstraints, Spread
+from scheduler.model.training import Model
 
 
 class Pool(StrEnum):
@@ -141,6 +142,10 @@ class GangRequest(BaseModel):
     # level -> weight of keeping the gang inside one domain of that level
     preferred_levels: dict[str, float] = Field(default_factory=dict)
     shape: ParallelShape | None = None
+    # the network it trains, as its users state it: what a step sends and computes follows
+    # from it, so rackwise can price a placement that splits its expert-parallel block
+    # (queue/split.py); None: not stated, nothing priced
+    model: Model | None = None
     priority: int = 0
     # online inference: at most this many pods per rack (failure-domain spread)
     max_pods_per_rack: int | None = Field(default=None, ge=1)

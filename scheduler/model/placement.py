@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler.model.gang import Slice
 from scheduler.model.policy import SchedulingPolicy, Solver
 
 
@@ -53,6 +54,9 @@ class Placement(BaseModel):
     broken: dict[str, int] = Field(default_factory=dict)
     # J paid over the J-optimal placement to break less, as a share of it (0: none paid)
     premium: float = 0.0
+    # the gang's preferred slices this placement does not keep: none that kept them could be
+    # made now (placement/hints.py; rackwise's queue prices waiting for one: queue/split.py)
+    unkept: tuple[Slice, ...] = ()
 
     @property
     def placed(self) -> bool:

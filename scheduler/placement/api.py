@@ -27,7 +27,7 @@ from scheduler.placement.scoring import (
 )
 from scheduler.placement.snapshot import Snapshot
 
-RACKWISE = "rackwise"
+RACKWISE = hints.RACKWISE
 POLICIES: tuple[str, ...] = (RACKWISE, *BASELINES)
 
 
@@ -77,7 +77,8 @@ def _place_one(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Pl
             found = _place(snapshot, first, config)
             if found.placed:
                 return found
-        gang = hints.dropped(gang)
+        found = _place(snapshot, hints.dropped(gang), config)
+        return found.model_copy(update={"unkept": gang.preferred_slices}) if found.placed else found
     return _place(snapshot, gang, config)
 
 

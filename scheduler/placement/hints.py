@@ -8,7 +8,8 @@ the policy reads it (`READING`): Kueue TAS as a required slice
 (`podset-slice-required-topology` + `podset-slice-size`; soft slices are a non-goal of
 KEP-2724), KAI as a preferred segment (`segment-topology-preferred-placement`), Slurm's
 topology/block as a required `--segment`; kube-scheduler's and Slurm topology/tree's users have
-no way to state it. rackwise reads it as preferred. Promises: a gang that states its own slices
+no way to state it. rackwise reads it as priced: preferred, and waited for when the wait costs
+less than the split (its queue prices both). Promises: a gang that states its own slices
 or preferred slices keeps them as stated (the implied segment is added only where it states
 none at the NVLink level); a required segment never makes a request impossible (it is added
 only where some domain of the pool can hold a block and it nests with the gang's slices); a
@@ -31,11 +32,14 @@ class Reading(StrEnum):
     REQUIRED = "required"  # the gang waits until a placement keeps every segment
     PREFERRED = "preferred"  # kept where a placement does, dropped where none does
     UNSTATED = "unstated"  # the scheduler has no field for it: its users cannot say it
+    # preferred, and where no placement keeps it now, the queue waits for one when the wait
+    # costs less than the split (queue/split.py); preferred where it cannot price them
+    PRICED = "priced"
 
 
 RACKWISE = "rackwise"
 READING: dict[str, Reading] = {
-    RACKWISE: Reading.PREFERRED,
+    RACKWISE: Reading.PRICED,
     "kueue-best-fit": Reading.REQUIRED,
     "kueue-least-free": Reading.REQUIRED,
     "kai-bin-pack": Reading.PREFERRED,
@@ -45,7 +49,8 @@ READING: dict[str, Reading] = {
 
 # who each row is and what its users tell it (`rackwise compare` prints it above its table)
 PEERS: dict[str, str] = {
-    RACKWISE: "rackwise: J by CP-SAT and tree search; the EP block as a preferred segment",
+    RACKWISE: "rackwise: J by CP-SAT and tree search; the EP block as a segment it waits for "
+    "when the wait costs less than the split",
     "kueue-best-fit": "Kueue TAS, BestFit; the EP block as a required slice "
     "(podset-slice-required-topology + podset-slice-size)",
     "kueue-least-free": "Kueue TAS, LeastFreeCapacity; the EP block as a required slice",
@@ -102,7 +107,7 @@ def told(fabric: Fabric, gang: GangRequest, policy: str) -> GangRequest:
     segment = None if stated else expert_block(fabric, gang)
     if segment is None:
         return gang
-    if how is Reading.PREFERRED:
+    if how in (Reading.PREFERRED, Reading.PRICED):
         return gang.model_copy(update={"preferred_slices": (*gang.preferred_slices, segment)})
     wider = gang.model_copy(update={"slices": (*gang.slices, segment)})
     return wider if slices.problem(fabric, wider) is None else gang

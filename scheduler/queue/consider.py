@@ -14,10 +14,12 @@ what is left; a borrower never blocks nor reserves.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.policy import Backfill
 from scheduler.placement import Snapshot, place_one
+from scheduler.queue import split
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.holds import Holds
@@ -36,7 +38,7 @@ from scheduler.queue.types import (
 from scheduler.queue.views import Views
 
 # waits that hold back later gangs under strict order, or earn a reservation under EASY
-BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED)
+BLOCKING = (WaitReason.UNPLACEABLE, WaitReason.RESERVED, WaitReason.PRICED)
 
 
 class Consider:
@@ -46,8 +48,16 @@ class Consider:
     _preempting: Preempting
     _teams: TeamQueues
 
-    def __init__(self, config: QueueConfig, pins: Holds, backoff: Backoff, views: Views) -> None:
+    def __init__(
+        self,
+        config: QueueConfig,
+        entries: Mapping[str, Entry],
+        pins: Holds,
+        backoff: Backoff,
+        views: Views,
+    ) -> None:
         self.config = config
+        self._entries = entries
         self._pins = pins
         self._backoff = backoff
         self._views = views
@@ -77,7 +87,7 @@ class Consider:
             return
         v = self._views.view(c, entry)
         if entry.recheck_at < math.inf and entry.failed_on == v.seen() and c.now < entry.recheck_at:
-            self._still_patient(c, entry)
+            self._still_patient(c, entry, p)
             return
         shape = entry.shape
         known = self._views.memo.at((v.seen(), v.held)).get(shape)
@@ -106,6 +116,13 @@ class Consider:
         view = v.snapshot
         placement = place_one(view, entry.gang, self._place_config(entry, c.now))
         c.out.tried.append(placement)
+        entry.holding = None
+        if placement.placed and split.priced(self.config, entry, placement):
+            behind = sum(e.gang.pool == entry.gang.pool for e in self._entries.values()) - 1
+            held = split.hold(c, entry, view, placement, self.config, behind)
+            if held is not None:
+                self._hold(c, entry, p, v, held)
+                return
         if placement.placed:
             if view is c.work:  # placed on the whole free capacity: joint placement may move it
                 c.free_starts.append((entry.key, entry.gang, placement))
@@ -128,12 +145,34 @@ class Consider:
         if wait.reason in BLOCKING:
             self._block(c, entry, p, view, seen)
 
-    def _still_patient(self, c: Cycle, entry: Entry) -> None:
-        """Placeable but waiting for a compact placement, on an unchanged view: same answer
-        until its patience ends, no solver call."""
+    def _still_patient(self, c: Cycle, entry: Entry, p: Pool) -> None:
+        """Placeable but waiting for a compact placement, or for one that keeps its slices, on
+        an unchanged view: same answer until its patience or its reservation ends, no solver
+        call."""
         if entry.last is not None:
             c.out.waiting[entry.key] = entry.last
         c.out.wake(entry.recheck_at)
+        if entry.holding is not None:
+            self._held(c, entry, p, entry.holding)
+
+    def _hold(self, c: Cycle, entry: Entry, p: Pool, v: View, held: split.Hold) -> None:
+        """Waits for a placement that keeps its slices (queue/split.py): looked at again when
+        its view changes or its reservation's time comes, and blocking meanwhile."""
+        entry.failed_on, entry.recheck_at = v.seen(), held.reservation.at
+        entry.holding = held.reservation
+        c.out.wake(held.reservation.at)
+        self.wait(c, entry, held.wait)
+        self._held(c, entry, p, held.reservation)
+
+    def _held(self, c: Cycle, entry: Entry, p: Pool, reservation: Reservation) -> None:
+        """A blocking wait with its own reservation: its pool's blocker under strict order, the
+        pool's reservation under EASY when none is held yet."""
+        if c.borrowing:
+            return
+        if self.config.policy.backfill is Backfill.NONE:
+            p.blocker = entry.gang.name
+        elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
+            p.reservation = c.out.reservations[entry.gang.pool] = reservation
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
@@ -154,6 +193,7 @@ class Consider:
         entry.placeable_since = None
         entry.failed_on = None
         entry.last = None
+        entry.holding = None
 
     def _patient(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         if entry.placeable_since is None:

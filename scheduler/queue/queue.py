@@ -105,7 +105,7 @@ class SchedulingQueue:
             self._views,
         )
         # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py)
-        self._gang = Consider(self.config, self._pins, self._backoff, self._views)
+        self._gang = Consider(self.config, self._entries, self._pins, self._backoff, self._views)
         wait, start = self._gang.wait, self._gang.start
         self._preempting = Preempting(
             self.config, self._entries, self._pins, self._views, wait, start

@@ -18,7 +18,6 @@ holds nothing back)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -56,9 +55,10 @@ def reserve(
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
             theirs = set(flat.hosts[: int(flat.ends()[n - 1])].tolist())
-            hosts = _on_released(sim, gang, theirs, placement, cfg)
+            held = _on_released(sim, gang, theirs, placement, cfg)
+            hosts = frozenset(sim.fabric.host_index[h] for h in held.hosts())
             at = _end(ordered[n - 1])  # the latest of the ends released: they come in order
-            return Reservation(key, gang.name, frozenset(hosts), at)
+            return Reservation(key, gang.name, hosts, at, held)
     return None
 
 
@@ -73,18 +73,16 @@ def _release_first(sim: Snapshot, ordered: ReleaseOrder, flat: Flat, n: int) -> 
 
 def _on_released(
     sim: Snapshot, gang: GangRequest, theirs: set[int], best: Placement, cfg: QueueConfig
-) -> Iterable[int]:
-    """The hosts to hold: `best`'s, or a placement on the released hosts (`theirs`) alone when
-    `best` holds hosts free now and that one costs no more."""
+) -> Placement:
+    """The placement whose hosts to hold: `best`, or one on the released hosts (`theirs`)
+    alone when `best` holds hosts free now and that one costs no more."""
     index = sim.fabric.host_index
     if {index[h] for h in best.hosts()} <= theirs:
-        return [index[h] for h in best.hosts()]
+        return best
     only = sim.copy()
     only.down |= set(range(len(sim.fabric.hosts))) - theirs
     placement = place_one(only, gang, cfg.trial)
-    if placement.placed and placement.cost <= best.cost:
-        return [index[h] for h in placement.hosts()]
-    return [index[h] for h in best.hosts()]
+    return placement if placement.placed and placement.cost <= best.cost else best
 
 
 def _first_possible(view: Snapshot, gang: GangRequest, flat: Flat) -> int:

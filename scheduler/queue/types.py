@@ -64,6 +64,8 @@ class Reservation:
     gang: str  # its name, for messages
     hosts: frozenset[int]
     at: float
+    # the placement on those hosts (what a priced wait compares a split with: queue/split.py)
+    placement: Placement | None = field(default=None, compare=False)
 
 
 class WaitReason(StrEnum):
@@ -74,6 +76,8 @@ class WaitReason(StrEnum):
     BEHIND = "WaitingBehind"
     # it would fit on hosts held for an earlier gang (EASY reservation or a preemptor)
     RESERVED = "WaitingForReservation"
+    # its preferred slices kept by waiting: the wait costs less than the split (queue/split.py)
+    PRICED = "WaitingToKeepSlices"
     # preemption chose victims; their hosts are not free yet
     PREEMPTING = "WaitingForPreemption"
     # larger than any part of the fabric its constraints allow, even with every host free:
@@ -110,6 +114,8 @@ class Entry:
     failed_on: bytes | None = None
     recheck_at: float = math.inf
     last: Wait | None = None  # why it waited last time it was tried
+    # a priced wait's reservation (queue/split.py): held again while its view is unchanged
+    holding: Reservation | None = None
     # the reservation computed for it: on which view, pool version and starts of the cycle
     reserved: tuple[tuple[bytes, int, tuple[str, ...]], Reservation | None] | None = None
     # queue order: priority (higher first), arrival, name, key; with teams, a place in line

@@ -14,8 +14,8 @@ import random
 from collections.abc import Iterator
 
 from scheduler.model.gang import ParallelShape
+from scheduler.model.training import Model
 from scheduler.simulation.trace import TraceJob
-from scheduler.topology.traffic import Model
 
 # GPUs per job: share of jobs
 SIZES: dict[int, float] = {

@@ -25,8 +25,8 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.model.gang import GangRequest, ParallelShape
+from scheduler.model.training import Model
 from scheduler.pools import check_pool
-from scheduler.topology.traffic import Model
 
 
 class TraceError(ValueError):
@@ -63,6 +63,7 @@ class TraceJob(BaseModel):
             pool=self.pool,
             priority=self.priority,
             shape=self.shape,
+            model=self.model,
         )
 
 

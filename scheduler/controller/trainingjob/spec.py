@@ -73,6 +73,23 @@ class Shape(Closed):
     ep: StrictInt = Field(default=1, ge=1)
 
 
+class ModelSpec(Closed):
+    """The network the job trains (model/training.py): what a step sends and computes follows
+    from it, so rackwise can price a placement that splits its expert-parallel block."""
+
+    params_b: StrictInt | StrictFloat = Field(gt=0)
+    active_params_b: StrictInt | StrictFloat | None = Field(default=None, gt=0)
+    hidden: StrictInt = Field(gt=0)
+    layers: StrictInt = Field(gt=0)
+    seq: StrictInt = Field(gt=0)
+    micro_batch: StrictInt = Field(default=1, gt=0)
+    micro_batches: StrictInt = Field(default=1, gt=0)
+    moe_share: StrictInt | StrictFloat = Field(default=0, ge=0, le=1)
+    topk: StrictInt = Field(default=0, ge=0)
+    overlap: StrictInt | StrictFloat = Field(default=0, ge=0, lt=1)
+    node_limit: StrictInt | None = Field(default=None, ge=1)
+
+
 class RepairPolicy(StrEnum):
     """What happens to a running gang whose node is lost."""
 
@@ -111,6 +128,7 @@ class TrainingJobSpec(Closed):
     topology: TopologyRequest = Field(default_factory=TopologyRequest)
     roles: list[RoleSpec] = Field(default_factory=list, max_length=8)
     parallelism: Shape | None = None
+    model: ModelSpec | None = None
     repair: RepairPolicy = RepairPolicy.LOST_PODS
     # a failed pod restarts the whole gang (from the job's latest checkpoint) this many times,
     # then the job is Failed and every pod is removed

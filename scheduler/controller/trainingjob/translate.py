@@ -30,6 +30,7 @@ from scheduler.controller.trainingjob.spec import (
 )
 from scheduler.model import GangRequest, ParallelShape, Slice
 from scheduler.model.gang import Role
+from scheduler.model.training import Model
 
 Obj = dict[str, Any]
 
@@ -272,6 +273,7 @@ def _gang(
             preferred_slices=_slices(topology.slices, SliceMode.PREFERRED, config),
             roles=roles,
             shape=ParallelShape(**spec.parallelism.model_dump()) if spec.parallelism else None,
+            model=Model(**spec.model.model_dump()) if spec.model else None,
             priority=spec.priority,
             max_pods_per_rack=spec.max_replicas_per_rack,
             constraints=constraints(spec.template.spec, spec.pool, config),

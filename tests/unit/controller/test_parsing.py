@@ -299,6 +299,34 @@ def test_expert_parallelism_reaches_the_gang():
     assert view.gang.shape.ep == 2
 
 
+MOE = {"paramsB": 16, "activeParamsB": 3, "hidden": 4096, "layers": 16, "seq": 4096,
+       "microBatches": 8, "moeShare": 1, "topk": 8}  # fmt: skip
+
+
+def test_the_model_its_users_state_reaches_the_gang():
+    """What the queue prices a split of its expert-parallel block by (queue/split.py)."""
+    shaped = job(replicas=4, parallelism={"dp": 4, "tp": 8, "ep": 2}, model=MOE)
+    gang = translate(TrainingJob.of(shaped), OperatorConfig()).gang
+    assert gang.model is not None
+    assert (gang.model.params_b, gang.model.active, gang.model.topk) == (16, 3, 8)
+    assert gang.model.micro_batch == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({**MOE, "moeShare": 2}, "spec.model.moeShare"),
+        ({**MOE, "overlap": 1}, "spec.model.overlap"),
+        ({**MOE, "hidden": "4k"}, "spec.model.hidden"),
+        ({k: v for k, v in MOE.items() if k != "layers"}, "spec.model.layers"),
+        ({**MOE, "experts": 256}, "spec.model.experts"),
+    ],
+)
+def test_a_bad_model_names_its_field(bad, field):
+    with pytest.raises(InvalidSpecError, match=field.replace(".", r"\.")):
+        translate(TrainingJob.of(job(model=bad)), OperatorConfig())
+
+
 def resized(spec_cpu: str, running: str, allocated: str, infeasible: bool = False) -> tuple:
     """A pod resized in place (GA in 1.35): its spec asks `spec_cpu`; its container status
     says it runs with `running` and the kubelet allocated `allocated` (API reference 1.35:

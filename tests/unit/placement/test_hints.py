@@ -46,7 +46,7 @@ def test_every_peer_that_has_a_field_for_it_is_told():
     assert reading("kueue-best-fit") is Reading.REQUIRED
     assert reading("slurm-block") is Reading.REQUIRED
     assert reading("kai-bin-pack") is Reading.PREFERRED
-    assert reading("rackwise") is Reading.PREFERRED
+    assert reading("rackwise") is Reading.PRICED
     assert reading("first-fit") is Reading.UNSTATED
     assert reading("slurm-tree") is Reading.UNSTATED
     assert set(READING) <= {"rackwise", *BASELINES}
@@ -125,3 +125,13 @@ def test_a_preferred_segment_at_an_unknown_level_is_a_clear_error():
     [placement] = place(taken(NVL, ROOM), [own])
     assert not placement.placed
     assert "unknown level 'nvswitch'" in placement.reason
+
+
+@pytest.mark.parametrize("policy", ["rackwise", "kai-bin-pack"])
+def test_a_placement_without_its_preferred_segment_names_it_unkept(policy):
+    """What the queue prices (queue/split.py): the segment a placement could not keep."""
+    [split] = place(taken(NVL, TIGHT), [MOE], PlaceConfig.of(policy=policy))
+    assert split.placed
+    assert split.unkept == (Slice(level="nvlink", size=2),)
+    [whole] = place(taken(NVL, ROOM), [MOE], PlaceConfig.of(policy=policy))
+    assert whole.unkept == ()

@@ -7,6 +7,7 @@ import pytest
 
 from scheduler.model import HostSpec, TopologySpec
 from scheduler.model.gang import ParallelShape
+from scheduler.model.training import Model
 from scheduler.simulation.config import SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.network import Network
@@ -14,7 +15,6 @@ from scheduler.simulation.profiles import CommShare, FabricProfile, ProfileName,
 from scheduler.simulation.slowdown import uncontended_gbps
 from scheduler.simulation.trace import TraceJob
 from scheduler.topology import Fabric, generate
-from scheduler.topology.traffic import Model
 
 NIC = 1  # level index of the hosts' NICs (the NVLink level's uplink)
 SPINE = 3

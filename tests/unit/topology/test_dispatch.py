@@ -6,10 +6,11 @@ import pytest
 
 from scheduler.model import ParallelShape
 from scheduler.model.topology import HostSpec, TopologySpec
+from scheduler.model.training import Model
 from scheduler.topology import Fabric
 from scheduler.topology.links import Links, Port, Wires
 from scheduler.topology.loads import job_load
-from scheduler.topology.traffic import Dispatch, Gpu, Model, StepBytes, step_bytes
+from scheduler.topology.traffic import Dispatch, Gpu, StepBytes, step_bytes
 
 
 def hosts(n: int, gpus: int) -> Fabric:
