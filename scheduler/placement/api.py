@@ -11,7 +11,17 @@ import numpy as np
 
 from scheduler.model.gang import GangRequest, objective_of
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, PodAssignment
-from scheduler.placement import collector, cpsat, hints, parts, patience, roles, slices, spread
+from scheduler.placement import (
+    collector,
+    cpsat,
+    hints,
+    parts,
+    patience,
+    roles,
+    slices,
+    spread,
+    stages,
+)
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
@@ -336,6 +346,8 @@ def finalize(
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
     pods = ranks_of(fabric, counts)
+    if policy == RACKWISE:  # peers number pods by index; rackwise by the gang's shape
+        pods = stages.ranked(fabric, gang, pods)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)
     optimal, gap = _claim(value, bound)

@@ -12,12 +12,12 @@ never less; None where the gang states no model or its workers take no GPU (noth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from scheduler.model.gang import GangRequest, ParallelShape
-from scheduler.model.placement import Placement
+from scheduler.model.placement import Placement, PodAssignment
 from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 from scheduler.topology.links import Links, Wires
@@ -37,7 +37,7 @@ def lone(fabric: Fabric, gang: GangRequest, placement: Placement) -> float | Non
     per_host = max(h.gpus for h in fabric.hosts)
     compact = compact_seconds(links, shape, step, per_host, max(largest(fabric, gang), per_host))
     wires = Wires(fabric, links)
-    actual = job_load(wires, 0, shape, step, lanes(fabric, gang, placement)).seconds(wires)
+    actual = job_load(wires, 0, shape, step, lanes(fabric, gang, placement.pods)).seconds(wires)
     return stretch(comm_share(model, shape, compact), compact, actual, model.overlap)
 
 
@@ -63,11 +63,11 @@ def largest(fabric: Fabric, gang: GangRequest) -> int:
     return int(np.bincount(fabric.columns[Tier.NVLINK][pool], weights=fabric.gpus[pool]).max())
 
 
-def lanes(fabric: Fabric, gang: GangRequest, placement: Placement) -> Sequence[Gpu]:
+def lanes(fabric: Fabric, gang: GangRequest, pods: Iterable[PodAssignment]) -> Sequence[Gpu]:
     """The workers' GPUs in rank order, each pod's consecutive on its host."""
     taken: dict[int, int] = {}
     out: list[Gpu] = []
-    for pod in sorted(placement.pods, key=lambda p: p.rank):
+    for pod in sorted(pods, key=lambda p: p.rank):
         if pod.role:
             continue
         h = fabric.host_index[pod.host]

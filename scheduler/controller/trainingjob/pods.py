@@ -11,7 +11,7 @@ from scheduler.controller.config import OperatorConfig
 from scheduler.controller.runtime.gateway import API_VERSION
 from scheduler.controller.runtime.objects import Pod, TrainingJob
 from scheduler.controller.trainingjob.translate import JobView
-from scheduler.model.gang import WORKERS, Objective, objective_of
+from scheduler.model.gang import WORKERS, GangRequest, Objective, objective_of
 
 Obj = dict[str, Any]
 RANK_LABEL = "rackwise.io/rank"  # the global rank: workers first, then each role's pods
@@ -129,6 +129,9 @@ def _env(job: JobView, index: int, role: str) -> list[Obj]:
     if role:  # a role's pods know their role; RANK is their rank within it
         values["ROLE"] = role
     else:
+        stage = pipeline_stage(job.gang, index)
+        if stage is not None:
+            values["RACKWISE_PIPELINE_STAGE"] = stage
         nproc = max(job.gang.gpus_per_pod, 1)
         values |= {
             "NODE_RANK": index,
@@ -140,6 +143,19 @@ def _env(job: JobView, index: int, role: str) -> list[Obj]:
             "PET_MASTER_PORT": MASTER_PORT,
         }
     return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def pipeline_stage(gang: GangRequest, index: int) -> int | None:
+    """The pipeline stage worker `index` runs, ranks ordered TP, EP, PP, DP from the fastest
+    (topology/traffic.py; placement/stages.py chooses which host each rank gets); None where
+    the gang has no pipeline or a pod holds GPUs of several stages."""
+    shape = gang.shape
+    if shape is None or shape.pp == 1 or not gang.gpus_per_pod:
+        return None
+    block = shape.tp * shape.ep
+    if block % gang.gpus_per_pod:
+        return None
+    return (index // (block // gang.gpus_per_pod)) % shape.pp
 
 
 def generation(job: TrainingJob) -> str:

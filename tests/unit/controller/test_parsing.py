@@ -11,6 +11,7 @@ from scheduler.controller.config import OperatorConfig, PodSecurity, SecurityLev
 from scheduler.controller.runtime.objects import TrainingJob
 from scheduler.controller.runtime.podrequests import requests
 from scheduler.controller.runtime.quantity import QuantityError, mebi, milli, parse
+from scheduler.controller.trainingjob.pods import pipeline_stage, pod
 from scheduler.controller.trainingjob.translate import InvalidSpecError, translate
 
 
@@ -297,6 +298,21 @@ def test_expert_parallelism_reaches_the_gang():
     view = translate(TrainingJob.of(shaped), OperatorConfig())
     assert view.gang.shape is not None
     assert view.gang.shape.ep == 2
+
+
+def test_each_worker_knows_its_pipeline_stage():
+    """Ranks ordered TP, EP, PP, DP: with TP 8 on pods of 8 GPUs, stage = rank mod pp."""
+    shaped = job(replicas=8, parallelism={"dp": 2, "tp": 8, "pp": 4})
+    view = translate(TrainingJob.of(shaped), OperatorConfig())
+    stages = [pipeline_stage(view.gang, i) for i in range(8)]
+    assert stages == [0, 1, 2, 3, 0, 1, 2, 3]
+    env = {
+        e["name"]: e["value"]
+        for e in pod(view, 5, OperatorConfig())["spec"]["containers"][0]["env"]
+    }
+    assert env["RACKWISE_PIPELINE_STAGE"] == "1"
+    flat = translate(TrainingJob.of(job(replicas=2)), OperatorConfig())
+    assert pipeline_stage(flat.gang, 1) is None
 
 
 MOE = {"paramsB": 16, "activeParamsB": 3, "hidden": 4096, "layers": 16, "seq": 4096,

@@ -1,0 +1,107 @@
+"""Stage-aligned ranks (placement/stages.py): a pipelined gang that spans domains is numbered so
+that each domain holds whole stages, the data-parallel rings stay inside domains and only the
+pipeline's activations cross; peers number pods by index."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from scheduler.model import GangRequest, ParallelShape, PlaceConfig, Slice
+from scheduler.model.training import Model
+from scheduler.placement import Snapshot, place, stages, stretch, validate
+from scheduler.topology import Fabric, generate
+from scheduler.topology.links import Port, Wires
+from scheduler.topology.loads import job_load
+from scheduler.topology.traffic import step_bytes
+
+# 2 spines x 2 racks x 4 hosts of 8 GPUs
+FABRIC = Fabric(generate(blocks=2, racks=2, hosts=4, gpus=8))
+LLAMA_70B = Model(params_b=70, hidden=8192, layers=80, seq=8192, micro_batches=16)
+# TP 8 on each host, 4 stages, 2 replicas: 8 pods, a stage is 2 pods, a replica 4
+GANG = GangRequest(
+    name="pre", pods=8, gpus_per_pod=8, shape=ParallelShape(dp=2, tp=8, pp=4), model=LLAMA_70B
+)
+
+
+def half_of_each_spine() -> Snapshot:
+    """One rack of each spine busy: the gang must take 4 hosts in each spine."""
+    snapshot = Snapshot(FABRIC)
+    for host in FABRIC.hosts:
+        if host.domains["rack"] in {"r0", "r2"}:
+            snapshot.use(host.name, 8)
+    return snapshot
+
+
+def by_rank(placement) -> list[str]:
+    return [p.host for p in sorted(placement.pods, key=lambda p: p.rank)]
+
+
+def spine_gb(gang: GangRequest, placement) -> float:
+    """GB per step on the uplinks out of the racks into their spines' parents (spine level)."""
+    wires = Wires(FABRIC, stretch.links_of(FABRIC))
+    gpus = stretch.lanes(FABRIC, gang, placement.pods)
+    load = job_load(wires, 0, gang.shape, step_bytes(gang.model, gang.shape), gpus)
+    spine = FABRIC.index("spine")
+    by: dict[int, float] = defaultdict(float)
+    for r, gb in load.total.items():
+        if r.port is Port.UPLINK:
+            by[r.level] += gb
+    return by[spine]
+
+
+def test_each_spine_holds_whole_stages():
+    snapshot = half_of_each_spine()
+    [placement] = place(snapshot, [GANG], PlaceConfig())
+    validate(snapshot, GANG, placement)
+    spine = {h.name: h.domains["spine"] for h in FABRIC.hosts}
+    ranks = by_rank(placement)  # rank = (p + 4 d) for one pod per TP group
+    stage_spines = [{spine[ranks[p + 4 * d]] for d in range(2)} for p in range(4)]
+    assert all(len(s) == 1 for s in stage_spines)  # a stage's data-parallel ranks together
+    assert len({*stage_spines[0], *stage_spines[3]}) == 2  # the pipeline crosses, once
+
+
+def test_fewer_bytes_cross_the_spines_than_with_replicas_contiguous():
+    snapshot = half_of_each_spine()
+    [staged] = place(snapshot, [GANG], PlaceConfig())
+    [indexed] = place(snapshot, [GANG], PlaceConfig.of(policy="kueue-best-fit"))
+    assert spine_gb(GANG, staged) < spine_gb(GANG, indexed) / 3
+
+
+@pytest.mark.parametrize("policy", ["kueue-best-fit", "slurm-tree", "first-fit"])
+def test_peers_number_pods_by_index(policy):
+    snapshot = half_of_each_spine()
+    [placement] = place(snapshot, [GANG], PlaceConfig.of(policy=policy))
+    spine = {h.name: h.domains["spine"] for h in FABRIC.hosts}
+    ranks = by_rank(placement)
+    assert len({spine[h] for h in ranks[:4]}) == 1  # replica 0 inside one spine
+
+
+def test_a_gang_without_a_model_keeps_its_depth_first_ranks():
+    gang = GANG.model_copy(update={"model": None})
+    snapshot = half_of_each_spine()
+    [placement] = place(snapshot, [gang], PlaceConfig())
+    spine = {h.name: h.domains["spine"] for h in FABRIC.hosts}
+    assert len({spine[h] for h in by_rank(placement)[:4]}) == 1
+
+
+def test_blocks_keep_their_pods_consecutive_and_slices_that_divide_them_hold():
+    """TP 8 x EP 2 over two pods of 8: a block is two pods, kept together; a slice of 2
+    holds."""
+    shape = ParallelShape(dp=4, tp=8, pp=2, ep=2)
+    gang = GangRequest(name="b", pods=8, gpus_per_pod=8, shape=shape, model=LLAMA_70B,
+                       slices=(Slice(level="rack", size=2),))  # fmt: skip
+    assert stages.block_pods(gang) == 2
+    snapshot = half_of_each_spine()
+    [placement] = place(snapshot, [gang], PlaceConfig())
+    validate(snapshot, gang, placement)
+    ranks = by_rank(placement)
+    assert ranks != sorted(ranks, key=FABRIC.host_index.get)  # renumbered stage-major
+    rack = {h.name: h.domains["rack"] for h in FABRIC.hosts}
+    assert all(rack[ranks[i]] == rack[ranks[i + 1]] for i in range(0, 8, 2))
+
+
+def test_a_slice_that_does_not_divide_a_block_keeps_the_depth_first_ranks():
+    gang = GANG.model_copy(update={"slices": (Slice(level="rack", size=4),)})
+    assert stages.block_pods(gang) is None
