@@ -92,6 +92,9 @@ class PlaceConfig(BaseModel):
     # give the policy the segments a gang's parallel shape implies, read as its users state
     # them (placement/hints.py); False: the policy is not told (a row of its own, never a peer)
     hints: bool = True
+    # choose which pod gets which rank by the gang's shape (placement/stages.py; rackwise's); a
+    # trial that only asks where a gang would fit (EASY's reservation) keeps depth-first ranks
+    stage_ranks: bool = True
 
     @classmethod
     def of(cls, **flat: Any) -> PlaceConfig:

@@ -135,7 +135,9 @@ def _place(snapshot: Snapshot, gang: GangRequest, config: PlaceConfig) -> Placem
             counts, value = liked
             premium = max(0.0, value / optimum - 1) if optimum > 0 else 0.0
     bound = _bound(gang, proven, config.report_bound, j_bound)
-    placement = finalize(capacity, counts, config.policy, value, bound, start, engine)
+    placement = finalize(
+        capacity, counts, config.policy, value, bound, start, engine, config.stage_ranks
+    )
     broken = _broken(snapshot, gang, counts, breakage) if config.report_broken else {}
     placement = placement.model_copy(update={"broken": broken, "premium": premium})
     return _with_roles(capacity, placement, counts, start, config)
@@ -340,13 +342,15 @@ def finalize(
     bound: float | None,
     start: float,
     engine: str,
+    stage_ranks: bool = False,
 ) -> Placement:
     """`value` is J of `counts`; `bound` a valid lower bound on J or None. Optimal means the
-    value meets the bound: proven for J, never for anything else."""
+    value meets the bound: proven for J, never for anything else. `stage_ranks`: rackwise
+    numbers the pods by the gang's shape (placement/stages.py)."""
     fabric = capacity.snapshot.fabric
     gang = capacity.gang
     pods = ranks_of(fabric, counts)
-    if policy == RACKWISE:  # peers number pods by index; rackwise by the gang's shape
+    if stage_ranks and policy == RACKWISE:  # peers number pods by index
         pods = stages.ranked(fabric, gang, pods)
     hosts = [h for h, n in counts.items() if n > 0]
     flow = traffic(fabric, gang, pods)

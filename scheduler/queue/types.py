@@ -42,7 +42,12 @@ class QueueConfig:
     @property
     def trial(self) -> PlaceConfig:
         """Placement as it would be once hosts are freed: no patience, no bound to compute."""
-        trial = {"scheduling": self._impatient, "report_bound": False, "report_broken": False}
+        trial = {
+            "scheduling": self._impatient,
+            "report_bound": False,
+            "report_broken": False,
+            "stage_ranks": False,
+        }
         return self.place.model_copy(update=trial)
 
     @property
