@@ -14,7 +14,7 @@ what is left; a borrower never blocks nor reserves.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.policy import Backfill
@@ -110,7 +110,7 @@ class Consider:
         wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, v.snapshot, v.seen())
+            self._block(c, entry, p, lambda: self._reservation(c, entry, v.snapshot, v.seen()))
 
     def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot
@@ -143,7 +143,7 @@ class Consider:
             self._views.remember(c, v, entry, wait)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, view, seen)
+            self._block(c, entry, p, lambda: self._reservation(c, entry, view, seen))
 
     def _still_patient(self, c: Cycle, entry: Entry, p: Pool) -> None:
         """Placeable but waiting for a compact placement, or for one that keeps its slices, on
@@ -153,7 +153,7 @@ class Consider:
             c.out.waiting[entry.key] = entry.last
         c.out.wake(entry.recheck_at)
         if entry.holding is not None:
-            self._held(c, entry, p, entry.holding)
+            self._block(c, entry, p, lambda: entry.holding)
 
     def _hold(self, c: Cycle, entry: Entry, p: Pool, v: View, held: split.Hold) -> None:
         """Waits for a placement that keeps its slices (queue/split.py): looked at again when
@@ -162,17 +162,7 @@ class Consider:
         entry.holding = held.reservation
         c.out.wake(held.reservation.at)
         self.wait(c, entry, held.wait)
-        self._held(c, entry, p, held.reservation)
-
-    def _held(self, c: Cycle, entry: Entry, p: Pool, reservation: Reservation) -> None:
-        """A blocking wait with its own reservation: its pool's blocker under strict order, the
-        pool's reservation under EASY when none is held yet."""
-        if c.borrowing:
-            return
-        if self.config.policy.backfill is Backfill.NONE:
-            p.blocker = entry.gang.name
-        elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
-            p.reservation = c.out.reservations[entry.gang.pool] = reservation
+        self._block(c, entry, p, lambda: held.reservation)
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
@@ -208,13 +198,17 @@ class Consider:
         if wait.reason is WaitReason.UNPLACEABLE:
             c.pool(entry.gang.pool).unplaceable += 1
 
-    def _block(self, c: Cycle, entry: Entry, p: Pool, view: Snapshot, seen: bytes) -> None:
+    def _block(
+        self, c: Cycle, entry: Entry, p: Pool, reservation: Callable[[], Reservation | None]
+    ) -> None:
+        """A blocking wait: its pool's blocker under strict order; under EASY, the pool's
+        reservation (made only then) when none is held yet."""
         if c.borrowing:  # a borrower holds no reservation and blocks no one
             return
         if self.config.policy.backfill is Backfill.NONE:
             p.blocker = entry.gang.name
         elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
-            p.reservation = self._reservation(c, entry, view, seen)
+            p.reservation = reservation()
             if p.reservation is not None:
                 c.out.reservations[entry.gang.pool] = p.reservation
 
@@ -224,7 +218,7 @@ class Consider:
         # what it depends on: the view, and which gangs will end when; the same free capacity
         # can hold other gangs (one ended and another took exactly its place)
         pool = entry.gang.pool
-        mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
+        mine = c.ending(pool)
         made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
         if entry.reserved is None or entry.reserved[0] != made_on:
             ordered = c.index.releases(pool, mine)

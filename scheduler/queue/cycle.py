@@ -123,6 +123,11 @@ class Cycle:
         if self.given is not None:
             self.given.append(r)
 
+    def ending(self, pool: str) -> list[Running]:
+        """The pool's gangs a reservation counts on beside the driver's: those leaving, then
+        this cycle's starts."""
+        return [r for r in (*self.leaving, *self.started) if r.gang.pool == pool]
+
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)
         if found is None:

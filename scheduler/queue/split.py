@@ -59,8 +59,7 @@ def hold(
     if split_s is None or split_s <= 1.0:
         return None  # nothing lost by splitting
     kept = hints.kept(hints.told(fabric, gang, cfg.place.policy))
-    mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == gang.pool]
-    found = reserve(entry.key, view, kept, c.index.releases(gang.pool, mine), cfg)
+    found = reserve(entry.key, view, kept, c.index.releases(gang.pool, c.ending(gang.pool)), cfg)
     if found is None or found.placement is None:
         return None
     kept_s = stretch.lone(fabric, gang, found.placement) or 1.0
