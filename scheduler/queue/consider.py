@@ -3,8 +3,9 @@
 Contract. Takes the cycle and a gang the walk reached (queue/walk.py), with the queue's holds,
 backoff and views. Decides, in order: a pinned start (a preemptor's hosts are free), admission
 by its team's quota (queue/teams), waiting behind its pool's blocker (no backfill), its backoff,
-an unchanged view on which it was patient, a shape known unplaceable on this view (no solver
-call), else one placement call: a start, patience (a compact placement later), preemption, a
+an unchanged view on which it was patient, a shape known unplaceable on this view or a gang
+whose pods do not fit on it by counting (no solver call; queue/counts.py), else one placement
+call: a start, patience (a compact placement later), preemption, a
 quota owed back, or a wait with its reason; a blocking wait makes it its pool's blocker or
 gives it EASY's reservation. Promises: one unexpected error fails this gang alone
 (`safely`); a start is applied to the cycle's capacity at once, so the gangs after it see
@@ -98,10 +99,25 @@ class Consider:
         ):
             self._known_unplaceable(c, entry, p, v, known)
             return
-        if p.attempts >= self.config.policy.max_attempts:
+        counted = self._views.counted(c, v, entry)
+        if counted is not None and c.quiet:
+            self._counted(c, entry, p, v, counted)
             return
-        p.attempts += 1
-        self._attempt(c, entry, p, v)
+        if counted is None:  # a failure counting proves is no try: it uses none of the pool's
+            if p.attempts >= self.config.policy.max_attempts:
+                return
+            p.attempts += 1
+        self._attempt(c, entry, p, v)  # a proven failure still tried, for placement's words
+
+    def _counted(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
+        """Its pods do not fit on its view (counts.py): what a failed try would do, without
+        the try."""
+        entry.holding, entry.failed_on, entry.recheck_at = None, None, math.inf
+        never = self._views.never_fits_once(c, entry)
+        wait = Wait(k.reason, k.message) if never is None else Wait(WaitReason.NEVER_FITS, never)
+        self.wait(c, entry, wait)
+        if wait.reason in BLOCKING:
+            self._block(c, entry, p, lambda: self._reserving(c, entry, v.snapshot, v.seen()))
 
     def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed
@@ -110,7 +126,7 @@ class Consider:
         wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, lambda: self._reservation(c, entry, v.snapshot, v.seen()))
+            self._block(c, entry, p, lambda: self._reserving(c, entry, v.snapshot, v.seen()))
 
     def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot
@@ -143,7 +159,7 @@ class Consider:
             self._views.remember(c, v, entry, wait)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, lambda: self._reservation(c, entry, view, seen))
+            self._block(c, entry, p, lambda: self._reserving(c, entry, view, seen))
 
     def _still_patient(self, c: Cycle, entry: Entry, p: Pool) -> None:
         """Placeable but waiting for a compact placement, or for one that keeps its slices, on
@@ -153,7 +169,7 @@ class Consider:
             c.out.waiting[entry.key] = entry.last
         c.out.wake(entry.recheck_at)
         if entry.holding is not None:
-            self._block(c, entry, p, lambda: entry.holding)
+            self._block(c, entry, p, made(entry.holding))
 
     def _hold(self, c: Cycle, entry: Entry, p: Pool, v: View, held: split.Hold) -> None:
         """Waits for a placement that keeps its slices (queue/split.py): looked at again when
@@ -162,7 +178,7 @@ class Consider:
         entry.holding = held.reservation
         c.out.wake(held.reservation.at)
         self.wait(c, entry, held.wait)
-        self._block(c, entry, p, lambda: held.reservation)
+        self._block(c, entry, p, made(held.reservation))
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
@@ -198,29 +214,55 @@ class Consider:
         if wait.reason is WaitReason.UNPLACEABLE:
             c.pool(entry.gang.pool).unplaceable += 1
 
-    def _block(
-        self, c: Cycle, entry: Entry, p: Pool, reservation: Callable[[], Reservation | None]
-    ) -> None:
+    def _block(self, c: Cycle, entry: Entry, p: Pool, reserving: Reserving) -> None:
         """A blocking wait: its pool's blocker under strict order; under EASY, the pool's
-        reservation (made only then) when none is held yet."""
+        reservation when none is held yet, made when first asked for (`Pool.reservation`)."""
         if c.borrowing:  # a borrower holds no reservation and blocks no one
             return
         if self.config.policy.backfill is Backfill.NONE:
             p.blocker = entry.gang.name
         elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
-            p.reservation = reservation()
-            if p.reservation is not None:
-                c.out.reservations[entry.gang.pool] = p.reservation
+            p.pending = _reported(c, entry.gang.pool, reserving())
 
-    def _reservation(
+    def _reserving(
         self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
-    ) -> Reservation | None:
+    ) -> Callable[[], Reservation | None]:
+        """The gang's reservation on what it sees now, to be made later: its inputs are taken
+        now (the cycle's work snapshot and starts change as the walk goes on)."""
         # what it depends on: the view, and which gangs will end when; the same free capacity
         # can hold other gangs (one ended and another took exactly its place)
         pool = entry.gang.pool
         mine = c.ending(pool)
         made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
-        if entry.reserved is None or entry.reserved[0] != made_on:
-            ordered = c.index.releases(pool, mine)
-            entry.reserved = (made_on, reserve(entry.key, view, entry.gang, ordered, self.config))
-        return entry.reserved[1]
+        if entry.reserved is not None and entry.reserved[0] == made_on:
+            return made(entry.reserved[1])()
+        frozen = view.copy() if view is c.work else view  # a held view is a copy already
+
+        def make() -> Reservation | None:
+            found = reserve(
+                entry.key, frozen, entry.gang, c.index.releases(pool, mine), self.config
+            )
+            entry.reserved = (made_on, found)
+            return found
+
+        return make
+
+
+Reserving = Callable[[], Callable[[], Reservation | None]]  # when asked: how to make it
+
+
+def made(r: Reservation | None) -> Reserving:
+    """A reservation made already, as `Consider._block` takes one."""
+    return lambda: lambda: r
+
+
+def _reported(
+    c: Cycle, pool: str, make: Callable[[], Reservation | None]
+) -> Callable[[], Reservation | None]:
+    def reported() -> Reservation | None:
+        found = make()
+        if found is not None:
+            c.out.reservations[pool] = found
+        return found
+
+    return reported

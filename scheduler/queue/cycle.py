@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from scheduler.placement import Snapshot
+from scheduler.placement.snapshot import Array
 from scheduler.queue.checkpoints.joint import Start
 from scheduler.queue.order import Bools
 from scheduler.queue.running import RunningGangs, key_hash
@@ -22,8 +24,18 @@ from scheduler.queue.types import Decisions, Entry, Reservation, Running
 class Pool:
     attempts: int = 0
     blocker: str | None = None  # strict order: the first gang that could not start
-    reservation: Reservation | None = None
+    # EASY: the reservation of the pool's first blocked gang, made when first asked for (a
+    # quiet walk that proves no later gang can start never asks: walk.py)
+    pending: Callable[[], Reservation | None] | None = None
+    made: Reservation | None = None
     unplaceable: int = 0  # gangs found unplaceable this cycle (joint placement wants the first)
+
+    @property
+    def reservation(self) -> Reservation | None:
+        if self.pending is not None:
+            make, self.pending = self.pending, None
+            self.made = make()
+        return self.made
 
 
 @dataclass
@@ -50,6 +62,7 @@ class View:
     held: frozenset[int]  # hosts of the pool held from the gangs that see this view
     free: Free  # the pool's free resources, shared with the other views of this version
     fingerprint: bytes | None = None
+    room: Array | None = None  # per plain request of the pool, the pods it fits (counts.py)
 
     def seen(self) -> bytes:
         if self.fingerprint is None:
@@ -84,8 +97,12 @@ class Cycle:
     # positions that must be looked at whatever is known (pinned, backing off, preempting),
     # and the last known-blocked arrays with the state they were computed for
     quiet: bool = False
+    # quiet, and nothing after the walk reads a reservation (no joint placement, moves,
+    # lending or teams): a pool's reservation is made only when a gang's look needs it
+    lazy: bool = False
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
+    count_masks: dict[str, tuple[tuple[int, int], Bools]] = field(default_factory=dict)  # counts.py
     _lowest_seen: int | None = None  # starts made before `lowest` was first asked
     # teams (queue/teams/queues.py): what each queue uses (None: no quotas), the gangs set aside to
     # borrow after the walk, whether that is under way, the gangs admitted within their quota,
@@ -127,6 +144,11 @@ class Cycle:
         """The pool's gangs a reservation counts on beside the driver's: those leaving, then
         this cycle's starts."""
         return [r for r in (*self.leaving, *self.started) if r.gang.pool == pool]
+
+    def settle(self) -> None:
+        """Every pool's reservation made (what follows the walk reads them)."""
+        for p in self.pools.values():
+            p.made = p.reservation
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)

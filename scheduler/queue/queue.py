@@ -18,7 +18,8 @@ blocked gang, and when the queue wants to be called again. It promises:
   pool, and the same tenant unless `cross_tenant`; the preemptor's hosts are held for it, against
   every gang of every tenant, until it starts there (or, its victims gone, `PIN_PATIENCE_S`
   passes without them coming free), and it does not preempt again meanwhile;
-- bounded work: at most `max_attempts` placement tries per pool per cycle; a gang is not tried
+- bounded work: at most `max_attempts` placement tries per pool per cycle, a gang whose pods
+  outnumber what its view's hosts can take (counts.py) using none; a gang is not tried
   on a view (free capacity and held hosts of its pool, on the same fabric) on which a gang of
   its shape and priority with no more pods was found unplaceable, in this cycle or an earlier
   one, while the gangs it may preempt are the same (the larger needs at least as much); with
@@ -39,7 +40,8 @@ blocked gang, and when the queue wants to be called again. It promises:
   never the cycle.
 This module keeps the order and dispatches; each mechanism is a part that owns its state, its
 contract at its top: walk.py (the walk, quiet cycles), views.py and memo.py (what a gang sees,
-what is known unplaceable, wait reasons), holds.py and preempting.py (pins, preemption),
+what is known unplaceable, wait reasons), counts.py (what counting proves cannot start),
+holds.py and preempting.py (pins, preemption),
 reservation.py, after.py (joint placement, moves), backoff.py; cycle.py is a cycle's state.
 Drivers apply the decisions through one port (effects.py): the simulator at once, the operator
 through the API server."""
@@ -162,6 +164,7 @@ class SchedulingQueue:
         shape, reused = self._shapes.take(key, (entry.gang.priority, entry.tenant), family)
         if reused:  # freed by a shape no gang has any more: what was known goes with it
             self._views.memo.forget_shape(shape)
+        self._views.fits.shape(shape, entry.gang.pool, entry.gang)
         entry.shape = shape
 
     def _tenancy_now(self) -> Tenancy:
@@ -296,9 +299,14 @@ class SchedulingQueue:
             c.work.uplinks = self._uplinks(snapshot, c)  # J prices the uplinks' load
         self._preempting.settle(c)
         c.quiet = not self.config.report_waits and not self.config.policy.compact_wait_s
+        policy = self.config.policy
+        after = policy.joint_gangs >= 2 or policy.defrag_moves_per_hour > 0
+        c.lazy = c.quiet and not (after or self._lending.active() or self._teams.on)
         c.specials = self._walker.specials()
         for entry in self._walker.walk(c):
             self._gang.safely(c, entry)
+        if not c.lazy:
+            c.settle()
         self._teams.borrow(c, self._gang.safely)
         self._teams.due(c)
         self._lending.run(c)

@@ -136,6 +136,8 @@ def shape_of(entry: Entry) -> tuple[object, ...]:
         g.shape.tp * g.shape.ep if g.shape is not None else 0,
         tuple(sorted(g.extended_per_pod.items())),
         g.max_pods_per_rack,
+        g.max_pods_per_host,
+        g.spread,
         g.required_level,
         objective_of(g),
         # roles are placed after the workers: a gang whose roles find no room is unplaceable

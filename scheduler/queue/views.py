@@ -14,14 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from scheduler.model.policy import Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
+from scheduler.placement.snapshot import Array
+from scheduler.queue import counts
+from scheduler.queue.counts import NOT_PLAIN, Fits
 from scheduler.queue.cycle import Cycle, Free, View, ends_before
 from scheduler.queue.holds import Holds
 from scheduler.queue.memo import Memo
-from scheduler.queue.order import Known
+from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.shapes import ShapeIds, shape_of
 from scheduler.queue.types import Entry, QueueConfig, Wait, WaitReason
 
@@ -34,6 +39,7 @@ class Views:
     shapes: ShapeIds
     memo: Memo = field(default_factory=Memo)  # what is known unplaceable, per view
     never: dict[tuple[object, ...], str | None] = field(default_factory=dict)  # never fits
+    fits: Fits = field(default_factory=Fits)  # the plain requests of the shapes (counts.py)
 
     def forget_fabric(self) -> None:
         """Labels, taints and pools are not in a fingerprint: another fabric knows nothing."""
@@ -149,6 +155,65 @@ class Views:
         if key not in self.never:
             self.never[key] = never_fits(c.work.fabric, entry.gang)
         return self.never[key]
+
+    def room(self, v: View) -> Array:
+        """Per plain request of the view's pool, the pods that fit on it (once per view)."""
+        fits = self.fits.by_pool.get(v.pool, [])
+        if v.room is None or len(v.room) != len(fits):
+            v.room = counts.room(v.snapshot, v.pool, fits)
+        return v.room
+
+    def counted(self, c: Cycle, v: View, entry: Entry) -> Known | None:
+        """What counting proves of this gang on its view: unplaceable, with the reason a try
+        would give (Unplaceable when it does not fit on the pool's whole free capacity either,
+        else WaitingForReservation); None when counting proves nothing or a try could do more
+        than fail (preempt, reclaim)."""
+        fit = int(self.fits.of_shape[entry.shape])
+        pods = entry.gang.pods
+        if fit == NOT_PLAIN or c.ledger is not None or c.borrowing or pods <= self.room(v)[fit]:
+            return None
+        if self.victims(c, v.pool, entry.gang.priority, entry.tenant):
+            return None
+        g, room = entry.gang, self.room(v)[fit]
+        said = f"needs {pods} pods x {g.gpus_per_pod} GPUs in pool {g.pool}; room for {room}"
+        full = self.view_for(c, v.pool, frozenset())
+        if v.snapshot is c.work or pods > self.room(full)[fit]:
+            return Known(pods, WaitReason.UNPLACEABLE, said, "")
+        holders = ", ".join(sorted(self.holders(c, entry)))
+        return Known(pods, WaitReason.RESERVED, f"hosts are held for {holders}; {said}", "")
+
+    def count_blocked(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
+        """`counted` for every gang of the order at once: proven blocked on this view, and
+        whether for want of room (Unplaceable)."""
+        none = np.zeros(len(order), dtype=np.bool_)
+        if c.ledger is not None or c.borrowing or not len(order):
+            return none, none
+        fit = self.fits.of_shape[order.shapes]
+        plain = fit != NOT_PLAIN
+        if not plain.any():
+            return none, none
+        at = np.where(plain, fit, 0)
+        blocked = plain & (order.pods > self.room(v)[at]) & self._preempt_none(c, v.pool, order)
+        if v.snapshot is c.work:
+            return blocked, blocked
+        full = self.view_for(c, v.pool, frozenset())
+        return blocked, blocked & (order.pods > self.room(full)[at])
+
+    def _preempt_none(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
+        """Per gang of the order: whether it may preempt no one now."""
+        everyone = np.ones(len(order), dtype=np.bool_)
+        if self.config.policy.preemption is Preemption.OFF:
+            return everyone
+        top = max(priority for priority, _ in self.shapes.owners)
+        if not c.below(pool, top, None)[1]:  # nothing runs below the highest priority queued
+            return everyone
+        # shapes far outnumber their owners (priority, tenant): each owner's victims read once
+        owners: dict[tuple[int, str], bool] = {}
+        for owner in self.shapes.owners:
+            if owner not in owners:
+                owners[owner] = not self.victims(c, pool, *owner)
+        empty = np.array([owners[o] for o in self.shapes.owners], dtype=np.bool_)
+        return empty[order.shapes]
 
     def holders(self, c: Cycle, entry: Entry) -> set[str]:
         return set(self.held_by(c, entry))

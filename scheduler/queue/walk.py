@@ -2,7 +2,8 @@
 
 Contract. `walk` yields the entries a cycle looks at, pools merged by (priority, arrival, key).
 Quiet cycles (`report_waits` off, no patience: the simulator) pass over the gangs whose look
-could only report a wait: known blocked on the view they see (views.py, memo.py), past each
+could only report a wait: known blocked on the view they see (views.py, memo.py) or proven
+so by counting (counts.py), past each
 pool's first blocked gang while it has no reservation or blocker and, with joint placement or
 moves on, its first two unplaceable ones; once tries are spent, every gang not known blocked;
 behind a strict-order blocker, everyone. Gangs pinned, backing off or waiting for their victims
@@ -21,7 +22,7 @@ import numpy as np
 
 from scheduler.model.policy import Backfill
 from scheduler.queue.backoff import Backoff
-from scheduler.queue.cycle import Cycle, first
+from scheduler.queue.cycle import Cycle, View, first
 from scheduler.queue.holds import Holds
 from scheduler.queue.order import Bools, PoolOrder
 from scheduler.queue.shapes import ShapeIds
@@ -81,7 +82,7 @@ class Walk:
         s = bisect.bisect_left(specials, i)
         special = specials[s] if s < len(specials) else None
         p = c.pool(pool)
-        if p.blocker is not None:
+        if p.blocker is not None or (p.pending is not None and self._none_starts(c, order, i)):
             return special
         blocked, why = self._known_blocked(c, pool, order)
         held = self._quota_held(c, pool, order)
@@ -103,6 +104,29 @@ class Walk:
         if special is None or (found is not None and found < special):
             return found
         return special
+
+    def _none_starts(self, c: Cycle, order: PoolOrder, i: int) -> bool:
+        """Whether no gang from position i on can start, whatever the pool's reservation (not
+        made yet) holds: each is held by its quota or proven blocked by counting on the pool's
+        whole free capacity (a reservation only takes hosts away). Then the reservation is
+        never made (`Cycle.lazy`: nothing after the walk reads it)."""
+        if not c.lazy or not len(order):
+            return False
+        pool = self.entries[order.keys[0]].gang.pool
+        state = (c.version, len(order))
+        cached = c.count_masks.get(pool)
+        if cached is None or cached[0] != state:
+            full = self.views.view_for(c, pool, frozenset())
+            cached = c.count_masks[pool] = (state, self.views.count_blocked(c, full, order)[0])
+        held = self._quota_held(c, pool, order)
+        return bool((cached[1][i:] | held[i:]).all())
+
+    def _known_on(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
+        """Per position, on one view: known blocked and known unplaceable, from the memo where
+        it knows the gang's shape (a gang looks there first: consider.py), else by counting."""
+        blocked, why = order.known_blocked(self.views.still_known(c, v), len(self.shapes))
+        counted, unplaceable = self.views.count_blocked(c, v, order)
+        return blocked | counted, np.where(blocked, why, unplaceable)
 
     def _quota_held(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
         """Per position: held by its queue's quota, as a gang of its shape with no more pods
@@ -134,16 +158,15 @@ class Walk:
         cached = c.masks.get(pool)
         if cached is not None and cached[0] == state:
             return cached[1], cached[2]
-        shapes = len(self.shapes)
         full = self.views.view_for(c, pool, frozenset())
-        blocked, why = order.known_blocked(self.views.still_known(c, full), shapes)
+        blocked, why = self._known_on(c, full, order)
         if r is not None:
             held = self.views.view_for(c, pool, r.hosts)
             sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
             mine = order.index(self.entries[r.key]) if r.key in self.entries else None
             if mine is not None:
                 sees[mine] = False
-            b2, w2 = order.known_blocked(self.views.still_known(c, held), shapes)
+            b2, w2 = self._known_on(c, held, order)
             blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
         c.masks[pool] = (state, blocked, why)
         return blocked, why

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scheduler.model.constraints import Taint, TaintEffect
-from scheduler.model.gang import Role
+from scheduler.model.gang import GangRequest, Role, Slice
 from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
@@ -122,13 +122,37 @@ def test_an_unchanged_view_is_not_solved_again():
     assert queue.cycle(2, snap, []).starts
 
 
+def paired(name: str, gpus: int) -> GangRequest:
+    """Two pods that must share a host: counting pods one by one proves nothing of it, so
+    only a try tells it cannot start (queue/counts.py)."""
+    return gang(name, 2, gpus=gpus).model_copy(update={"slices": (Slice(level="host", size=2),)})
+
+
 def test_attempts_per_pool_are_bounded():
-    snap = Snapshot(fabric(blocks=1, racks=1, hosts=1))
-    running(snap, "held", ["h0-0"])
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))  # two hosts: 2 pods of 5+ GPUs fit
     queue = SchedulingQueue(QueueConfig.of(max_attempts=3, preemption=Preemption.OFF))
-    for i in range(8):  # each its own shape: none tells about another
-        queue.add(f"g{i}", gang(f"g{i}", 1, gpus=i + 1), arrival=i)
+    for i in range(4):  # each its own shape: none tells about another
+        queue.add(f"g{i}", paired(f"g{i}", 5 + i), arrival=i)
     assert len(queue.cycle(0, snap, []).tried) == 3
+
+
+@pytest.mark.parametrize("report", [True, False])
+def test_a_failure_counting_proves_uses_no_try(report):
+    """Six gangs whose pods do not fit by count (3 pods of 3+ GPUs on one free host of 8), each
+    its own shape, take none of the pool's 3 tries: the small gang behind them starts."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    held = running(snap, "held", ["h0-0"])
+    config = QueueConfig.of(
+        max_attempts=3, preemption=Preemption.OFF, backfill=Backfill.GREEDY, report_waits=report
+    )
+    queue = SchedulingQueue(config)
+    for i in range(6):
+        queue.add(f"g{i}", gang(f"g{i}", 3, gpus=3 + i), arrival=i)
+    queue.add("small", gang("small", 1, gpus=1), arrival=9)
+    decisions = queue.cycle(0, snap, [held])
+    assert [k for k, _ in decisions.starts] == ["small"]
+    # reporting cycles try each anyway, for placement's own words; quiet ones solve nothing
+    assert len(decisions.tried) == (7 if report else 1)
 
 
 def test_a_larger_gang_of_a_shape_that_failed_is_not_solved():
@@ -262,8 +286,8 @@ def test_a_quiet_cycle_still_looks_at_a_gang_backing_off():
         queue = SchedulingQueue(
             QueueConfig.of(max_attempts=1, preemption=Preemption.OFF, report_waits=report)
         )
-        queue.add("a", gang("a", 1), arrival=0)
-        queue.add("b", gang("b", 1, gpus=4), arrival=1)
+        queue.add("a", paired("a", 8), arrival=0)
+        queue.add("b", paired("b", 4), arrival=1)
         queue.backoff("b", now=0)
         decisions = queue.cycle(0.5, snap, [held])
         assert [p.gang for p in decisions.tried] == ["a"]

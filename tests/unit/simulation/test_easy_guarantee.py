@@ -31,7 +31,9 @@ class Promised(Simulation):
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
 def test_a_reserved_gang_starts_by_its_first_reservation(policy, seed):
-    config = SimConfig.of(seed=seed, backfill=Backfill.EASY).model_copy(
+    # cycles that report waits make every reservation (quiet ones only those a look needs,
+    # to the same decisions: test_quiet.py)
+    config = SimConfig.of(seed=seed, backfill=Backfill.EASY, report_waits=True).model_copy(
         update={"fabric": FabricProfile(name=ProfileName.ORACLE)}
     )
     sim = Promised(FABRIC, overload(seed), policy, config)

@@ -23,7 +23,9 @@ SIZES = (8, 8, 16, 32, 64, 96, 4, 1)
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
 def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypatch):
-    kept, made = Consider._reservation, []
+    """Also: a reservation made later than asked for (`Pool.reservation`) is the one its gang's
+    view gave when it blocked, though the walk has started gangs since."""
+    kept, made = Consider._reserving, []
     asked = []
 
     def counted(*args):  # type: ignore[no-untyped-def]
@@ -31,15 +33,20 @@ def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypat
         return reserve(*args)
 
     def checked(self, c, entry, view, seen):  # type: ignore[no-untyped-def]
-        found = kept(self, c, entry, view, seen)
+        later = kept(self, c, entry, view, seen)
         pool = entry.gang.pool
         mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
         fresh = reserve(entry.key, view, entry.gang, c.index.releases(pool, mine), self.config)
-        asked.append(1)
-        assert found == fresh, f"{entry.key} at {c.now}"
-        return found
 
-    monkeypatch.setattr(Consider, "_reservation", checked)
+        def when_asked():  # type: ignore[no-untyped-def]
+            found = later()
+            asked.append(1)
+            assert found == fresh, f"{entry.key} at {c.now}"
+            return found
+
+        return when_asked
+
+    monkeypatch.setattr(Consider, "_reserving", checked)
     monkeypatch.setattr(queue_module, "reserve", counted)
     config = SimConfig.of(seed=seed, backfill=Backfill.EASY).model_copy(
         update={"failures": Failures(mtbf_hours=48.0, mttr_hours=1.0)}

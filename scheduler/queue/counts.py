@@ -1,0 +1,89 @@
+"""Counting proofs: gangs that cannot start because their pods do not fit, known without a
+solver call, on any view, for any shape of plain pods.
+
+Contract. Takes a view (the free capacity a gang sees) and the plain pod requests of a pool's
+queued shapes (`Fit`: GPUs, CPU, memory per pod and node constraints; a shape that groups its
+pods, caps them per host or asks for extended resources is not plain). Decides, per request,
+the room: the pods the view's up hosts of the pool that admit it can take, each as many as its
+free GPUs, CPU, memory and pod slots allow. Promises: for a plain shape this is exactly
+`Capacity.of(view, gang).total`, so a gang with more pods than its room is unplaceable on that
+view (placement answers `explain(capacity)` before any engine runs), whatever placement policy
+decides. Why it exists: the queue's memo (memo.py) knows a failure only on the very view it
+was found on, and every start or end changes the view; a count holds on each view anew, so a
+quiet walk passes over the gangs it proves blocked instead of trying each once per view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.model.constraints import NodeConstraints
+from scheduler.model.gang import GangRequest
+from scheduler.placement.capacity import UNLIMITED
+from scheduler.placement.snapshot import Array, Snapshot
+
+NOT_PLAIN = -1
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What one pod asks of a host, for a gang whose pods fit one by one."""
+
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    constraints: NodeConstraints
+
+
+def fit_of(gang: GangRequest) -> Fit | None:
+    """Its pods' request when they fit one by one (None: the shape groups or caps them)."""
+    grouped = gang.slices or gang.preferred_slices or gang.tp_pods > 1
+    capped = gang.max_pods_per_host is not None or any(gang.extended_per_pod.values())
+    if grouped or capped:
+        return None
+    return Fit(gang.gpus_per_pod, gang.cpu_milli_per_pod, gang.memory_mib_per_pod, gang.constraints)
+
+
+@dataclass
+class Fits:
+    """The plain requests of each pool's shapes, each given an index within its pool, and per
+    shape id its request's index (NOT_PLAIN: none)."""
+
+    by_pool: dict[str, list[Fit]] = field(default_factory=dict)
+    index: dict[tuple[str, Fit], int] = field(default_factory=dict)
+    of_shape: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def shape(self, shape: int, pool: str, gang: GangRequest) -> None:
+        """A shape id given to a gang of this pool (again, when the id is reused)."""
+        if shape >= len(self.of_shape):
+            grown = np.full(max(2 * len(self.of_shape), shape + 1), NOT_PLAIN, dtype=np.int64)
+            grown[: len(self.of_shape)] = self.of_shape
+            self.of_shape = grown
+        fit = fit_of(gang)
+        self.of_shape[shape] = NOT_PLAIN if fit is None else self._index(pool, fit)
+
+    def _index(self, pool: str, fit: Fit) -> int:
+        found = self.index.get((pool, fit))
+        if found is None:
+            fits = self.by_pool.setdefault(pool, [])
+            found = self.index[(pool, fit)] = len(fits)
+            fits.append(fit)
+        return found
+
+
+def room(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
+    """Per request: the pods the pool's up hosts admitting it can take on this view."""
+    if not fits:
+        return np.zeros(0, dtype=np.int64)
+    pods = np.broadcast_to(view.free_pods, (len(fits), len(view.free_pods)))
+    for column, free in ((0, view.free_gpus), (1, view.free_cpu), (2, view.free_mem)):
+        need = np.array([(f.gpus, f.cpu_milli, f.memory_mib)[column] for f in fits])
+        if not need.any():  # asked by none of them (CPU and memory, on many traces)
+            continue
+        per = free[None, :] // np.maximum(need, 1)[:, None]
+        pods = np.minimum(pods, np.where(need[:, None] > 0, per, UNLIMITED))
+    usable = view.pool_hosts(pool) & view.up_mask()
+    admits = np.array([view.fabric.admits(f.constraints) & usable for f in fits])
+    # an overcommitted host (negative free) takes no pods; it takes none away either
+    return np.asarray((np.maximum(pods, 0) * admits).sum(axis=1), dtype=np.int64)
