@@ -92,6 +92,22 @@ def test_easy_lets_a_gang_in_when_it_ends_before_the_reservation():
     assert [k for k, _ in decisions.starts] == ["short"]
 
 
+def test_a_reservation_made_later_is_made_on_what_its_gang_saw():
+    """A reservation is made when first asked for (`Pool.reservation`), but on the capacity
+    its gang saw when it blocked: a start later in the walk must not change it. big (2 hosts)
+    waits for b (ends at 50); x then takes h0-1, which is not released before big's time."""
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    b = running(snap, "b", ["h0-0"], end=50)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    c = queue._new_cycle(0, snap, [b])
+    later = queue._gang._reserving(c, queue._entries["big"], c.work, b"seen")
+    running(c.work, "x", ["h0-1"])  # a start after the block, applied to the cycle's work
+    made = later()
+    assert made is not None
+    assert (made.at, made.hosts) == (50, {0, 1})
+
+
 def test_easy_backfills_outside_the_reservation():
     """big needs one rack: it reserves rack 0 (a ends first); other gangs use rack 1."""
     snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))
