@@ -113,11 +113,7 @@ class Consider:
         """Its pods do not fit on its view (counts.py): what a failed try would do, without
         the try."""
         entry.holding, entry.failed_on, entry.recheck_at = None, None, math.inf
-        never = self._views.never_fits_once(c, entry)
-        wait = Wait(k.reason, k.message) if never is None else Wait(WaitReason.NEVER_FITS, never)
-        self.wait(c, entry, wait)
-        if wait.reason in BLOCKING:
-            self._block(c, entry, p, lambda: self._reserving(c, entry, v.snapshot, v.seen()))
+        self._known_unplaceable(c, entry, p, v, k)
 
     def _known_unplaceable(self, c: Cycle, entry: Entry, p: Pool, v: View, k: Known) -> None:
         """This gang, or one of its shape and priority with no more pods, could not be placed

@@ -63,6 +63,8 @@ class View:
     free: Free  # the pool's free resources, shared with the other views of this version
     fingerprint: bytes | None = None
     room: Array | None = None  # per plain request of the pool, the pods it fits (counts.py)
+    # per gang of the pool's order (as long as it was): proven blocked here, and unplaceable
+    counted: tuple[int, Bools, Bools] | None = None
 
     def seen(self) -> bytes:
         if self.fingerprint is None:
@@ -102,7 +104,6 @@ class Cycle:
     lazy: bool = False
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
-    count_masks: dict[str, tuple[tuple[int, int], Bools]] = field(default_factory=dict)  # counts.py
     _lowest_seen: int | None = None  # starts made before `lowest` was first asked
     # teams (queue/teams/queues.py): what each queue uses (None: no quotas), the gangs set aside to
     # borrow after the walk, whether that is under way, the gangs admitted within their quota,

@@ -164,34 +164,42 @@ class Views:
         return v.room
 
     def counted(self, c: Cycle, v: View, entry: Entry) -> Known | None:
-        """What counting proves of this gang on its view: unplaceable, with the reason a try
-        would give (Unplaceable when it does not fit on the pool's whole free capacity either,
-        else WaitingForReservation); None when counting proves nothing or a try could do more
-        than fail (preempt, reclaim)."""
+        """What counting proves of this gang on its view: unplaceable, in the words a try would
+        give (NeverFits; Unplaceable when it does not fit on the pool's whole free capacity
+        either; else WaitingForReservation), as this gang's own finding; None when counting
+        proves nothing or a try could do more than fail (preempt, reclaim)."""
         fit = int(self.fits.of_shape[entry.shape])
         pods = entry.gang.pods
         if fit == NOT_PLAIN or c.ledger is not None or c.borrowing or pods <= self.room(v)[fit]:
             return None
         if self.victims(c, v.pool, entry.gang.priority, entry.tenant):
             return None
+        never = self.never_fits_once(c, entry)
+        if never is not None:  # as `why` says it first
+            return Known(pods, WaitReason.NEVER_FITS, never, entry.key)
         g, room = entry.gang, self.room(v)[fit]
         said = f"needs {pods} pods x {g.gpus_per_pod} GPUs in pool {g.pool}; room for {room}"
         full = self.view_for(c, v.pool, frozenset())
         if v.snapshot is c.work or pods > self.room(full)[fit]:
-            return Known(pods, WaitReason.UNPLACEABLE, said, "")
+            return Known(pods, WaitReason.UNPLACEABLE, said, entry.key)
         holders = ", ".join(sorted(self.holders(c, entry)))
-        return Known(pods, WaitReason.RESERVED, f"hosts are held for {holders}; {said}", "")
+        return Known(pods, WaitReason.RESERVED, f"hosts are held for {holders}; {said}", entry.key)
 
     def count_blocked(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
         """`counted` for every gang of the order at once: proven blocked on this view, and
-        whether for want of room (Unplaceable)."""
-        none = np.zeros(len(order), dtype=np.bool_)
+        whether for want of room (Unplaceable). Once per view and length of the order."""
         if c.ledger is not None or c.borrowing or not len(order):
+            none = np.zeros(len(order), dtype=np.bool_)
             return none, none
+        if v.counted is None or v.counted[0] != len(order):
+            v.counted = (len(order), *self._count_blocked(c, v, order))
+        return v.counted[1], v.counted[2]
+
+    def _count_blocked(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
         fit = self.fits.of_shape[order.shapes]
         plain = fit != NOT_PLAIN
         if not plain.any():
-            return none, none
+            return plain, plain
         at = np.where(plain, fit, 0)
         blocked = plain & (order.pods > self.room(v)[at]) & self._preempt_none(c, v.pool, order)
         if v.snapshot is c.work:

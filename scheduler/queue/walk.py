@@ -82,7 +82,9 @@ class Walk:
         s = bisect.bisect_left(specials, i)
         special = specials[s] if s < len(specials) else None
         p = c.pool(pool)
-        if p.blocker is not None or (p.pending is not None and self._none_starts(c, order, i)):
+        if p.blocker is not None:
+            return special
+        if p.pending is not None and self._none_starts(c, pool, order, i):
             return special
         blocked, why = self._known_blocked(c, pool, order)
         held = self._quota_held(c, pool, order)
@@ -105,21 +107,17 @@ class Walk:
             return found
         return special
 
-    def _none_starts(self, c: Cycle, order: PoolOrder, i: int) -> bool:
+    def _none_starts(self, c: Cycle, pool: str, order: PoolOrder, i: int) -> bool:
         """Whether no gang from position i on can start, whatever the pool's reservation (not
         made yet) holds: each is held by its quota or proven blocked by counting on the pool's
         whole free capacity (a reservation only takes hosts away). Then the reservation is
         never made (`Cycle.lazy`: nothing after the walk reads it)."""
-        if not c.lazy or not len(order):
+        if not c.lazy:
             return False
-        pool = self.entries[order.keys[0]].gang.pool
-        state = (c.version, len(order))
-        cached = c.count_masks.get(pool)
-        if cached is None or cached[0] != state:
-            full = self.views.view_for(c, pool, frozenset())
-            cached = c.count_masks[pool] = (state, self.views.count_blocked(c, full, order)[0])
+        full = self.views.view_for(c, pool, frozenset())
+        counted, _ = self.views.count_blocked(c, full, order)
         held = self._quota_held(c, pool, order)
-        return bool((cached[1][i:] | held[i:]).all())
+        return bool((counted[i:] | held[i:]).all())
 
     def _known_on(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
         """Per position, on one view: known blocked and known unplaceable, from the memo where
