@@ -7,13 +7,17 @@ data-parallel rings (the gradient reduction, a step's largest message) cross it.
 between that numbering and the stage-major one: the same pods in the same depth-first order,
 the TP x EP blocks taken in turn for every data-parallel rank of stage 0, then of stage 1, and
 so on, so that a boundary falls between stages and mostly the pipeline's activations (split
-over the TP group) cross it. The choice is by what each puts on the fabric: the GB per step on
-every NIC and uplink (topology/loads.py), each over its capacity as the fabric's spec states
-it (the time those links are busy), the lower one kept. Promises: the same pods on the same
+over the TP group) cross it. The choice is by what each costs (topology/loads.py, on the
+fabric as its spec states it): the gang's own step, its communication alone as the simulator
+charges it, plus the seconds its GB keep the oversubscribed uplinks busy, the only links it
+shares with other gangs that can slow them (a NIC serves one GPU; an uplink at 1:1 carries all
+its hosts' NICs can send). Both are seconds per step: what the gang waits, and what it takes
+from the gangs that share those links (and from itself, where flows are hashed onto them, which
+the spec does not say). The lower sum is kept. Promises: the same pods on the
 hosts, only ranks change; each TP x EP block keeps its pods consecutive and in order, so a
 slice whose size divides a block is kept; the depth-first numbering wherever the gang has
 roles, states no model, its pods do not tile whole blocks, a slice does not divide a block,
-or stage-major loads the links no less.
+or stage-major costs no less.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ def ranked(
         return pods
     order = sorted(pods, key=lambda p: p.rank)
     staged = stage_major(order, gang, unit)
-    if busy(fabric, gang, staged) < busy(fabric, gang, order) * (1 - 1e-9):
+    wires = Wires(fabric, stretch.links_of(fabric))
+    if sum(cost(wires, gang, staged)) < sum(cost(wires, gang, order)) * (1 - 1e-9):
         return tuple(sorted(staged, key=lambda p: p.rank))
     return pods
 
@@ -71,11 +76,17 @@ def stage_major(order: list[PodAssignment], gang: GangRequest, unit: int) -> lis
     return out
 
 
-def busy(fabric: Fabric, gang: GangRequest, pods: list[PodAssignment]) -> float:
-    """Seconds per step the gang keeps the links it loads busy, summed over NICs and uplinks."""
+def cost(wires: Wires, gang: GangRequest, pods: list[PodAssignment]) -> tuple[float, float]:
+    """The gang's step communication alone in seconds, and the seconds per step its GB keep
+    the oversubscribed uplinks busy (summed over them), on `wires` (stretch.links_of)."""
     assert gang.shape is not None
     assert gang.model is not None
-    wires = Wires(fabric, stretch.links_of(fabric))
-    gpus = stretch.lanes(fabric, gang, pods)
+    gpus = stretch.lanes(wires.fabric, gang, pods)
     load = job_load(wires, 0, gang.shape, step_bytes(gang.model, gang.shape), gpus)
-    return sum(gb / wires.capacity(r) for r, gb in load.total.items() if r.port is not Port.NVLINK)
+    levels = wires.fabric.spec.levels
+    shared = sum(
+        gb / wires.capacity(r)
+        for r, gb in load.total.items()
+        if r.port is Port.UPLINK and levels[r.level].oversubscription > 1
+    )
+    return load.seconds(wires), shared

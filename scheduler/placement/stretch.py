@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from scheduler.model.gang import GangRequest, ParallelShape
 from scheduler.model.placement import Placement, PodAssignment
 from scheduler.model.topology import Tier
@@ -57,10 +55,7 @@ def links_of(fabric: Fabric) -> Links:
 
 def largest(fabric: Fabric, gang: GangRequest) -> int:
     """GPUs of the largest NVLink domain of the gang's pool (the compact step's domain)."""
-    pool = fabric.pool_mask.get(gang.pool)
-    if pool is None or not pool.any():
-        return 0
-    return int(np.bincount(fabric.columns[Tier.NVLINK][pool], weights=fabric.gpus[pool]).max())
+    return fabric.largest_nvlink.get(gang.pool, 0)
 
 
 def lanes(fabric: Fabric, gang: GangRequest, pods: Iterable[PodAssignment]) -> Sequence[Gpu]:

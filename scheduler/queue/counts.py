@@ -8,9 +8,12 @@ the room: the pods the view's up hosts of the pool that admit it can take, each 
 free GPUs, CPU, memory and pod slots allow. Promises: for a plain shape this is exactly
 `Capacity.of(view, gang).total`, so a gang with more pods than its room is unplaceable on that
 view (placement answers `explain(capacity)` before any engine runs), whatever placement policy
-decides. Why it exists: the queue's memo (memo.py) knows a failure only on the very view it
-was found on, and every start or end changes the view; a count holds on each view anew, so a
-quiet walk passes over the gangs it proves blocked instead of trying each once per view."""
+decides. A view with hosts held from it (reservations, pins) is the view of its version with
+those hosts down: its room is that view's less what the held hosts take (`held_room`), so each
+version of a cycle counts its hosts once. Why it exists: the queue's memo (memo.py) knows a
+failure only on the very view it was found on, and every start or end changes the view; a
+count holds on each view anew, so a quiet walk passes over the gangs it proves blocked instead
+of trying each once per view."""
 
 from __future__ import annotations
 
@@ -74,8 +77,13 @@ class Fits:
 
 def room(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
     """Per request: the pods the pool's up hosts admitting it can take on this view."""
+    return np.asarray(per_host(view, pool, fits).sum(axis=1), dtype=np.int64)
+
+
+def per_host(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
+    """Per request and host: the pods the host takes (0 off the pool, down or not admitting)."""
     if not fits:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros((0, len(view.free_pods)), dtype=np.int64)
     pods = np.broadcast_to(view.free_pods, (len(fits), len(view.free_pods)))
     for column, free in ((0, view.free_gpus), (1, view.free_cpu), (2, view.free_mem)):
         need = np.array([(f.gpus, f.cpu_milli, f.memory_mib)[column] for f in fits])
@@ -86,4 +94,12 @@ def room(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
     usable = view.pool_hosts(pool) & view.up_mask()
     admits = np.array([view.fabric.admits(f.constraints) & usable for f in fits])
     # an overcommitted host (negative free) takes no pods; it takes none away either
-    return np.asarray((np.maximum(pods, 0) * admits).sum(axis=1), dtype=np.int64)
+    return np.asarray(np.maximum(pods, 0) * admits, dtype=np.int64)
+
+
+def held_room(pods: Array, room: Array, held: frozenset[int]) -> Array:
+    """The room of a view that is `pods`' view with the `held` hosts down: what they took out
+    (a host counts once; one down already or off the pool took nothing)."""
+    if not held:
+        return room
+    return np.asarray(room - pods[:, sorted(held)].sum(axis=1), dtype=np.int64)

@@ -45,7 +45,11 @@ class Free:
 
     snapshot: Snapshot
     pool: str
+    version: int  # of the cycle's work snapshot: `snapshot` shows it while the cycle's is this
     digest: bytes | None = None
+    # per plain request of the pool and host, the pods it takes, and their sum (counts.py)
+    pods: Array | None = None
+    room: Array | None = None
 
     def seen(self) -> bytes:
         if self.digest is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.queue.arrays import cut, inserted
 from scheduler.queue.types import Entry, WaitReason
 
 Bools = npt.NDArray[np.bool_]
@@ -50,18 +51,18 @@ class PoolOrder:
         self.orders.insert(i, entry.order)
         self.keys.insert(i, entry.key)
         estimate = np.nan if entry.estimate_s is None else entry.estimate_s
-        self.pods = np.insert(self.pods, i, entry.gang.pods)
-        self.shapes = np.insert(self.shapes, i, entry.shape)
-        self.estimates = np.insert(self.estimates, i, estimate)
+        self.pods = inserted(self.pods, i, entry.gang.pods)
+        self.shapes = inserted(self.shapes, i, entry.shape)
+        self.estimates = inserted(self.estimates, i, estimate)
 
     def remove(self, entry: Entry) -> None:
         i = self.index(entry)
         if i is None:
             return
         del self.orders[i], self.keys[i]
-        self.pods = np.delete(self.pods, i)
-        self.shapes = np.delete(self.shapes, i)
-        self.estimates = np.delete(self.estimates, i)
+        self.pods = cut(self.pods, i, i + 1)
+        self.shapes = cut(self.shapes, i, i + 1)
+        self.estimates = cut(self.estimates, i, i + 1)
 
     def reshape(self, entries: dict[str, Entry]) -> None:
         """Each entry's shape id read again (the queue gave every gang a new one)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.placement.snapshot import Array, Usage
+from scheduler.queue.arrays import cut, inserted
 
 
 def _empty(*shape: int) -> Array:
@@ -54,20 +55,20 @@ class Flat:
     def insert(self, at: int, usage: Usage, total: int) -> None:
         """A gang at position `at` of the release order."""
         pod = int(self.pods[:at].sum())
-        self.hosts = np.insert(self.hosts, pod, usage.at)
-        self.amounts = np.insert(self.amounts, pod, usage.amounts, axis=0)
-        self.pods = np.insert(self.pods, at, len(usage.at))
-        self.totals = np.insert(self.totals, at, total)
+        self.hosts = inserted(self.hosts, pod, usage.at)
+        self.amounts = inserted(self.amounts, pod, usage.amounts)
+        self.pods = inserted(self.pods, at, len(usage.at))
+        self.totals = inserted(self.totals, at, total)
         self.extended += bool(usage.extended)
 
     def remove(self, at: int, usage: Usage) -> None:
         """The gang at position `at` of the release order (its usage, as inserted)."""
         pod = int(self.pods[:at].sum())
-        span = np.arange(pod, pod + int(self.pods[at]))
-        self.hosts = np.delete(self.hosts, span)
-        self.amounts = np.delete(self.amounts, span, axis=0)
-        self.pods = np.delete(self.pods, at)
-        self.totals = np.delete(self.totals, at)
+        end = pod + int(self.pods[at])
+        self.hosts = cut(self.hosts, pod, end)
+        self.amounts = cut(self.amounts, pod, end)
+        self.pods = cut(self.pods, at, at + 1)
+        self.totals = cut(self.totals, at, at + 1)
         self.extended -= bool(usage.extended)
 
     def copy(self) -> Flat:

@@ -115,17 +115,35 @@ def _first_reaching(running_sum: Array, target: int) -> int:
 
 def _room_at(view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools) -> int:
     """The fewest releases after which the counted hosts have GPU room for the gang's pods
-    (0 when they have now; len + 1 when never). Each released pod adds GPUs to its host only:
-    per pod, the GPUs released on its host so far (a running sum within each host) say how
-    many whole pods that host gains with it."""
-    per_pod = gang.gpus_per_pod
-    free = view.free_gpus
-    room = int((free[counted] // per_pod).sum())
+    (0 when they have now; len + 1 when never)."""
+    room = int((view.free_gpus[counted] // gang.gpus_per_pod).sum())
     if room >= gang.pods:
         return 0
-    hosts, gpus = flat.hosts, flat.gpus
+    size = PREFIX
+    while True:  # a few releases mostly suffice: look at the first pods, then 8x as many
+        pod = _pods_to_room(view, gang, flat, counted, size, gang.pods - room)
+        if pod is not None:
+            return int(np.searchsorted(flat.ends(), pod - 1, side="right")) + 1
+        if size >= len(flat.hosts):
+            return len(flat.pods) + 1
+        size *= 8
+
+
+PREFIX = 16  # released pods looked at first (_room_at)
+
+
+def _pods_to_room(
+    view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools, size: int, short: int
+) -> int | None:
+    """Among the first `size` released pods, the fewest whose release gives the counted hosts
+    room for `short` more of the gang's pods (None: not among them). Each released pod adds
+    GPUs to its host only: per pod, the GPUs released on its host so far (a running sum within
+    each host) say how many whole pods that host gains with it; a pod's sum reads only the pods
+    before it, so a prefix of the release order answers for itself."""
+    per_pod, free = gang.gpus_per_pod, view.free_gpus
+    hosts, gpus = flat.hosts[:size], flat.gpus[:size]
     if not len(hosts):
-        return len(flat.pods) + 1
+        return None
     # a stable sort of small integers is a radix sort (linear): most fabrics' host indexes fit
     keys = hosts.astype(np.uint16) if len(view.fabric.hosts) <= 1 << 16 else hosts
     by_host = np.argsort(keys, kind="stable")
@@ -135,7 +153,5 @@ def _room_at(view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools) -> i
     after = np.empty_like(gpus)
     after[by_host] = sums - base + free[hosts[by_host]]
     gained = (after // per_pod - (after - gpus) // per_pod) * counted[hosts]
-    pod = _first_reaching(np.cumsum(gained), gang.pods - room)
-    if pod > len(gpus):
-        return len(flat.pods) + 1
-    return int(np.searchsorted(flat.ends(), pod - 1, side="right")) + 1
+    pod = _first_reaching(np.cumsum(gained), short)
+    return None if pod > len(gpus) else pod

@@ -68,8 +68,10 @@ def hold(
     if not waited < lost:  # an unknown end (inf) never waits
         return None
     level = split.unkept[0].level
+    # the gangs it waits for may have overrun their estimated ends: no wait to say then
+    when = f" ~{span(waited)}" if waited > 0 else " (the gangs it waits for are past their ends)"
     why = (
-        f"waits ~{span(waited)} for a placement that keeps each slice inside one {level}: "
+        f"waits{when} for a placement that keeps each slice inside one {level}: "
         f"splitting would stretch it {split_s / kept_s:.2f}x over {span(run)} (~{span(own)} "
         f"more; ~{span(lost)} counting the {others} gangs waiting in its pool)"
     )

@@ -39,7 +39,7 @@ class QueueConfig:
     def policy(self) -> SchedulingPolicy:
         return self.place.scheduling
 
-    @property
+    @cached_property  # the config never changes: one copy, not one per reservation
     def trial(self) -> PlaceConfig:
         """Placement as it would be once hosts are freed: no patience, no bound to compute."""
         trial = {
@@ -50,7 +50,7 @@ class QueueConfig:
         }
         return self.place.model_copy(update=trial)
 
-    @property
+    @cached_property
     def at_once(self) -> PlaceConfig:
         """Placement for gangs that start or move in this cycle (joint placement, moves at
         checkpoints): the queue's, less patience."""

@@ -60,7 +60,7 @@ class Views:
             mine = frozenset(h for h in held if mask is not None and mask[h])
             free = c.free.get((pool, c.version))
             if free is None:
-                free = c.free[(pool, c.version)] = Free(c.work, pool)
+                free = c.free[(pool, c.version)] = Free(c.work, pool, c.version)
             c.views[key] = View(view, pool, mine, free)
         return c.views[key]
 
@@ -156,11 +156,19 @@ class Views:
             self.never[key] = never_fits(c.work.fabric, entry.gang)
         return self.never[key]
 
-    def room(self, v: View) -> Array:
-        """Per plain request of the view's pool, the pods that fit on it (once per view)."""
+    def room(self, c: Cycle, v: View) -> Array:
+        """Per plain request of the view's pool, the pods that fit on it (once per view): its
+        version's, less what the hosts held from it take (counts.held_room)."""
         fits = self.fits.by_pool.get(v.pool, [])
         if v.room is None or len(v.room) != len(fits):
-            v.room = counts.room(v.snapshot, v.pool, fits)
+            free = v.free
+            if free.version != c.version:  # the work snapshot has moved on: this view alone
+                v.room = counts.room(v.snapshot, v.pool, fits)
+                return v.room
+            if free.pods is None or free.room is None or len(free.room) != len(fits):
+                free.pods = counts.per_host(free.snapshot, v.pool, fits)
+                free.room = free.pods.sum(axis=1)
+            v.room = counts.held_room(free.pods, free.room, v.held)
         return v.room
 
     def counted(self, c: Cycle, v: View, entry: Entry) -> Known | None:
@@ -170,17 +178,17 @@ class Views:
         proves nothing or a try could do more than fail (preempt, reclaim)."""
         fit = int(self.fits.of_shape[entry.shape])
         pods = entry.gang.pods
-        if fit == NOT_PLAIN or c.ledger is not None or c.borrowing or pods <= self.room(v)[fit]:
+        if fit == NOT_PLAIN or c.ledger is not None or c.borrowing or pods <= self.room(c, v)[fit]:
             return None
         if self.victims(c, v.pool, entry.gang.priority, entry.tenant):
             return None
         never = self.never_fits_once(c, entry)
         if never is not None:  # as `why` says it first
             return Known(pods, WaitReason.NEVER_FITS, never, entry.key)
-        g, room = entry.gang, self.room(v)[fit]
+        g, room = entry.gang, self.room(c, v)[fit]
         said = f"needs {pods} pods x {g.gpus_per_pod} GPUs in pool {g.pool}; room for {room}"
         full = self.view_for(c, v.pool, frozenset())
-        if v.snapshot is c.work or pods > self.room(full)[fit]:
+        if v.snapshot is c.work or pods > self.room(c, full)[fit]:
             return Known(pods, WaitReason.UNPLACEABLE, said, entry.key)
         holders = ", ".join(sorted(self.holders(c, entry)))
         return Known(pods, WaitReason.RESERVED, f"hosts are held for {holders}; {said}", entry.key)
@@ -201,11 +209,11 @@ class Views:
         if not plain.any():
             return plain, plain
         at = np.where(plain, fit, 0)
-        blocked = plain & (order.pods > self.room(v)[at]) & self._preempt_none(c, v.pool, order)
+        blocked = plain & (order.pods > self.room(c, v)[at]) & self._preempt_none(c, v.pool, order)
         if v.snapshot is c.work:
             return blocked, blocked
         full = self.view_for(c, v.pool, frozenset())
-        return blocked, blocked & (order.pods > self.room(full)[at])
+        return blocked, blocked & (order.pods > self.room(c, full)[at])
 
     def _preempt_none(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
         """Per gang of the order: whether it may preempt no one now."""

@@ -41,19 +41,11 @@ class Reference:
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
-        self._largest: dict[str, int] = {}
         self._cache: dict[tuple[str, int], float] = {}
 
     def largest(self, pool: str) -> int:
         """GPUs of the pool's largest NVLink domain."""
-        if pool not in self._largest:
-            sizes: dict[int, int] = {}
-            for h, host in enumerate(self.fabric.hosts):
-                if host.pool == pool:
-                    d = self.fabric.domain[Tier.NVLINK][h]
-                    sizes[d] = sizes.get(d, 0) + host.gpus
-            self._largest[pool] = max(sizes.values(), default=0)
-        return self._largest[pool]
+        return self.fabric.largest_nvlink.get(pool, 0)
 
     def gbps(self, gang: GangRequest) -> float:
         key = (gang.pool, gang.gpus)

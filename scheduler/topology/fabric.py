@@ -188,6 +188,15 @@ class Fabric:
             out[pool] = slice(int(hosts[0]), int(hosts[-1]) + 1) if consecutive else hosts
         return out
 
+    @cached_property
+    def largest_nvlink(self) -> dict[str, int]:
+        """Per pool, the GPUs of its largest NVLink domain (a compact step's domain)."""
+        nvlink = self.columns[Tier.NVLINK]
+        return {
+            pool: int(np.bincount(nvlink[mask], weights=self.gpus[mask]).max())
+            for pool, mask in self.pool_mask.items()
+        }
+
     def admits(self, constraints: NodeConstraints) -> npt.NDArray[np.bool_]:
         """Hosts whose labels and taints admit a pod with these constraints. Gangs mostly share
         a handful of constraint sets, so each mask is computed once per fabric."""

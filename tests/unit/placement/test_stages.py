@@ -105,3 +105,55 @@ def test_blocks_keep_their_pods_consecutive_and_slices_that_divide_them_hold():
 def test_a_slice_that_does_not_divide_a_block_keeps_the_depth_first_ranks():
     gang = GANG.model_copy(update={"slices": (Slice(level="rack", size=4),)})
     assert stages.block_pods(gang) is None
+
+
+def non_blocking() -> Fabric:
+    """FABRIC with every level 1:1: an uplink carries all its hosts' NICs can send."""
+    spec = FABRIC.spec
+    levels = tuple(lv.model_copy(update={"oversubscription": 1.0}) for lv in spec.levels)
+    return Fabric(spec.model_copy(update={"levels": levels}))
+
+
+def test_on_a_non_blocking_fabric_the_depth_first_ranks_stay():
+    """Stage-major would put fewer GB on the spines' uplinks, but at 1:1 those slow no one and
+    the gang's own step is the same: nothing to gain, the depth-first ranks are kept."""
+    fabric = non_blocking()
+    snapshot = Snapshot(fabric)
+    for host in fabric.hosts:
+        if host.domains["rack"] in {"r0", "r2"}:
+            snapshot.use(host.name, 8)
+    [placement] = place(snapshot, [GANG], PlaceConfig())
+    spine = {h.name: h.domains["spine"] for h in fabric.hosts}
+    assert len({spine[h] for h in by_rank(placement)[:4]}) == 1  # replica 0 inside one spine
+    order = sorted(placement.pods, key=lambda p: p.rank)
+    staged = stages.stage_major(order, GANG, stages.block_pods(GANG))
+    wires = Wires(fabric, stretch.links_of(fabric))
+    step, shared = stages.cost(wires, GANG, staged)
+    assert (step, shared) == pytest.approx(stages.cost(wires, GANG, order))
+    assert shared == 0
+
+
+def test_at_1_to_1_stage_major_is_chosen_where_the_gangs_own_step_is_shorter():
+    """NVLink domains of two hosts, every level 1:1: numbered by index, each replica's stages
+    straddle two domains and its data-parallel ring crosses them at NIC rate; stage-major keeps
+    each stage's replicas in one domain. No shared link is loaded either way: the gang's own
+    step decides."""
+    spec = generate(blocks=2, racks=2, hosts=4, gpus=8, nvlink=2)
+    levels = tuple(lv.model_copy(update={"oversubscription": 1.0}) for lv in spec.levels)
+    fabric = Fabric(spec.model_copy(update={"levels": levels}))
+    snapshot = Snapshot(fabric)
+    for host in fabric.hosts:
+        if host.domains["rack"] in {"r0", "r2"}:
+            snapshot.use(host.name, 8)
+    [indexed] = place(snapshot, [GANG], PlaceConfig.of(policy="kueue-best-fit"))
+    order = sorted(indexed.pods, key=lambda p: p.rank)
+    wires = Wires(fabric, stretch.links_of(fabric))
+    staged = stages.stage_major(order, GANG, stages.block_pods(GANG))
+    (mine, none), (theirs, still_none) = (
+        stages.cost(wires, GANG, staged),
+        stages.cost(wires, GANG, order),
+    )
+    assert none == still_none == 0
+    assert mine < theirs
+    ranked = stages.ranked(fabric, GANG, indexed.pods)
+    assert sorted(ranked, key=lambda p: p.rank) == sorted(staged, key=lambda p: p.rank)

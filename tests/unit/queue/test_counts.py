@@ -15,7 +15,7 @@ from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.api import POLICIES
 from scheduler.placement.capacity import Capacity
-from scheduler.queue.counts import Fits, fit_of, room
+from scheduler.queue.counts import Fits, fit_of, held_room, per_host, room
 from scheduler.queue.types import QueueConfig
 from scheduler.topology import Fabric
 
@@ -89,6 +89,26 @@ def test_room_is_what_placement_counts(seed):
         at = int(fits.of_shape[shape])
         counted = room(snap, gang.pool, fits.by_pool[gang.pool])[at]
         assert counted == Capacity.of(snap, gang).total
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_held_views_room_is_its_versions_less_the_held_hosts(seed):
+    """Hosts held from a view are down in it: its room is the whole view's less what they take
+    (held hosts down already, off the pool or not admitting the request take nothing)."""
+    rng = random.Random(seed)
+    f = fabric(rng)
+    snap = state(rng, f)
+    gangs = [plain(rng, f"g{i}") for i in range(6)]
+    fits = Fits()
+    for shape, gang in enumerate(gangs):
+        fits.shape(shape, gang.pool, gang)
+    held = frozenset([*rng.sample(range(len(f.hosts)), rng.randint(0, 6)), *snap.down])
+    view = snap.copy()
+    view.down |= held
+    for pool, wanted in fits.by_pool.items():
+        pods = per_host(snap, pool, wanted)
+        got = held_room(pods, pods.sum(axis=1), held)
+        assert got.tolist() == room(view, pool, wanted).tolist()
 
 
 @pytest.mark.parametrize("seed", range(25))

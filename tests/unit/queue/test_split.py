@@ -57,6 +57,16 @@ def test_it_waits_when_the_split_costs_more_than_the_wait():
     assert "over 6.0 h" in wait.message
 
 
+def test_a_wait_for_gangs_past_their_estimated_ends_says_so_not_a_negative_time():
+    snap, gangs = tight(ends_in=-30)  # the three have overrun their estimates by 30 s
+    q = queue()
+    q.add("moe", GANG, arrival=0, estimate_s=RUN)
+    wait = q.cycle(0.0, snap, gangs).waiting["moe"]
+    assert wait.reason is WaitReason.PRICED
+    assert "~-" not in wait.message
+    assert "past their ends" in wait.message
+
+
 def test_it_starts_split_when_the_wait_costs_more():
     snap, gangs = tight(ends_in=20 * HOURS)
     q = queue()
