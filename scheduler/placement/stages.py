@@ -34,7 +34,7 @@ from scheduler.topology.traffic import step_bytes
 def ranked(
     fabric: Fabric, gang: GangRequest, pods: tuple[PodAssignment, ...]
 ) -> tuple[PodAssignment, ...]:
-    """The workers' pods, ranked stage-major where that loads the fabric less (the contract);
+    """The workers' pods, ranked stage-major where that costs less (the contract);
     `pods` ranked depth-first."""
     unit = block_pods(gang)
     if unit is None or len({p.host for p in pods}) < 2:  # on one host nothing crosses a link

@@ -158,7 +158,8 @@ class Views:
 
     def room(self, c: Cycle, v: View) -> Array:
         """Per plain request of the view's pool, the pods that fit on it (once per view): its
-        version's, less what the hosts held from it take (counts.held_room)."""
+        version's, less what the hosts held from it (down in it, up in the version) take
+        (counts.held_room)."""
         fits = self.fits.by_pool.get(v.pool, [])
         if v.room is None or len(v.room) != len(fits):
             free = v.free
@@ -168,7 +169,9 @@ class Views:
             if free.pods is None or free.room is None or len(free.room) != len(fits):
                 free.pods = counts.per_host(free.snapshot, v.pool, fits)
                 free.room = free.pods.sum(axis=1)
-            v.room = counts.held_room(free.pods, free.room, v.held)
+            # every host held from it, not only the pool's own (`v.held`): a lent one counts
+            held = frozenset(v.snapshot.down - free.snapshot.down)
+            v.room = counts.held_room(free.pods, free.room, held)
         return v.room
 
     def counted(self, c: Cycle, v: View, entry: Entry) -> Known | None:

@@ -16,7 +16,12 @@ from scheduler.placement import Snapshot, place_one
 from scheduler.placement.api import POLICIES
 from scheduler.placement.capacity import Capacity
 from scheduler.queue.counts import Fits, fit_of, held_room, per_host, room
+from scheduler.queue.cycle import Cycle
+from scheduler.queue.holds import Holds
+from scheduler.queue.running import RunningGangs
+from scheduler.queue.shapes import ShapeIds
 from scheduler.queue.types import QueueConfig
+from scheduler.queue.views import Views
 from scheduler.topology import Fabric
 
 TAINT = Taint(key="accel", value="h200", effect=TaintEffect.NO_SCHEDULE)
@@ -143,3 +148,25 @@ def test_a_shape_that_groups_or_caps_its_pods_is_not_counted(update):
     fits.shape(3, gang.pool, gang)
     assert fits.of_shape[3] < 0
     assert np.all(fits.of_shape[:3] < 0)  # ids not given yet are no plain request
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_views_room_counts_a_lent_host_held_from_it(seed):
+    """Hosts of another pool lent to this one and held from a view (not among the pool's own
+    held hosts, `View.held`) take their pods out of its room too."""
+    rng = random.Random(seed)
+    f = fabric(rng)
+    snap = state(rng, f)
+    snap.down = set()
+    lent = [h for h, host in enumerate(f.hosts) if host.pool == "batch-inference"][:3]
+    snap.lent = {"training": frozenset(lent)}
+    for h in lent:
+        snap.free_gpus[h], snap.free_pods[h], snap.free_cpu[h], snap.free_mem[h] = 4, 4, 0, 0
+    gang = GangRequest(name="g", pods=1, gpus_per_pod=1, pool="training")
+    views = Views(QueueConfig(), {}, Holds(), ShapeIds())
+    views.fits.shape(0, "training", gang)
+    c = Cycle(0.0, snap, [], RunningGangs())
+    own = [h for h, host in enumerate(f.hosts) if host.pool == "training"][:2]
+    v = views.view_for(c, "training", frozenset([*lent[:2], *own]))
+    wanted = views.fits.by_pool["training"]
+    assert views.room(c, v).tolist() == room(v.snapshot, "training", wanted).tolist()
