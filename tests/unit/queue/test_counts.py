@@ -81,8 +81,8 @@ def plain(rng: random.Random, name: str) -> GangRequest:
     )
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_room_is_what_placement_counts(seed):
+def six_shapes(seed: int) -> tuple[random.Random, Fabric, Snapshot, list[GangRequest], Fits]:
+    """A random fabric and state, and six plain gangs, each its own shape."""
     rng = random.Random(seed)
     f = fabric(rng)
     snap = state(rng, f)
@@ -90,6 +90,12 @@ def test_room_is_what_placement_counts(seed):
     fits = Fits()
     for shape, gang in enumerate(gangs):
         fits.shape(shape, gang.pool, gang)
+    return rng, f, snap, gangs, fits
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_room_is_what_placement_counts(seed):
+    _, _, snap, gangs, fits = six_shapes(seed)
     for shape, gang in enumerate(gangs):
         at = int(fits.of_shape[shape])
         counted = room(snap, gang.pool, fits.by_pool[gang.pool])[at]
@@ -100,13 +106,7 @@ def test_room_is_what_placement_counts(seed):
 def test_a_held_views_room_is_its_versions_less_the_held_hosts(seed):
     """Hosts held from a view are down in it: its room is the whole view's less what they take
     (held hosts down already, off the pool or not admitting the request take nothing)."""
-    rng = random.Random(seed)
-    f = fabric(rng)
-    snap = state(rng, f)
-    gangs = [plain(rng, f"g{i}") for i in range(6)]
-    fits = Fits()
-    for shape, gang in enumerate(gangs):
-        fits.shape(shape, gang.pool, gang)
+    rng, f, snap, _, fits = six_shapes(seed)
     held = frozenset([*rng.sample(range(len(f.hosts)), rng.randint(0, 6)), *snap.down])
     view = snap.copy()
     view.down |= held
