@@ -33,7 +33,8 @@ def lone(fabric: Fabric, gang: GangRequest, placement: Placement) -> float | Non
     links = links_of(fabric)
     step = step_bytes(model, shape)
     per_host = max(h.gpus for h in fabric.hosts)
-    compact = compact_seconds(links, shape, step, per_host, max(largest(fabric, gang), per_host))
+    domain = max(fabric.largest_nvlink.get(gang.pool, 0), per_host)  # the compact step's
+    compact = compact_seconds(links, shape, step, per_host, domain)
     wires = Wires(fabric, links)
     actual = job_load(wires, 0, shape, step, lanes(fabric, gang, placement.pods)).seconds(wires)
     return stretch(comm_share(model, shape, compact), compact, actual, model.overlap)
@@ -51,11 +52,6 @@ def links_of(fabric: Fabric) -> Links:
         },
         path_gbps=nic,
     )
-
-
-def largest(fabric: Fabric, gang: GangRequest) -> int:
-    """GPUs of the largest NVLink domain of the gang's pool (the compact step's domain)."""
-    return fabric.largest_nvlink.get(gang.pool, 0)
 
 
 def lanes(fabric: Fabric, gang: GangRequest, pods: Iterable[PodAssignment]) -> Sequence[Gpu]:

@@ -21,6 +21,7 @@ from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
 from scheduler.model.policy import Backfill
 from scheduler.placement import Snapshot, place_one
 from scheduler.queue import split
+from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.holds import Holds
@@ -56,9 +57,11 @@ class Consider:
         pins: Holds,
         backoff: Backoff,
         views: Views,
+        arrivals: Arrivals,
     ) -> None:
         self.config = config
         self._entries = entries
+        self._arrivals = arrivals
         self._pins = pins
         self._backoff = backoff
         self._views = views
@@ -130,8 +133,7 @@ class Consider:
         c.out.tried.append(placement)
         entry.holding = None
         if placement.placed and split.priced(self.config, entry, placement):
-            behind = sum(e.gang.pool == entry.gang.pool for e in self._entries.values()) - 1
-            held = split.hold(c, entry, view, placement, self.config, behind)
+            held = split.hold(c, entry, view, placement, self.config, self._behind(c, entry))
             if held is not None:
                 self._hold(c, entry, p, v, held)
                 return
@@ -166,6 +168,16 @@ class Consider:
         c.out.wake(entry.recheck_at)
         if entry.holding is not None:
             self._block(c, entry, p, made(entry.holding))
+
+    def _behind(self, c: Cycle, entry: Entry) -> split.Behind:
+        pool = entry.gang.pool
+        others = [e for e in self._entries.values() if e.gang.pool == pool and e is not entry]
+        work = sum(e.gang.all_gpus * (e.estimate_s or 0.0) for e in others)
+        gpus = split.pool_gpus(c.work.fabric, pool)
+        arrivals = self._arrivals
+        return split.Behind(
+            len(others), work, arrivals.rate(pool, c.now), arrivals.load(pool, c.now, gpus)
+        )
 
     def _hold(self, c: Cycle, entry: Entry, p: Pool, v: View, held: split.Hold) -> None:
         """Waits for a placement that keeps its slices (queue/split.py): looked at again when

@@ -32,6 +32,10 @@ class Pool:
 
     @property
     def reservation(self) -> Reservation | None:
+        return self.make()
+
+    def make(self) -> Reservation | None:
+        """Its reservation, made now if it is still pending."""
         if self.pending is not None:
             make, self.pending = self.pending, None
             self.made = make()
@@ -153,7 +157,7 @@ class Cycle:
     def settle(self) -> None:
         """Every pool's reservation made (what follows the walk reads them)."""
         for p in self.pools.values():
-            p.made = p.reservation
+            p.make()
 
     def pool(self, name: str) -> Pool:
         found = self.pools.get(name)

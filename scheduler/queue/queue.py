@@ -57,6 +57,7 @@ from scheduler.placement import Snapshot
 from scheduler.placement.api import RACKWISE
 from scheduler.placement.snapshot import Array
 from scheduler.placement.uplinks import Crossings
+from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.checkpoints.after import AfterWalk
 from scheduler.queue.checkpoints.defrag import Defrag
@@ -107,7 +108,12 @@ class SchedulingQueue:
             self._views,
         )
         # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py)
-        self._gang = Consider(self.config, self._entries, self._pins, self._backoff, self._views)
+        # each pool's recent arrivals (queue/arrivals.py), of the gangs queued since a cycle
+        self._arrivals = Arrivals()
+        self._fresh: list[Entry] = []
+        self._gang = Consider(
+            self.config, self._entries, self._pins, self._backoff, self._views, self._arrivals
+        )
         wait, start = self._gang.wait, self._gang.start
         self._preempting = Preempting(
             self.config, self._entries, self._pins, self._views, wait, start
@@ -158,6 +164,7 @@ class SchedulingQueue:
             self._shape(entry)
             self._ranks.added(entry)
             self._orders.setdefault(gang.pool, PoolOrder()).add(entry)
+            self._fresh.append(entry)
 
     def _shape(self, entry: Entry) -> None:
         key, family = shape_keys(entry, self._tenancy)
@@ -281,6 +288,8 @@ class SchedulingQueue:
         (the simulator), or its whole list, indexed here by difference (the operator).
         `leaving`: gangs whose pods still hold hosts while they go (the operator's deleted
         jobs), released first by a reservation and otherwise left alone."""
+        self._arrivals.seen(now, self._fresh)
+        self._fresh.clear()
         idle = not self._entries and not self._lending.reclaim.pending
         idle = idle and not self._teams.reclaim.pending
         if idle and self.config.policy.defrag_moves_per_hour <= 0:

@@ -2,22 +2,26 @@
 them or waits for a placement that keeps them, by what each costs.
 
 Contract. Takes the cycle, a queued gang placed on its view without some of its preferred
-slices (`Placement.unkept`: e.g. its expert-parallel block across NVLink domains) and the
-queue's config. Where the policy reads those slices as priced (placement/hints.py: rackwise)
-and the gang states its model and run time, decides by two figures: the split's cost, (s_split
-- s_kept) x its run time, s being a placement's lone stretch (placement/stretch.py), and the
-wait until a placement that keeps the slices can start: EASY's reservation for the gang with
-them required, from the running gangs' expected ends (queue/reservation.py). Waits when the
-wait is shorter; starts split otherwise, and wherever the wait cannot be priced (no model, no
-run time, an end unknown, no placement keeps them even with every running gang ended).
+slices (`Placement.unkept`: e.g. its expert-parallel block across NVLink domains), what waits
+behind it in its pool (`Behind`) and the queue's config. Where the policy reads those slices
+as priced (placement/hints.py: rackwise) and the gang states its model and run time, decides by
+two figures: the split's cost, (s_split - s_kept) x its run time, s being a placement's lone
+stretch (placement/stretch.py), times who bears it (the gang, and the gangs its extra GPU-time
+pushes back: `Behind.reached`), and the wait until a placement that keeps the slices can start:
+EASY's reservation for the gang with them required, from the running gangs' expected ends
+(queue/reservation.py). Waits when the wait is shorter; starts split otherwise, and wherever
+the wait cannot be priced (no model, no run time, an end unknown, no placement keeps them even
+with every running gang ended).
 Promises: a wait names both figures in its reason and carries the reservation it waits for;
-the decision reads only the gang, its view and the running gangs' estimates, so a replay
-decides the same. What it leaves out, stated: the gangs ahead that may take the freed domain
-first (the wait is then longer than priced), and the cost a stretched job puts on others.
+the decision reads only the gang, its view, the queue and the running gangs' estimates, so a
+replay decides the same. What it leaves out, stated: the gangs ahead that may take the freed
+domain first (the wait is then longer than priced), and whether the pool stays busy while the
+gang runs (`Behind.reached` assumes it does).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scheduler.model.gang import GangRequest
@@ -48,11 +52,40 @@ def priced(config: QueueConfig, entry: Entry, placement: Placement) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Behind:
+    """What waits behind a gang in its pool: the other gangs queued there, the GPU-seconds of
+    work they ask for (their GPUs x expected run times; an unknown run time counts none), and
+    the pool's recent arrival rate in gangs per second and offered load (queue/arrivals.py)."""
+
+    gangs: int
+    work_gpu_s: float
+    rate: float
+    load: float
+
+    def reached(self, pool_gpus: int, run_s: float) -> float:
+        """The gangs a split's extra GPU-time pushes back, each by all of it over the pool's
+        GPUs, in a pool that stays busy (work-conserving: its backlog clears that much later):
+        those waiting now; those arriving while the split gang runs `run_s`, reached on average
+        by half of it since it accrues evenly over the run; and those arriving after the run
+        until the queued work has drained. Work w queued in a busy system at load p drains in
+        w / (1 - p) on average, each unit of it lengthening the busy period by 1 / (1 - p) as
+        the work arriving meanwhile queues too (the M/G/1 busy period: Kleinrock, Queueing
+        Systems I, 1975, ch. 5); at a recent load of 1 or more it never drains: every gang
+        arriving is reached (inf). A fluid, first-order estimate."""
+        if not self.rate:
+            return float(self.gangs)
+        if self.load >= 1.0:
+            return math.inf
+        drain = self.work_gpu_s / pool_gpus / (1.0 - self.load) if pool_gpus else 0.0
+        return self.gangs + self.rate * (run_s / 2 + max(0.0, drain - run_s))
+
+
 def hold(
-    c: Cycle, entry: Entry, view: Snapshot, split: Placement, cfg: QueueConfig, others: int
+    c: Cycle, entry: Entry, view: Snapshot, split: Placement, cfg: QueueConfig, behind: Behind
 ) -> Hold | None:
     """A wait for a placement that keeps the slices when it costs less than this split; None:
-    start split. `others`: the gangs waiting in its pool besides it."""
+    start split."""
     fabric, gang = view.fabric, entry.gang
     run = entry.estimate_s or 0.0
     split_s = stretch.lone(fabric, gang, split)
@@ -64,7 +97,10 @@ def hold(
         return None
     kept_s = stretch.lone(fabric, gang, found.placement) or 1.0
     own = (split_s - kept_s) * run
-    waited, lost = found.at - c.now, own * borne(fabric, gang, others)
+    if own <= 0:
+        return None  # the placement that keeps the slices is no faster
+    reached = behind.reached(pool_gpus(fabric, gang.pool), run * split_s)
+    waited, lost = found.at - c.now, own * borne(fabric, gang, reached)
     if not waited < lost:  # an unknown end (inf) never waits
         return None
     level = split.unkept[0].level
@@ -73,19 +109,37 @@ def hold(
     why = (
         f"waits{when} for a placement that keeps each slice inside one {level}: "
         f"splitting would stretch it {split_s / kept_s:.2f}x over {span(run)} (~{span(own)} "
-        f"more; ~{span(lost)} counting the {others} gangs waiting in its pool)"
+        f"more; {_counting(behind, reached, lost)})"
     )
     return Hold(Wait(WaitReason.PRICED, why), found)
 
 
-def borne(fabric: Fabric, gang: GangRequest, others: int) -> float:
-    """Who bears a split's extra time: the gang itself, and each gang waiting in its pool,
-    whose start the extra GPU-time (its GPUs x the extra time) pushes back by that over the
-    pool's GPUs, the pool being busy (a work-conserving pool's backlog clears that much
-    later). A split costs this many times its own delay."""
-    pool = fabric.pool_mask.get(gang.pool)
-    gpus = int(fabric.gpus[pool].sum()) if pool is not None else 0
-    return 1.0 + others * gang.all_gpus / gpus if gpus else 1.0
+def _counting(behind: Behind, reached: float, lost: float) -> str:
+    """Who the split's cost counts, as the reason says it."""
+    waiting = f"the {behind.gangs} gangs waiting in its pool"
+    if math.isinf(reached):
+        return (
+            f"more than any wait, counting {waiting} and every gang arriving while its "
+            "recent load exceeds its GPUs"
+        )
+    due = reached - behind.gangs
+    return (
+        f"~{span(lost)} counting {waiting} and ~{due:.0f} arriving while it runs or their "
+        "work drains"
+    )
+
+
+def borne(fabric: Fabric, gang: GangRequest, reached: float) -> float:
+    """Who bears a split's extra time: the gang itself, and the `reached` gangs of its pool
+    (`Behind.reached`), each pushed back by the extra GPU-time (its GPUs x the extra time) over
+    the pool's GPUs. A split costs this many times its own delay."""
+    gpus = pool_gpus(fabric, gang.pool)
+    return 1.0 + reached * gang.all_gpus / gpus if gpus else 1.0
+
+
+def pool_gpus(fabric: Fabric, pool: str) -> int:
+    mask = fabric.pool_mask.get(pool)
+    return int(fabric.gpus[mask].sum()) if mask is not None else 0
 
 
 def span(seconds: float) -> str:

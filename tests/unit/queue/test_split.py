@@ -4,6 +4,7 @@ wait would cost more, by the numbers in its reason; peers keep their fixed readi
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -11,8 +12,8 @@ import pytest
 from scheduler.model import GangRequest, ParallelShape
 from scheduler.model.training import Model
 from scheduler.placement import Snapshot, stretch
-from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
-from scheduler.queue.split import borne, span
+from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason, split
+from scheduler.queue.split import Behind, borne, span
 from scheduler.topology import Fabric, generate
 from tests.unit.queue.helpers import running
 
@@ -67,6 +68,17 @@ def test_a_wait_for_gangs_past_their_estimated_ends_says_so_not_a_negative_time(
     assert "past their ends" in wait.message
 
 
+def test_a_kept_placement_no_faster_than_the_split_is_not_waited_for(monkeypatch):
+    """The gangs it would wait for are past their ends (a wait below zero), but keeping the
+    block would run no faster (both priced 1.2x here): nothing is lost by splitting, so it
+    starts now instead of waiting for nothing."""
+    monkeypatch.setattr(split.stretch, "lone", lambda *_: 1.2)
+    snap, gangs = tight(ends_in=-30)
+    q = queue()
+    q.add("moe", GANG, arrival=0, estimate_s=RUN)
+    assert q.cycle(0.0, snap, gangs).starts
+
+
 def test_it_starts_split_when_the_wait_costs_more():
     snap, gangs = tight(ends_in=20 * HOURS)
     q = queue()
@@ -105,6 +117,90 @@ def test_the_gangs_waiting_behind_it_make_a_split_dearer():
             big = GangRequest(name=f"big{i}", pods=8, gpus_per_pod=4)
             q.add(f"big{i}", big, arrival=1 + i, estimate_s=RUN)
         assert bool(q.cycle(0.0, snap, gangs).starts) is starts
+
+
+def _own_delay() -> float:
+    """What splitting costs the gang itself, nothing else waiting or arriving."""
+    q = queue()
+    q.add("probe", GANG, arrival=0, estimate_s=RUN)
+    [(_, split)] = q.cycle(0.0, _split_only(), []).starts
+    return (stretch.lone(NVL, GANG, split) - 1.0) * RUN
+
+
+def _arrived(q: SchedulingQueue, count: int, every: float, pods: int, hours: float) -> None:
+    """`count` gangs arrived one every `every` seconds up to now, each seen by a cycle then
+    and started since."""
+    for i in range(count):
+        at = -(count - i) * every
+        gang = GangRequest(name=f"s{i}", pods=pods, gpus_per_pod=4)
+        q.add(f"s{i}", gang, arrival=at, estimate_s=hours * HOURS)
+        q.cycle(at, Snapshot(NVL), [])
+        q.remove(f"s{i}")
+
+
+def test_the_gangs_arriving_while_it_would_run_make_a_split_dearer():
+    """Alone in the queue it splits when the wait is 1.5x its own delay; when gangs have been
+    arriving in its pool, one an hour, those due while its ~11 h stretched run lasts would each
+    be held back by the split's extra GPU-time, and it waits, saying how many."""
+    own = _own_delay()
+    for recent, starts in ((0, True), (10, False)):
+        snap, gangs = tight(ends_in=own * 1.5)
+        q = queue()
+        _arrived(q, recent, HOURS, pods=1, hours=0.1)
+        q.add("moe", GANG, arrival=0, estimate_s=RUN)
+        decisions = q.cycle(0.0, snap, gangs)
+        assert bool(decisions.starts) is starts
+        if not starts:  # 11 arrivals in 10 h over half its ~11 h run: ~6
+            message = decisions.waiting["moe"].message
+            reached = re.search(r"~([0-9]+) arriving while it runs", message)
+            assert 4 <= int(reached.group(1)) <= 8
+
+
+def test_under_a_recent_load_above_its_pool_it_waits_however_long():
+    """Gangs asking for twice the pool's GPUs have arrived over the last day: the queue would
+    never drain, every gang arriving would bear a split's extra time, and it waits for a
+    placement that keeps its block even 50x its own delay away."""
+    own = _own_delay()
+    for recent, starts in ((0, True), (24, False)):
+        snap, gangs = tight(ends_in=own * 50)
+        q = queue()
+        _arrived(q, recent, HOURS, pods=8, hours=2)  # the whole pool for 2 h, every hour
+        q.add("moe", GANG, arrival=0, estimate_s=RUN)
+        decisions = q.cycle(0.0, snap, gangs)
+        assert bool(decisions.starts) is starts
+        if not starts:
+            assert "recent load exceeds its GPUs" in decisions.waiting["moe"].message
+
+
+def test_the_work_queued_behind_it_counts_the_arrivals_until_it_drains():
+    """One gang, queued 30 h ago, waits behind it (ranked lower): with a wait of 1.7x its own
+    delay it splits while that gang asks for an hour of the whole pool, and waits when it asks
+    for 1,000 h, whose drain the day's arrivals (itself, at ~1 a day) would queue behind too."""
+    own = _own_delay()
+    for hours, starts in ((1, True), (1000, False)):
+        snap, gangs = tight(ends_in=own * 1.7)
+        q = queue()
+        big = GangRequest(name="big", pods=8, gpus_per_pod=4)  # the whole fabric
+        q.add("big", big, arrival=-30 * HOURS, estimate_s=hours * HOURS)
+        q.cycle(-30 * HOURS, snap, gangs)  # seen then, and waiting since
+        q.add("moe", GANG.model_copy(update={"priority": 1}), arrival=-1, estimate_s=RUN)
+        assert bool(q.cycle(0.0, snap, gangs).starts) is starts
+
+
+def test_the_gangs_a_split_reaches():
+    """Those waiting; those arriving while it runs, at half weight; those arriving after it
+    until the queued work has drained, at the pool's full rate slowed by the load arriving
+    meanwhile (1 / (1 - load)); every one of them when the recent load is 1 or more."""
+    hour, gpus = 3600.0, 32
+    assert Behind(2, 0.0, 0.0, 0.0).reached(gpus, hour) == 2
+    assert Behind(0, 0.0, 1 / 600, 0.0).reached(gpus, hour) == pytest.approx(3)  # 6 an hour / 2
+    # 4 h of the pool's work queued: 3 h of it drains after the run, 18 more arrivals
+    queued = 4 * hour * gpus
+    assert Behind(2, queued, 1 / 600, 0.0).reached(gpus, hour) == pytest.approx(2 + 3 + 18)
+    # at half load it drains in 8 h: 7 h after the run, 42 more
+    assert Behind(2, queued, 1 / 600, 0.5).reached(gpus, hour) == pytest.approx(2 + 3 + 42)
+    assert math.isinf(Behind(0, 0.0, 1 / 600, 1.0).reached(gpus, hour))
+    assert Behind(2, queued, 0.0, 1.0).reached(gpus, hour) == 2  # no arrivals: none reached
 
 
 def _split_only() -> Snapshot:
