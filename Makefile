@@ -25,8 +25,9 @@ demo: $(STAMP)
 	@echo "== 2. GB200 NVL72 racks, the modern mix (MoE, TP+PP, FSDP), one day, 3 seeds. Each"
 	@echo "   job's users state its expert-parallel block inside one NVLink domain, as their"
 	@echo "   scheduler lets them: required (Kueue, Slurm block) waits for a free domain, preferred"
-	@echo "   (KAI, rackwise) splits the block across domains when none is free, and a split"
-	@echo "   block runs its all-to-all at NIC rate. The rows say who is who. =="
+	@echo "   (KAI) splits the block across domains when none is free, priced (rackwise) waits"
+	@echo "   when the wait costs less than the split, counting the jobs the split would hold back."
+	@echo "   A split block runs its all-to-all at NIC rate. The rows say who is who. =="
 	$(BIN)/rackwise compare simulations/scenarios/demo-nvl72.yaml --no-oracle --variants '' \
 		--json rackwise-results/demo-nvl72.json
 	@echo "== every measure of every row: rackwise-results/demo.json, demo-nvl72.json (or --wide) =="
