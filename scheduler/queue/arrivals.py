@@ -42,7 +42,7 @@ class Arrivals:
 
     def seen(self, now: float, queued: Iterable[Entry]) -> None:
         for e in queued:
-            self.record(e.gang.pool, e.key, now, e.gang.all_gpus * (e.estimate_s or 0.0))
+            self.record(e.gang.pool, e.key, now, e.work_gpu_s)
 
     def record(self, pool: str, key: str, at: float, work_gpu_s: float = 0.0) -> None:
         if key in self._keys:

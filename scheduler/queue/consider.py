@@ -172,12 +172,11 @@ class Consider:
     def _behind(self, c: Cycle, entry: Entry) -> split.Behind:
         pool = entry.gang.pool
         others = [e for e in self._entries.values() if e.gang.pool == pool and e is not entry]
-        work = sum(e.gang.all_gpus * (e.estimate_s or 0.0) for e in others)
+        work = sum(e.work_gpu_s for e in others)
         gpus = split.pool_gpus(c.work.fabric, pool)
         arrivals = self._arrivals
-        return split.Behind(
-            len(others), work, arrivals.rate(pool, c.now), arrivals.load(pool, c.now, gpus)
-        )
+        rate, load = arrivals.rate(pool, c.now), arrivals.load(pool, c.now, gpus)
+        return split.Behind(len(others), work, rate, load, gpus)
 
     def _hold(self, c: Cycle, entry: Entry, p: Pool, v: View, held: split.Hold) -> None:
         """Waits for a placement that keeps its slices (queue/split.py): looked at again when

@@ -20,13 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest
 from scheduler.placement.capacity import UNLIMITED
 from scheduler.placement.snapshot import Array, Snapshot
+from scheduler.topology.fabric import Fabric
 
 NOT_PLAIN = -1
+Bools = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Fits:
     by_pool: dict[str, list[Fit]] = field(default_factory=dict)
     index: dict[tuple[str, Fit], int] = field(default_factory=dict)
     of_shape: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    tables: dict[str, Table] = field(default_factory=dict)  # per pool (`table`)
 
     def shape(self, shape: int, pool: str, gang: GangRequest) -> None:
         """A shape id given to a gang of this pool (again, when the id is reused)."""
@@ -65,6 +69,14 @@ class Fits:
             self.of_shape = grown
         fit = fit_of(gang)
         self.of_shape[shape] = NOT_PLAIN if fit is None else self._index(pool, fit)
+
+    def table(self, pool: str, fabric: Fabric) -> Table:
+        """The pool's requests' Table, read again when the fabric or the requests change."""
+        fits = self.by_pool.get(pool, [])
+        found = self.tables.get(pool)
+        if found is None or found.fabric is not fabric or found.size != len(fits):
+            found = self.tables[pool] = Table.of(fabric, fits)
+        return found
 
     def _index(self, pool: str, fit: Fit) -> int:
         found = self.index.get((pool, fit))
@@ -80,21 +92,44 @@ def room(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
     return np.asarray(per_host(view, pool, fits).sum(axis=1), dtype=np.int64)
 
 
-def per_host(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
-    """Per request and host: the pods the host takes (0 off the pool, down or not admitting)."""
+@dataclass(frozen=True)
+class Table:
+    """What a list of requests asks, read once per fabric and length of the list: per resource
+    (GPUs, CPU, memory) that any of them asks, its column, each request's need (at least 1) and
+    whether it asks; and which hosts admit each request."""
+
+    fabric: Fabric
+    size: int
+    needs: list[tuple[int, Array, Bools | None]]  # None: every request asks for it
+    admits: Bools  # request x host
+
+    @staticmethod
+    def of(fabric: Fabric, fits: list[Fit]) -> Table:
+        needs: list[tuple[int, Array, Bools | None]] = []
+        for column in range(3):
+            need = np.array([(f.gpus, f.cpu_milli, f.memory_mib)[column] for f in fits])
+            if need.any():  # asked by none of them (CPU and memory, on many traces): skipped
+                asks = need > 0
+                needs.append((column, np.maximum(need, 1)[:, None], None if asks.all() else asks))
+        admits = np.array([fabric.admits(f.constraints) for f in fits], dtype=np.bool_)
+        return Table(fabric, len(fits), needs, admits.reshape(len(fits), len(fabric.hosts)))
+
+
+def per_host(view: Snapshot, pool: str, fits: list[Fit], table: Table | None = None) -> Array:
+    """Per request and host: the pods the host takes (0 off the pool, down or not admitting).
+    `table`: the requests' Table on the view's fabric, when kept (`Fits.table`)."""
     if not fits:
         return np.zeros((0, len(view.free_pods)), dtype=np.int64)
+    if table is None:
+        table = Table.of(view.fabric, fits)
     pods = np.broadcast_to(view.free_pods, (len(fits), len(view.free_pods)))
-    for column, free in ((0, view.free_gpus), (1, view.free_cpu), (2, view.free_mem)):
-        need = np.array([(f.gpus, f.cpu_milli, f.memory_mib)[column] for f in fits])
-        if not need.any():  # asked by none of them (CPU and memory, on many traces)
-            continue
-        per = free[None, :] // np.maximum(need, 1)[:, None]
-        pods = np.minimum(pods, np.where(need[:, None] > 0, per, UNLIMITED))
+    free = (view.free_gpus, view.free_cpu, view.free_mem)
+    for column, need, asks in table.needs:
+        per = free[column][None, :] // need
+        pods = np.minimum(pods, per if asks is None else np.where(asks[:, None], per, UNLIMITED))
     usable = view.pool_hosts(pool) & view.up_mask()
-    admits = np.array([view.fabric.admits(f.constraints) & usable for f in fits])
     # an overcommitted host (negative free) takes no pods; it takes none away either
-    return np.asarray(np.maximum(pods, 0) * admits, dtype=np.int64)
+    return np.asarray(np.maximum(pods, 0) * (table.admits & usable), dtype=np.int64)
 
 
 def held_room(pods: Array, room: Array, held: frozenset[int]) -> Array:

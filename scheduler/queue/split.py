@@ -62,8 +62,9 @@ class Behind:
     work_gpu_s: float
     rate: float
     load: float
+    pool_gpus: int  # the pool's GPUs (`pool_gpus`), read once per decision
 
-    def reached(self, pool_gpus: int, run_s: float) -> float:
+    def reached(self, run_s: float) -> float:
         """The gangs a split's extra GPU-time pushes back, each by all of it over the pool's
         GPUs, in a pool that stays busy (work-conserving: its backlog clears that much later):
         those waiting now; those arriving while the split gang runs `run_s`, reached on average
@@ -77,7 +78,8 @@ class Behind:
             return float(self.gangs)
         if self.load >= 1.0:
             return math.inf
-        drain = self.work_gpu_s / pool_gpus / (1.0 - self.load) if pool_gpus else 0.0
+        gpus = self.pool_gpus
+        drain = self.work_gpu_s / gpus / (1.0 - self.load) if gpus else 0.0
         return self.gangs + self.rate * (run_s / 2 + max(0.0, drain - run_s))
 
 
@@ -99,8 +101,8 @@ def hold(
     own = (split_s - kept_s) * run
     if own <= 0:
         return None  # the placement that keeps the slices is no faster
-    reached = behind.reached(pool_gpus(fabric, gang.pool), run * split_s)
-    waited, lost = found.at - c.now, own * borne(fabric, gang, reached)
+    reached = behind.reached(run * split_s)
+    waited, lost = found.at - c.now, own * borne(behind.pool_gpus, gang, reached)
     if not waited < lost:  # an unknown end (inf) never waits
         return None
     level = split.unkept[0].level
@@ -129,11 +131,10 @@ def _counting(behind: Behind, reached: float, lost: float) -> str:
     )
 
 
-def borne(fabric: Fabric, gang: GangRequest, reached: float) -> float:
+def borne(gpus: int, gang: GangRequest, reached: float) -> float:
     """Who bears a split's extra time: the gang itself, and the `reached` gangs of its pool
     (`Behind.reached`), each pushed back by the extra GPU-time (its GPUs x the extra time) over
-    the pool's GPUs. A split costs this many times its own delay."""
-    gpus = pool_gpus(fabric, gang.pool)
+    the pool's `gpus`. A split costs this many times its own delay."""
     return 1.0 + reached * gang.all_gpus / gpus if gpus else 1.0
 
 

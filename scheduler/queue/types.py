@@ -133,6 +133,11 @@ class Entry:
     def __post_init__(self) -> None:
         self.order = (-self.gang.priority, self.arrival, self.gang.name, self.key)
 
+    @property
+    def work_gpu_s(self) -> float:
+        """The work it asks for: its GPUs x its expected run time (none when unknown)."""
+        return self.gang.all_gpus * (self.estimate_s or 0.0)
+
 
 @dataclass(frozen=True)
 class Running:

@@ -167,7 +167,8 @@ class Views:
                 v.room = counts.room(v.snapshot, v.pool, fits)
                 return v.room
             if free.pods is None or free.room is None or len(free.room) != len(fits):
-                free.pods = counts.per_host(free.snapshot, v.pool, fits)
+                table = self.fits.table(v.pool, free.snapshot.fabric)
+                free.pods = counts.per_host(free.snapshot, v.pool, fits, table)
                 free.room = free.pods.sum(axis=1)
             # every host held from it, not only the pool's own (`v.held`): a lent one counts
             held = frozenset(v.snapshot.down - free.snapshot.down)

@@ -9,7 +9,8 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
@@ -38,12 +39,14 @@ class SimulationError(RuntimeError):
     """A gang's handling raised: the run's measures would be wrong, so it stops."""
 
 
-@dataclass(order=True)
-class Event:
+class Event(NamedTuple):
+    """Ordered as a tuple (in C, not by a generated __lt__: popping events was ~1.5% of a
+    replay): time, kind, then the push order, which is unique, so the payload is never compared."""
+
     time: float
     kind: int
     seq: int
-    payload: int = field(compare=False)
+    payload: int
 
 
 class Simulation:

@@ -159,6 +159,12 @@ class Fabric:
         return tuple(np.asarray(p, dtype=np.int64) for p in self.parent)
 
     @cached_property
+    def parents_ascend(self) -> tuple[bool, ...]:
+        """Per level: whether its domains' parents never go down as the domains go up (each
+        parent numbered in its children's order), so ascending domains have ascending parents."""
+        return tuple(bool((np.diff(p) >= 0).all()) for p in self.parent_columns)
+
+    @cached_property
     def extended_names(self) -> tuple[str, ...]:
         """Extended resources any host offers."""
         return tuple(sorted({name for h in self.hosts for name in h.extended}))

@@ -116,6 +116,21 @@ def test_a_held_views_room_is_its_versions_less_the_held_hosts(seed):
         assert got.tolist() == room(view, pool, wanted).tolist()
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_a_kept_table_reads_as_the_requests_do_as_they_grow_and_the_fabric_changes(seed):
+    """per_host with the pool's kept Table (what the requests ask, read once) equals per_host
+    reading the requests anew, after more requests come and on another fabric."""
+    rng, f, snap, _, fits = six_shapes(seed)
+    for step, fabric_now in enumerate((f, f, fabric(rng))):
+        view = snap if fabric_now is f else state(rng, fabric_now)
+        if step == 1:  # requests come: a cpu-only one and one asking every resource
+            fits.shape(6, "training", plain(rng, "a").model_copy(update={"gpus_per_pod": 0}))
+            fits.shape(7, "training", plain(rng, "b").model_copy(update={"cpu_milli_per_pod": 1}))
+        for pool, wanted in fits.by_pool.items():
+            kept = per_host(view, pool, wanted, fits.table(pool, fabric_now))
+            assert kept.tolist() == per_host(view, pool, wanted).tolist(), (step, pool)
+
+
 @pytest.mark.parametrize("seed", range(25))
 def test_a_gang_with_more_pods_than_its_room_is_unplaceable_under_every_policy(seed):
     rng = random.Random(seed)

@@ -13,7 +13,7 @@ from scheduler.model import GangRequest, ParallelShape
 from scheduler.model.training import Model
 from scheduler.placement import Snapshot, stretch
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason, split
-from scheduler.queue.split import Behind, borne, span
+from scheduler.queue.split import Behind, borne, pool_gpus, span
 from scheduler.topology import Fabric, generate
 from tests.unit.queue.helpers import running
 
@@ -192,15 +192,15 @@ def test_the_gangs_a_split_reaches():
     until the queued work has drained, at the pool's full rate slowed by the load arriving
     meanwhile (1 / (1 - load)); every one of them when the recent load is 1 or more."""
     hour, gpus = 3600.0, 32
-    assert Behind(2, 0.0, 0.0, 0.0).reached(gpus, hour) == 2
-    assert Behind(0, 0.0, 1 / 600, 0.0).reached(gpus, hour) == pytest.approx(3)  # 6 an hour / 2
+    assert Behind(2, 0.0, 0.0, 0.0, gpus).reached(hour) == 2
+    assert Behind(0, 0.0, 1 / 600, 0.0, gpus).reached(hour) == pytest.approx(3)  # 6 an hour / 2
     # 4 h of the pool's work queued: 3 h of it drains after the run, 18 more arrivals
     queued = 4 * hour * gpus
-    assert Behind(2, queued, 1 / 600, 0.0).reached(gpus, hour) == pytest.approx(2 + 3 + 18)
+    assert Behind(2, queued, 1 / 600, 0.0, gpus).reached(hour) == pytest.approx(2 + 3 + 18)
     # at half load it drains in 8 h: 7 h after the run, 42 more
-    assert Behind(2, queued, 1 / 600, 0.5).reached(gpus, hour) == pytest.approx(2 + 3 + 42)
-    assert math.isinf(Behind(0, 0.0, 1 / 600, 1.0).reached(gpus, hour))
-    assert Behind(2, queued, 0.0, 1.0).reached(gpus, hour) == 2  # no arrivals: none reached
+    assert Behind(2, queued, 1 / 600, 0.5, gpus).reached(hour) == pytest.approx(2 + 3 + 42)
+    assert math.isinf(Behind(0, 0.0, 1 / 600, 1.0, gpus).reached(hour))
+    assert Behind(2, queued, 0.0, 1.0, gpus).reached(hour) == 2  # no arrivals: none reached
 
 
 def _split_only() -> Snapshot:
@@ -251,8 +251,9 @@ def test_under_strict_order_a_priced_wait_blocks_the_gangs_behind():
 
 def test_a_split_costs_the_gangs_waiting_behind_it_too():
     """Its extra GPU-time pushes back each waiting gang by that over the pool's GPUs."""
-    assert borne(NVL, GANG, 0) == 1.0
-    assert borne(NVL, GANG, 4) == pytest.approx(1 + 4 * 16 / 32)
+    gpus = pool_gpus(NVL, GANG.pool)
+    assert borne(gpus, GANG, 0) == 1.0
+    assert borne(gpus, GANG, 4) == pytest.approx(1 + 4 * 16 / 32)
 
 
 def test_durations_read_as_a_person_reads_them():
