@@ -17,7 +17,6 @@ from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
 Array = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
 
 
 def _array(values: Sequence[int] | Array | None, default: Callable[[], Sequence[int]]) -> Array:
@@ -165,13 +164,13 @@ class Snapshot:
         busy = self.free_gpus != self.fabric.gpus
         return set(np.unique(self.fabric.columns[Tier.RACK][busy]).tolist())
 
-    def up_mask(self) -> Bools:
+    def up_mask(self) -> npt.NDArray[np.bool_]:
         mask = np.ones(len(self.fabric.hosts), dtype=bool)
         if self.down:
             mask[list(self.down)] = False
         return mask
 
-    def pool_hosts(self, pool: str) -> Bools:
+    def pool_hosts(self, pool: str) -> npt.NDArray[np.bool_]:
         """The hosts a gang of this pool may use: its own, and any lent to it now."""
         mask = self.fabric.pool_mask.get(pool)
         own = np.zeros(len(self.fabric.hosts), dtype=bool) if mask is None else mask

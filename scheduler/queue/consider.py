@@ -25,7 +25,7 @@ from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import Known, PoolOrder
+from scheduler.queue.order import Known
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.teams.queues import TeamQueues
@@ -54,7 +54,6 @@ class Consider:
         self,
         config: QueueConfig,
         entries: Mapping[str, Entry],
-        orders: Mapping[str, PoolOrder],
         pins: Holds,
         backoff: Backoff,
         views: Views,
@@ -62,7 +61,6 @@ class Consider:
     ) -> None:
         self.config = config
         self._entries = entries
-        self._orders = orders  # pool -> its entries in queue order: who waits behind a gang
         self._arrivals = arrivals
         self._pins = pins
         self._backoff = backoff
@@ -173,9 +171,7 @@ class Consider:
 
     def _behind(self, c: Cycle, entry: Entry) -> split.Behind:
         pool = entry.gang.pool
-        order = self._orders.get(pool)
-        keys = order.keys if order is not None else ()
-        others = [self._entries[k] for k in keys if k != entry.key]
+        others = [e for e in self._entries.values() if e.gang.pool == pool and e is not entry]
         work = sum(e.work_gpu_s for e in others)
         gpus = split.pool_gpus(c.work.fabric, pool)
         arrivals = self._arrivals

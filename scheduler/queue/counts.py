@@ -20,14 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest
 from scheduler.placement.capacity import UNLIMITED
-from scheduler.placement.snapshot import Array, Bools, Snapshot
+from scheduler.placement.snapshot import Array, Snapshot
 from scheduler.topology.fabric import Fabric
 
 NOT_PLAIN = -1
+Bools = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)

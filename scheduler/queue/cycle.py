@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.placement import Snapshot
-from scheduler.placement.snapshot import Array, Bools
+from scheduler.placement.snapshot import Array
 from scheduler.queue.checkpoints.joint import Start
+from scheduler.queue.order import Bools
 from scheduler.queue.running import RunningGangs, key_hash
 from scheduler.queue.teams.quotas import Ledger
 from scheduler.queue.types import Decisions, Entry, Reservation, Running

@@ -20,15 +20,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
-from scheduler.placement.snapshot import Array, Bools
+from scheduler.placement.snapshot import Array
 from scheduler.queue.released import Flat
 from scheduler.queue.running import ReleaseOrder
 from scheduler.queue.types import QueueConfig, Reservation, Running
+
+Bools = npt.NDArray[np.bool_]
 
 
 def _end(r: Running) -> float:

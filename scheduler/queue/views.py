@@ -20,13 +20,13 @@ from scheduler.model.policy import Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
-from scheduler.placement.snapshot import Array, Bools
+from scheduler.placement.snapshot import Array
 from scheduler.queue import counts
 from scheduler.queue.counts import NOT_PLAIN, Fits
 from scheduler.queue.cycle import Cycle, Free, View, ends_before
 from scheduler.queue.holds import Holds
 from scheduler.queue.memo import Memo
-from scheduler.queue.order import Known, PoolOrder
+from scheduler.queue.order import Bools, Known, PoolOrder
 from scheduler.queue.shapes import ShapeIds, shape_of
 from scheduler.queue.types import Entry, QueueConfig, Wait, WaitReason
 
