@@ -10,7 +10,7 @@ import numpy as np
 from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
 from scheduler.placement import slices
-from scheduler.placement.snapshot import Array, Snapshot
+from scheduler.placement.snapshot import Array, Snapshot, run_starts
 from scheduler.topology.fabric import Fabric
 
 UNLIMITED = 1 << 30
@@ -105,7 +105,7 @@ def _sum_up(fabric: Fabric, level: int, domains: Array, pods: Array) -> tuple[Ar
     if not len(parents):
         return parents, pods
     if fabric.parents_ascend[level]:
-        starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]])
+        starts = np.flatnonzero(run_starts(parents))
         return parents[starts], np.add.reduceat(pods, starts)
     n = len(fabric.names[level + 1])
     found = np.flatnonzero(np.bincount(parents, minlength=n))

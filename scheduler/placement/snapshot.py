@@ -17,6 +17,16 @@ from scheduler.model.topology import Tier
 from scheduler.topology.fabric import Fabric
 
 Array = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+
+def run_starts(values: Array) -> Bools:
+    """Per position of a non-empty array: whether it starts a run of equal values. np.r_
+    would say it in one line, at several times the cost on the hot paths that ask."""
+    out = np.empty(len(values), dtype=np.bool_)
+    out[0] = True
+    np.not_equal(values[1:], values[:-1], out=out[1:])
+    return out
 
 
 def _array(values: Sequence[int] | Array | None, default: Callable[[], Sequence[int]]) -> Array:
@@ -164,13 +174,13 @@ class Snapshot:
         busy = self.free_gpus != self.fabric.gpus
         return set(np.unique(self.fabric.columns[Tier.RACK][busy]).tolist())
 
-    def up_mask(self) -> npt.NDArray[np.bool_]:
+    def up_mask(self) -> Bools:
         mask = np.ones(len(self.fabric.hosts), dtype=bool)
         if self.down:
             mask[list(self.down)] = False
         return mask
 
-    def pool_hosts(self, pool: str) -> npt.NDArray[np.bool_]:
+    def pool_hosts(self, pool: str) -> Bools:
         """The hosts a gang of this pool may use: its own, and any lent to it now."""
         mask = self.fabric.pool_mask.get(pool)
         own = np.zeros(len(self.fabric.hosts), dtype=bool) if mask is None else mask

@@ -20,16 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from scheduler.model.constraints import NodeConstraints
 from scheduler.model.gang import GangRequest
 from scheduler.placement.capacity import UNLIMITED
-from scheduler.placement.snapshot import Array, Snapshot
+from scheduler.placement.snapshot import Array, Bools, Snapshot
 from scheduler.topology.fabric import Fabric
 
 NOT_PLAIN = -1
-Bools = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ class Fits:
     index: dict[tuple[str, Fit], int] = field(default_factory=dict)
     of_shape: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     tables: dict[str, Table] = field(default_factory=dict)  # per pool (`table`)
+    version: int = 0  # moves whenever `of_shape` changes (what is kept from it is read again)
 
     def shape(self, shape: int, pool: str, gang: GangRequest) -> None:
         """A shape id given to a gang of this pool (again, when the id is reused)."""
@@ -68,7 +67,10 @@ class Fits:
             grown[: len(self.of_shape)] = self.of_shape
             self.of_shape = grown
         fit = fit_of(gang)
-        self.of_shape[shape] = NOT_PLAIN if fit is None else self._index(pool, fit)
+        index = NOT_PLAIN if fit is None else self._index(pool, fit)
+        if self.of_shape[shape] != index:
+            self.of_shape[shape] = index
+            self.version += 1
 
     def table(self, pool: str, fabric: Fabric) -> Table:
         """The pool's requests' Table, read again when the fabric or the requests change."""
@@ -87,9 +89,10 @@ class Fits:
         return found
 
 
-def room(view: Snapshot, pool: str, fits: list[Fit]) -> Array:
-    """Per request: the pods the pool's up hosts admitting it can take on this view."""
-    return np.asarray(per_host(view, pool, fits).sum(axis=1), dtype=np.int64)
+def room(view: Snapshot, pool: str, fits: list[Fit], table: Table | None = None) -> Array:
+    """Per request: the pods the pool's up hosts admitting it can take on this view (`table`:
+    as `per_host` takes it)."""
+    return np.asarray(per_host(view, pool, fits, table).sum(axis=1), dtype=np.int64)
 
 
 @dataclass(frozen=True)

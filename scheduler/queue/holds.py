@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
-
 from scheduler.model.placement import Placement
+from scheduler.placement.snapshot import Bools
 
 PIN_PATIENCE_S = 60.0  # how long hosts a preemption or a move freed wait for the pods to go
 
@@ -90,7 +88,7 @@ class Holds:
         """The hosts held for every gang but this one."""
         return {k: h for k, h in self.hosts.items() if k != key}
 
-    def any_in(self, mask: npt.NDArray[np.bool_]) -> bool:
+    def any_in(self, mask: Bools) -> bool:
         """Is a held host among those `mask` marks (a pool's)?"""
         return any(mask[h] for held in self.hosts.values() for h in held)
 

@@ -14,12 +14,11 @@ import bisect
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from scheduler.placement.snapshot import Bools
 from scheduler.queue.arrays import cut, inserted
 from scheduler.queue.types import Entry, WaitReason
 
-Bools = npt.NDArray[np.bool_]
 NEVER = np.iinfo(np.int64).max  # a threshold no gang reaches
 
 

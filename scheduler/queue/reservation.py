@@ -20,18 +20,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import numpy.typing as npt
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.placement import Snapshot, place_one
 from scheduler.placement.capacity import Capacity
-from scheduler.placement.snapshot import Array
+from scheduler.placement.snapshot import Array, Bools, run_starts
 from scheduler.queue.released import Flat
 from scheduler.queue.running import ReleaseOrder
 from scheduler.queue.types import QueueConfig, Reservation, Running
-
-Bools = npt.NDArray[np.bool_]
 
 
 def _end(r: Running) -> float:
@@ -119,39 +116,60 @@ def _room_at(view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools) -> i
     room = int((view.free_gpus[counted] // gang.gpus_per_pod).sum())
     if room >= gang.pods:
         return 0
-    size = PREFIX
-    while True:  # a few releases mostly suffice: look at the first pods, then 8x as many
-        pod = _pods_to_room(view, gang, flat, counted, size, gang.pods - room)
-        if pod is not None:
-            return int(np.searchsorted(flat.ends(), pod - 1, side="right")) + 1
-        if size >= len(flat.hosts):
-            return len(flat.pods) + 1
-        size *= 8
+    pod = _pods_to_room(view, gang, flat, counted, gang.pods - room)
+    if pod is None:
+        return len(flat.pods) + 1
+    return int(np.searchsorted(flat.ends(), pod - 1, side="right")) + 1
 
 
-PREFIX = 16  # released pods looked at first (_room_at)
+PREFIX = 32  # released pods walked one by one before the rest is read at once (_pods_to_room)
 
 
 def _pods_to_room(
+    view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools, short: int
+) -> int | None:
+    """The fewest released pods whose release gives the counted hosts room for `short` more
+    of the gang's pods (None: not even all of them). A few releases mostly suffice: the first
+    `PREFIX` are walked one by one (a loop over a few pods costs less than the array pass),
+    then 8x as many at a time, each prefix read at once (`_pods_to_room_at_once`)."""
+    per_pod, free = gang.gpus_per_pod, view.free_gpus
+    hosts, gpus = flat.hosts[:PREFIX].tolist(), flat.gpus[:PREFIX].tolist()
+    released: dict[int, int] = {}
+    gained = 0
+    for pod, (host, got) in enumerate(zip(hosts, gpus, strict=True), start=1):
+        if not counted[host]:
+            continue
+        before = int(free[host]) + released.get(host, 0)
+        released[host] = released.get(host, 0) + got
+        gained += (before + got) // per_pod - before // per_pod
+        if gained >= short:
+            return pod
+    size = PREFIX
+    while size < len(flat.hosts):  # then 8x as many pods at a time, each read at once
+        size = max(8 * size, 8)
+        found = _pods_to_room_at_once(view, gang, flat, counted, size, short)
+        if found is not None:
+            return found
+    return None
+
+
+def _pods_to_room_at_once(
     view: Snapshot, gang: GangRequest, flat: Flat, counted: Bools, size: int, short: int
 ) -> int | None:
-    """Among the first `size` released pods, the fewest whose release gives the counted hosts
-    room for `short` more of the gang's pods (None: not among them). Each released pod adds
-    GPUs to its host only: per pod, the GPUs released on its host so far (a running sum within
-    each host) say how many whole pods that host gains with it; a pod's sum reads only the pods
-    before it, so a prefix of the release order answers for itself."""
+    """`_pods_to_room` among the first `size` released pods, in one array pass. Each released
+    pod adds GPUs to its host only: per pod, the GPUs released on its host so far (a running
+    sum within each host) say how many whole pods that host gains with it; a pod's sum reads
+    only the pods before it, so a prefix of the release order answers for itself."""
     per_pod, free = gang.gpus_per_pod, view.free_gpus
     hosts, gpus = flat.hosts[:size], flat.gpus[:size]
-    if not len(hosts):
-        return None
     # a stable sort of small integers is a radix sort (linear): most fabrics' host indexes fit
     keys = hosts.astype(np.uint16) if len(view.fabric.hosts) <= 1 << 16 else hosts
     by_host = np.argsort(keys, kind="stable")
-    sums = np.cumsum(gpus[by_host])
-    first_of_host = np.r_[True, hosts[by_host][1:] != hosts[by_host][:-1]]
-    base = np.maximum.accumulate(np.where(first_of_host, sums - gpus[by_host], 0))
+    on_host, got = hosts[by_host], gpus[by_host]
+    sums = np.cumsum(got)
+    base = np.maximum.accumulate(np.where(run_starts(on_host), sums - got, 0))
     after = np.empty_like(gpus)
-    after[by_host] = sums - base + free[hosts[by_host]]
+    after[by_host] = sums - base + free[on_host]
     gained = (after // per_pod - (after - gpus) // per_pod) * counted[hosts]
     pod = _first_reaching(np.cumsum(gained), short)
     return None if pod > len(gpus) else pod

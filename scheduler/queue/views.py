@@ -20,13 +20,13 @@ from scheduler.model.policy import Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
-from scheduler.placement.snapshot import Array
+from scheduler.placement.snapshot import Array, Bools
 from scheduler.queue import counts
 from scheduler.queue.counts import NOT_PLAIN, Fits
 from scheduler.queue.cycle import Cycle, Free, View, ends_before
 from scheduler.queue.holds import Holds
 from scheduler.queue.memo import Memo
-from scheduler.queue.order import Bools, Known, PoolOrder
+from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.shapes import ShapeIds, shape_of
 from scheduler.queue.types import Entry, QueueConfig, Wait, WaitReason
 
@@ -40,6 +40,8 @@ class Views:
     memo: Memo = field(default_factory=Memo)  # what is known unplaceable, per view
     never: dict[tuple[object, ...], str | None] = field(default_factory=dict)  # never fits
     fits: Fits = field(default_factory=Fits)  # the plain requests of the shapes (counts.py)
+    # per pool: the order's shapes, the requests' version, and what `_plain` read of them
+    _plains: dict[str, tuple[Array, int, Bools, Array]] = field(default_factory=dict)
 
     def forget_fabric(self) -> None:
         """Labels, taints and pools are not in a fingerprint: another fabric knows nothing."""
@@ -163,11 +165,11 @@ class Views:
         fits = self.fits.by_pool.get(v.pool, [])
         if v.room is None or len(v.room) != len(fits):
             free = v.free
+            table = self.fits.table(v.pool, v.snapshot.fabric)
             if free.version != c.version:  # the work snapshot has moved on: this view alone
-                v.room = counts.room(v.snapshot, v.pool, fits)
+                v.room = counts.room(v.snapshot, v.pool, fits, table)
                 return v.room
             if free.pods is None or free.room is None or len(free.room) != len(fits):
-                table = self.fits.table(v.pool, free.snapshot.fabric)
                 free.pods = counts.per_host(free.snapshot, v.pool, fits, table)
                 free.room = free.pods.sum(axis=1)
             # every host held from it, not only the pool's own (`v.held`): a lent one counts
@@ -208,22 +210,32 @@ class Views:
         return v.counted[1], v.counted[2]
 
     def _count_blocked(self, c: Cycle, v: View, order: PoolOrder) -> tuple[Bools, Bools]:
-        fit = self.fits.of_shape[order.shapes]
-        plain = fit != NOT_PLAIN
+        plain, at = self._plain(v.pool, order)
         if not plain.any():
             return plain, plain
-        at = np.where(plain, fit, 0)
-        blocked = plain & (order.pods > self.room(c, v)[at]) & self._preempt_none(c, v.pool, order)
+        blocked = plain & (order.pods > self.room(c, v)[at])
+        if self.config.policy.preemption is not Preemption.OFF:
+            blocked &= self._preempt_none(c, v.pool, order)
         if v.snapshot is c.work:
             return blocked, blocked
         full = self.view_for(c, v.pool, frozenset())
         return blocked, blocked & (order.pods > self.room(c, full)[at])
 
+    def _plain(self, pool: str, order: PoolOrder) -> tuple[Bools, Array]:
+        """Per gang of the order: whether its shape is plain, and its request's index (0 where
+        not). Kept while the order's shapes (an array replaced, never written, as gangs come
+        and go) and the shapes' requests are the same: every view of a cycle reads them."""
+        kept = self._plains.get(pool)
+        if kept is None or kept[0] is not order.shapes or kept[1] != self.fits.version:
+            fit = self.fits.of_shape[order.shapes]
+            plain = fit != NOT_PLAIN
+            at = np.where(plain, fit, 0)
+            kept = self._plains[pool] = (order.shapes, self.fits.version, plain, at)
+        return kept[2], kept[3]
+
     def _preempt_none(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
         """Per gang of the order: whether it may preempt no one now."""
         everyone = np.ones(len(order), dtype=np.bool_)
-        if self.config.policy.preemption is Preemption.OFF:
-            return everyone
         top = max(priority for priority, _ in self.shapes.owners)
         if not c.below(pool, top, None)[1]:  # nothing runs below the highest priority queued
             return everyone

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.model.policy import Backfill
+from scheduler.placement.snapshot import Bools
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, View, first
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import Bools, PoolOrder
+from scheduler.queue.order import PoolOrder
 from scheduler.queue.shapes import ShapeIds
 from scheduler.queue.types import Entry, QueueConfig
 from scheduler.queue.views import Views

@@ -14,7 +14,7 @@ from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement, PlacementStatus, PodAssignment
 from scheduler.placement import Snapshot
 from scheduler.placement.snapshot import usage_of
-from scheduler.queue import Backfill, Running, RunningGangs
+from scheduler.queue import Backfill, Running, RunningGangs, reservation
 from scheduler.queue.cycle import Cycle, fingerprint, free_digest
 from scheduler.queue.holds import Holds
 from scheduler.queue.released import Flat
@@ -163,8 +163,10 @@ def first_possible_by_walking(view: Snapshot, gang: GangRequest, ordered: list[R
     return len(ordered) + 1
 
 
+@pytest.mark.parametrize("prefix", [0, 1, reservation.PREFIX])  # walked pods, then at once
 @pytest.mark.parametrize("seed", range(40))
-def test_the_first_possible_release_is_the_one_a_walk_finds(seed):
+def test_the_first_possible_release_is_the_one_a_walk_finds(seed, prefix, monkeypatch):
+    monkeypatch.setattr(reservation, "PREFIX", prefix)
     rng = random.Random(seed)
     running = [placed(rng, n) for n in range(rng.randint(0, 40))]
     view = Snapshot(FABRIC)
