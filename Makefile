@@ -115,11 +115,14 @@ bench-pays: $(STAMP)
 			--json rackwise-results/compare/$$s.json || exit 1; \
 	done
 
-# the README's evidence: the yardstick comparison saved with its date and code digest, then the
-# README block and docs/evidence.md written from it (benchmarks/evidence.py; ~15 min)
+# the README's evidence: the yardstick comparisons saved with their date and code digest (NVL72
+# racks whole, then with two spare trays each), then the README block and docs/evidence.md
+# written from them (benchmarks/evidence.py; ~20 min each)
 evidence: $(STAMP)
-	$(COMPARE) simulations/scenarios/modern-nvl72.yaml --seeds 10 \
-		--variants 'kueue-best-fit untold' --json docs/evidence/modern-nvl72.json
+	for s in modern-nvl72 modern-nvl72-spares; do \
+		$(COMPARE) simulations/scenarios/$$s.yaml --seeds 10 \
+			--variants 'kueue-best-fit untold' --json docs/evidence/$$s.json || exit 1; \
+	done
 	$(BIN)/python -m benchmarks.evidence --write
 
 # the fabric model beside Crux's production figures (benchmarks/calibration.py)

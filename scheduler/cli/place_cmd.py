@@ -13,7 +13,7 @@ from rich.table import Table
 from scheduler.cli.inputs import snapshot_from
 from scheduler.io import InputError, load_gangs
 from scheduler.model import PlaceConfig, Placement
-from scheduler.placement import POLICIES, UnknownPolicyError, place
+from scheduler.placement import POLICIES, UnknownPolicyError, place, spares
 from scheduler.placement.reasons import unknown_levels
 from scheduler.placement.roles import problem
 
@@ -39,7 +39,7 @@ def place_cmd(
     when every gang is placed, 1 when one is not, 2 for bad input."""
     if policy not in POLICIES:
         raise UnknownPolicyError(f"--policy: unknown {policy!r}; choose from {', '.join(POLICIES)}")
-    snapshot = snapshot_from(topology, state, gpus)
+    snapshot = spares.hold_back(snapshot_from(topology, state, gpus))  # spare trays stay idle
     requests = load_gangs(gangs)
     for gang in requests:  # a level the fabric lacks is the file's error, not a wait
         wrong = unknown_levels(snapshot.fabric, gang) or problem(snapshot.fabric, gang)

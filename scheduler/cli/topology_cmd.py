@@ -16,6 +16,7 @@ from scheduler.placement import Snapshot
 from scheduler.pools import check_pool
 from scheduler.topology import generate, save_topology
 from scheduler.topology.fabric import UnknownLevelError
+from scheduler.topology.sources import TopologyError
 
 app = typer.Typer(
     help="Generate and inspect fabric topologies.", no_args_is_help=True, add_completion=False
@@ -48,9 +49,13 @@ def generate_cmd(
     gpus: Annotated[int, typer.Option(min=0, help="GPUs per host")] = 8,
     nvlink: Annotated[int, typer.Option(min=0, help="hosts per NVLink domain (0: none)")] = 0,
     pools: Annotated[str, typer.Option(help="share of racks per pool")] = "training=1",
+    spares: Annotated[int, typer.Option(min=0, help="idle spare hosts per NVLink domain")] = 0,
 ) -> None:
     """Write a leaf-spine fabric of blocks x racks x hosts x GPUs."""
-    spec = generate(blocks, racks, hosts, gpus, nvlink, parse_shares(pools))
+    try:
+        spec = generate(blocks, racks, hosts, gpus, nvlink, parse_shares(pools), spares=spares)
+    except TopologyError as exc:
+        raise InputError(f"--spares: {exc}") from exc
     save_topology(spec, output)
     typer.echo(f"wrote {output}: {len(spec.hosts)} hosts, {sum(h.gpus for h in spec.hosts)} GPUs")
 

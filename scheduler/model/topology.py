@@ -75,6 +75,10 @@ class LevelSpec(Frozen):
     # a host without a domain at this level shares one domain with the others that lack it;
     # a required level's domain must be given for every host
     optional: bool = False
+    # hosts of each multi-host domain kept out of service as spares, NVLink level only (GB200
+    # NVL72: CoreWeave schedules 16 of a rack's 18 trays, two standing by for a failed one);
+    # a down host counts as one of them (placement/spares.py)
+    spares: int = Field(default=0, ge=0)
 
     @property
     def effective_gbps(self) -> float:
@@ -108,6 +112,9 @@ def complete(levels: tuple[LevelSpec, ...]) -> tuple[LevelSpec, ...]:
     out = [levels[0], *rest]
     if any(level.nvlink for level in out[2:]):
         raise ValueError("only the level just above host can be the NVLink level")
+    kept = [level.name for level in out if level.spares and not level.nvlink]
+    if kept:
+        raise ValueError(f"level {kept[0]}: only the NVLink level keeps spare hosts")
     return tuple(
         level
         if level.cost_weight is not None

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-import numpy as np
-
 from scheduler.model.gang import GangRequest, Slice
 from scheduler.model.topology import Tier
 from scheduler.placement import slices
-from scheduler.topology.fabric import Fabric
+from scheduler.topology.fabric import Fabric, nvlink_gpus
 
 
 class Reading(StrEnum):
@@ -90,8 +88,8 @@ def expert_block(fabric: Fabric, gang: GangRequest) -> Slice | None:
     pool = fabric.pool_mask.get(gang.pool)
     if pool is None or not fabric.real_nvlink:
         return None
-    gpus = np.bincount(fabric.columns[Tier.NVLINK][pool], weights=fabric.gpus[pool])
-    real = [d for d in fabric.real_nvlink if d < len(gpus)]
+    gpus = nvlink_gpus(fabric, pool)
+    real = list(fabric.real_nvlink)
     if not (gpus[real] >= block).any():
         return None
     return Slice(level=fabric.levels[Tier.NVLINK], size=pods)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scheduler.model.gang import GangRequest
 from scheduler.model.topology import Tier
-from scheduler.placement import roles, slices
+from scheduler.placement import roles, slices, spares
 from scheduler.placement.bounds import INFEASIBLE, kstar
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.snapshot import Snapshot
@@ -78,7 +78,7 @@ def never_fits(fabric: Fabric, gang: GangRequest) -> str | None:
     wrong = wrong or roles.problem(fabric, gang)
     if wrong is not None:
         return wrong
-    empty = Snapshot(fabric)
+    empty = spares.hold_back(Snapshot(fabric))
     gang = _static(gang)
     parts = [(gang, ""), *((roles.as_gang(gang, r), f"role {r.name}: ") for r in gang.roles)]
     for part, label in parts:

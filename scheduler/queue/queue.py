@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Sequence
 from scheduler.model.gang import GangRequest
 from scheduler.model.placement import Placement
 from scheduler.model.policy import Preemption
-from scheduler.placement import Snapshot
+from scheduler.placement import Snapshot, spares
 from scheduler.placement.api import RACKWISE
 from scheduler.placement.snapshot import Array
 from scheduler.placement.uplinks import Crossings
@@ -301,7 +301,7 @@ class SchedulingQueue:
             self._views.forget_fabric()
             self._pins.refit(snapshot.fabric.host_index)  # host numbers change with it
             self._lending.refit(old, snapshot.fabric)
-        c = self._new_cycle(now, snapshot, running)
+        c = self._new_cycle(now, spares.hold_back(snapshot), running)
         c.leaving = list(leaving)
         self._teams.begin(c)
         if self.config.place.policy == RACKWISE and self.config.policy.contention:

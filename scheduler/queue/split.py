@@ -140,7 +140,7 @@ def borne(gpus: int, gang: GangRequest, reached: float) -> float:
 
 def pool_gpus(fabric: Fabric, pool: str) -> int:
     mask = fabric.pool_mask.get(pool)
-    return int(fabric.gpus[mask].sum()) if mask is not None else 0
+    return fabric.gpus_in_service(mask) if mask is not None else 0
 
 
 def span(seconds: float) -> str:

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scheduler.io import load_yaml
@@ -17,7 +18,7 @@ from scheduler.simulation.config import SimConfig
 from scheduler.simulation.synthetic import diurnal_serving, llm_mix, modern_mix
 from scheduler.simulation.trace import LoadReport, TraceJob, jitter, load_trace, tag, transform
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
-from scheduler.topology import accelerators, from_lingjun_csv, generate, load_topology
+from scheduler.topology import Fabric, accelerators, from_lingjun_csv, generate, load_topology
 from scheduler.topology.accelerators import Accelerator
 from scheduler.topology.links import RAILS_NEED, rails_fit
 
@@ -48,6 +49,8 @@ class GenerateSpec(Strict):
     hosts: int = Field(ge=1)
     gpus: int = Field(default=8, ge=1)
     nvlink: int = Field(default=0, ge=0)
+    # hosts of each NVLink domain kept idle as spares (placement/spares.py; needs `nvlink`)
+    spares: int = Field(default=0, ge=0)
     # the GPUs' generation, which sets NVLink's and the NICs' rates (topology/accelerators.py);
     # None: the topology's defaults
     accelerator: Accelerator | None = None
@@ -251,7 +254,9 @@ def _topology(scenario: Scenario, base: Path) -> TopologySpec:
         return from_lingjun_csv(base / source.lingjun, source.gpus_per_host, scenario.pools)
     if source.generate is not None:
         g = source.generate
-        spec = generate(g.blocks, g.racks, g.hosts, g.gpus, g.nvlink, scenario.pools)
+        spec = generate(
+            g.blocks, g.racks, g.hosts, g.gpus, g.nvlink, scenario.pools, spares=g.spares
+        )
         if g.accelerator is None:
             return spec
         return spec.model_copy(update={"levels": accelerators.levels(spec.levels, g.accelerator)})
@@ -352,12 +357,18 @@ def seed_jobs(scenario: Scenario, base: Path, spec: TopologySpec, seed: int) -> 
         tags = _diurnal_tags(scenario)  # a diurnal trace's demand is its own: not rescaled
         daily = [j for j in jobs if tags and j.id.startswith(tags)]
         rest = [j for j in jobs if not (tags and j.id.startswith(tags))]
-        pools = {j.pool for j in rest}
-        gpus = sum(h.gpus for h in spec.hosts if h.pool in pools)
-        jobs = at_load(rest, gpus, scenario.load)
+        jobs = at_load(rest, gpus_in_service(spec, {j.pool for j in rest}), scenario.load)
         if daily:
             jobs = sorted([*jobs, *daily], key=lambda j: (j.submit_s, j.id))
     return jitter(jobs, seed, scenario.jitter_minutes)
+
+
+def gpus_in_service(spec: TopologySpec, pools: set[str]) -> int:
+    """The pools' GPUs that can hold pods at once: an offered load is of these (a spare tray
+    takes no work)."""
+    if not spec.levels[Tier.NVLINK].spares:
+        return sum(h.gpus for h in spec.hosts if h.pool in pools)
+    return Fabric(spec).gpus_in_service(np.isin([h.pool for h in spec.hosts], list(pools)))
 
 
 def _diurnal_tags(scenario: Scenario) -> tuple[str, ...]:

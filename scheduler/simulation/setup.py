@@ -14,7 +14,7 @@ from scheduler.simulation.config import SimConfig
 from scheduler.simulation.records import JobState, SimResult
 from scheduler.simulation.trace import TraceJob
 from scheduler.teams import Resource
-from scheduler.topology.fabric import Fabric
+from scheduler.topology.fabric import Fabric, nvlink_gpus
 
 
 def state_of(job: TraceJob, order: int, per_host: int, config: SimConfig) -> JobState:
@@ -31,7 +31,7 @@ def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimCo
     result.gpus_per_host = max(h.gpus for h in fabric.hosts)
     result.rack_gpus = int(np.bincount(fabric.columns[Tier.RACK], fabric.gpus).max())
     real = list(fabric.real_nvlink)
-    nvlink = np.bincount(fabric.columns[Tier.NVLINK], fabric.gpus)
+    nvlink = nvlink_gpus(fabric, np.ones(len(fabric.hosts), dtype=bool))
     result.nvlink_gpus = int(nvlink[real].max()) if real else 0
     result.warmup_s = config.warmup_s
     result.entitled = {
@@ -43,10 +43,8 @@ def result_of(policy: str, states: list[JobState], fabric: Fabric, config: SimCo
 
 
 def pool_gpus(fabric: Fabric) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for host in fabric.hosts:
-        out[host.pool] = out.get(host.pool, 0) + host.gpus
-    return out
+    """Per pool, its GPUs in service at once (spare trays left out)."""
+    return {pool: fabric.gpus_in_service(mask) for pool, mask in fabric.pool_mask.items()}
 
 
 def background(snapshot: Snapshot, result: SimResult, share: float, seed: int) -> None:

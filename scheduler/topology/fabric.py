@@ -174,6 +174,14 @@ class Fabric:
         return np.asarray([h.gpus for h in self.hosts], dtype=np.int64)
 
     @cached_property
+    def cpu_milli(self) -> npt.NDArray[np.int64]:
+        return np.asarray([h.cpu_milli for h in self.hosts], dtype=np.int64)
+
+    @cached_property
+    def max_pods(self) -> npt.NDArray[np.int64]:
+        return np.asarray([h.max_pods for h in self.hosts], dtype=np.int64)
+
+    @cached_property
     def host_pool(self) -> dict[str, str]:
         """host name -> its pool."""
         return {h.name: h.pool for h in self.hosts}
@@ -196,12 +204,17 @@ class Fabric:
 
     @cached_property
     def largest_nvlink(self) -> dict[str, int]:
-        """Per pool, the GPUs of its largest NVLink domain (a compact step's domain)."""
-        nvlink = self.columns[Tier.NVLINK]
-        return {
-            pool: int(np.bincount(nvlink[mask], weights=self.gpus[mask]).max())
-            for pool, mask in self.pool_mask.items()
-        }
+        """Per pool, the GPUs of its largest NVLink domain in service (a compact step's)."""
+        return {pool: int(nvlink_gpus(self, mask).max()) for pool, mask in self.pool_mask.items()}
+
+    @property
+    def spares(self) -> int:
+        """Hosts each multi-host NVLink domain keeps out of service (placement/spares.py)."""
+        return self.spec.levels[Tier.NVLINK].spares
+
+    def gpus_in_service(self, mask: npt.NDArray[np.bool_]) -> int:
+        """GPUs of the hosts in `mask` that can hold pods at once: less each domain's spares."""
+        return int(nvlink_gpus(self, mask).sum())
 
     def admits(self, constraints: NodeConstraints) -> npt.NDArray[np.bool_]:
         """Hosts whose labels and taints admit a pod with these constraints. Gangs mostly share
@@ -264,3 +277,22 @@ class Fabric:
         """Short name of a domain: the last part of its qualified key."""
         name = self.names[level][index]
         return name.rsplit("/", 1)[-1].lstrip("~")
+
+
+def nvlink_gpus(fabric: Fabric, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """GPUs per NVLink domain of the hosts in `mask` that can be in service at once: all
+    of a host alone; of a multi-host domain, its largest hosts less the spares."""
+    column = fabric.columns[Tier.NVLINK]
+    n = len(fabric.names[Tier.NVLINK])
+    gpus = np.where(mask, fabric.gpus, 0)
+    if not fabric.spares:
+        return np.bincount(column, weights=gpus, minlength=n).astype(np.int64)
+    order = np.lexsort((-gpus, column))  # each domain's hosts, the largest first
+    ranked = column[order]
+    starts = np.searchsorted(ranked, np.arange(n))
+    rank = np.arange(len(order)) - starts[ranked]
+    sizes = np.bincount(column, minlength=n)
+    limit = np.where(sizes > 1, sizes - fabric.spares, sizes)
+    kept = np.zeros(len(column), dtype=bool)
+    kept[order] = rank < limit[ranked]
+    return np.bincount(column, weights=np.where(kept, gpus, 0), minlength=n).astype(np.int64)

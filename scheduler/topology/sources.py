@@ -40,6 +40,7 @@ class LevelLabel(BaseModel):
     cost_weight: float | None = Field(default=None, ge=0, alias="costWeight")
     bandwidth_gbps: float = Field(default=50.0, gt=0, alias="bandwidthGbps")
     oversubscription: float = Field(default=1.0, ge=1.0)
+    spares: int = Field(default=0, ge=0)
 
     def spec(self) -> LevelSpec:
         return LevelSpec(
@@ -49,6 +50,7 @@ class LevelLabel(BaseModel):
             cost_weight=self.cost_weight,
             nvlink=self.nvlink,
             optional=self.optional,
+            spares=self.spares,
         )
 
 
@@ -98,12 +100,16 @@ def generate(
     nvlink: int = 0,
     pools: Mapping[str, float] | None = None,
     base: TopologySpec | None = None,
+    spares: int = 0,
 ) -> TopologySpec:
     """Leaf-spine fabric: `blocks` spines x `racks` racks x `hosts` hosts x `gpus` GPUs.
 
-    `nvlink` > 0 groups that many consecutive hosts of a rack into one NVLink domain. `pools`
-    gives each pool its share of racks, assigned block-interleaved so every pool sees the fabric.
+    `nvlink` > 0 groups that many consecutive hosts of a rack into one NVLink domain, each
+    keeping `spares` of them idle. `pools` gives each pool its share of racks, assigned
+    block-interleaved so every pool sees the fabric.
     """
+    if spares and not nvlink:
+        raise TopologyError("only NVLink domains keep spare hosts: set nvlink too")
     total_racks = blocks * racks
     owners = _rack_pools(total_racks, pools or {"training": 1.0})
     out = []
@@ -127,6 +133,10 @@ def generate(
         if base
         else TopologySpec.model_fields["levels"].get_default(call_default_factory=True)
     )
+    if spares:
+        levels = tuple(
+            lv.model_copy(update={"spares": spares}) if lv.nvlink else lv for lv in levels
+        )
     return TopologySpec(levels=levels, hosts=tuple(out))
 
 

@@ -241,3 +241,25 @@ def test_help_and_version_load_no_command_module_nor_the_solver():
             [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=REPO
         )
         assert "HEAVY []" in done.stdout, (args, done.stdout[-300:], done.stderr[-300:])
+
+
+def test_place_keeps_each_nvlink_domains_spare_trays_idle(tmp_path):
+    topology = tmp_path / "nvl.yaml"
+    args = ["--blocks", "1", "--racks", "1", "--hosts", "4", "--gpus", "4", "--nvlink", "4"]
+    done = run_cli("topology", "generate", "-o", str(topology), *args, "--spares", "1")
+    assert done.returncode == 0, done.stderr
+    gangs = tmp_path / "gangs.yaml"
+    gangs.write_text(
+        "- {name: fits, pods: 3, gpus_per_pod: 4, required_level: nvlink}\n"
+        "- {name: over, pods: 1, gpus_per_pod: 4}\n"
+    )
+    done = run_cli("place", "--topology", str(topology), "--gangs", str(gangs), "--json")
+    assert done.returncode == 1, done.stderr  # the fourth tray is the spare
+    result = {p["gang"]: p for p in json.loads(done.stdout)["placements"]}
+    assert len({p["host"] for p in result["fits"]["pods"]}) == 3
+    assert result["over"]["status"] == "unplaceable"
+    wrong = run_cli("topology", "generate", "-o", str(topology), "--spares", "1")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == (
+        "rackwise: error: --spares: only NVLink domains keep spare hosts: set nvlink too"
+    )

@@ -227,3 +227,26 @@ def test_the_gpu_operators_clique_label_is_the_nvlink_level_of_nvl72_racks():
     placed = place_one(state.snapshot, gang, PlaceConfig())
     assert placed.placed
     assert len({h.split("-")[0] for h in placed.hosts()}) == 1
+
+
+def test_an_nvlink_level_keeps_the_spares_its_config_names():
+    config = OperatorConfig.model_validate(
+        {
+            "levels": [
+                {
+                    "name": "clique",
+                    "nodeLabel": "nvidia.com/gpu.clique",
+                    "nvlink": True,
+                    "spares": 2,
+                },
+                {"name": "rack", "nodeLabel": "rackwise.io/rack"},
+            ]
+        }
+    )
+    nodes = [
+        node(f"t{i}", {"nvidia.com/gpu.clique": "c0", "rackwise.io/rack": "r0"}) for i in range(4)
+    ]
+    state = StateBuilder(config).build([Node.of(n) for n in nodes], [])
+    assert state is not None
+    assert state.fabric.spares == 2
+    assert state.fabric.largest_nvlink == {"training": 16}  # 2 of 4 trays of 8 GPUs in service
