@@ -12,7 +12,7 @@ from rich.tree import Tree
 from scheduler.cli.inputs import snapshot_from
 from scheduler.io import InputError
 from scheduler.model.topology import Tier
-from scheduler.placement import Snapshot
+from scheduler.placement import Snapshot, spares
 from scheduler.pools import check_pool
 from scheduler.topology import generate, save_topology
 from scheduler.topology.fabric import UnknownLevelError
@@ -67,8 +67,8 @@ def show_cmd(
     gpus: Annotated[int, typer.Option(help="GPUs per host for the Lingjun CSV")] = 8,
     depth: Annotated[str, typer.Option(help="lowest level shown")] = "rack",
 ) -> None:
-    """Print the level tree with free GPUs per domain (a down host offers none, and each
-    domain says how many of its hosts are down)."""
+    """Print the level tree with free GPUs per domain (a down host, or an idle tray held back
+    as a spare, offers none; each domain says how many of its hosts are either)."""
     snapshot = snapshot_from(topology, state, gpus)
     try:
         lowest = snapshot.fabric.index(depth)
@@ -79,18 +79,22 @@ def show_cmd(
 
 def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
     fabric = snapshot.fabric
+    held = spares.held_back(snapshot)
     free: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
     total: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
-    down: list[dict[int, int]] = [{} for _ in range(fabric.depth)]
-    offered = [0 if h in snapshot.down else g for h, g in enumerate(snapshot.free_gpus)]
+    down: list[dict[int, tuple[int, int]]] = [{} for _ in range(fabric.depth)]
+    out = snapshot.down | held
+    offered = [0 if h in out else g for h, g in enumerate(snapshot.free_gpus)]
     for h, host in enumerate(fabric.hosts):
         for level in range(fabric.depth):
             d = fabric.domain[level][h]
             free[level][d] = free[level].get(d, 0) + offered[h]
             total[level][d] = total[level].get(d, 0) + host.gpus
-            down[level][d] = down[level].get(d, 0) + (h in snapshot.down)
+            was = down[level].get(d, (0, 0))
+            down[level][d] = (was[0] + (h in snapshot.down), was[1] + (h in held))
     gpus = sum(h.gpus for h in fabric.hosts)
-    root = Tree(f"fabric: {sum(offered)}/{gpus} GPUs free{_down(len(snapshot.down))}")
+    whole = (len(snapshot.down), len(held))
+    root = Tree(f"fabric: {sum(offered)}/{gpus} GPUs free{_down(*whole)}")
     nodes: dict[tuple[int, int], Tree] = {}
     for h in fabric.dfs_order:
         parent = root
@@ -102,11 +106,12 @@ def render_tree(snapshot: Snapshot, lowest: int) -> Tree:
             if key not in nodes:
                 pool = f" [{fabric.hosts[h].pool}]" if level <= Tier.RACK else ""
                 label = f"{fabric.levels[level]} {fabric.display(level, d)}: "
-                counts = f"{free[level][d]}/{total[level][d]} free{_down(down[level][d])}"
+                counts = f"{free[level][d]}/{total[level][d]} free{_down(*down[level][d])}"
                 nodes[key] = parent.add(f"{label}{counts}{pool}")
             parent = nodes[key]
     return root
 
 
-def _down(hosts: int) -> str:
-    return f", {hosts} host{'s' if hosts != 1 else ''} down" if hosts else ""
+def _down(hosts: int, held: int = 0) -> str:
+    said = f", {hosts} host{'s' if hosts != 1 else ''} down" if hosts else ""
+    return said + (f", {held} held as spare{'s' if held != 1 else ''}" if held else "")

@@ -32,6 +32,9 @@ DIFFERENT = {
     "call, which the simulator sets from its run's",
     "hints": "whether a run's policy is told the segments its users state (an untold row: off) "
     "and whether one placement call reads them, which the simulator sets from its run's",
+    "spares": "the spare trays per NVLink domain as each topology source states them: a generated "
+    "fabric (GenerateSpec) and the operator's labelled levels (LevelLabel); both become the "
+    "fabric's LevelSpec.spares, the one value placement reads",
 }
 
 

@@ -263,3 +263,17 @@ def test_place_keeps_each_nvlink_domains_spare_trays_idle(tmp_path):
     assert wrong.stderr.strip() == (
         "rackwise: error: --spares: only NVLink domains keep spare hosts: set nvlink too"
     )
+
+
+def test_topology_show_counts_held_spares_as_offering_nothing(tmp_path):
+    topology = tmp_path / "nvl.yaml"
+    topology.write_text(
+        "generate: {blocks: 1, racks: 1, hosts: 4, gpus: 4, nvlink: 4, spares: 1}\n"
+    )
+    state = tmp_path / "state.yaml"
+    state.write_text("down: [h0-0]\n")  # the down tray is the domain's spare: none held
+    done = run_cli("topology", "show", str(topology), "--depth", "nvlink")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("fabric: 12/16 GPUs free, 1 held as spare")
+    done = run_cli("topology", "show", str(topology), "--depth", "nvlink", "--state", str(state))
+    assert done.stdout.startswith("fabric: 12/16 GPUs free, 1 host down\n")
