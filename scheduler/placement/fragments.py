@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.model.topology import Tier
-from scheduler.placement.snapshot import Snapshot
+from scheduler.placement.snapshot import Array, Snapshot
+from scheduler.topology.fabric import Fabric, nvlink_gpus
 
 RACK = Tier.RACK
 FIT = 0.25  # best fit weighs a quarter of breaking a whole domain when few are left
@@ -43,13 +44,13 @@ class Breakage:
         mask = snapshot.pool_hosts(pool)
         free = np.where(mask, snapshot.free_gpus * snapshot.up_mask(), 0)
         total = np.where(mask, fabric.gpus, 0)
-        rack_gpus = max(1.0, float(np.bincount(fabric.columns[RACK], weights=total).max()))
+        rack_gpus = max(1.0, float(in_service(fabric, mask, RACK, total).max()))
         prices: Prices = {}
         whole: dict[int, npt.NDArray[np.bool_]] = {}
         for level in range(RACK, fabric.depth):
             column = fabric.columns[level]
             n = len(fabric.names[level])
-            cap = np.bincount(column, weights=total, minlength=n)
+            cap = in_service(fabric, mask, level, total)
             left = np.bincount(column, weights=free, minlength=n)
             intact = (cap > 0) & (left >= cap)
             share = np.divide(left, cap, out=np.zeros(n), where=cap > 0)
@@ -92,6 +93,18 @@ def broken_by(snapshot: Snapshot, pool: str, counts: Mapping[int, int]) -> dict[
         if found:
             out[fabric.levels[level]] = found
     return out
+
+
+def in_service(fabric: Fabric, mask: npt.NDArray[np.bool_], level: int, total: Array) -> Array:
+    """GPUs per domain of `level` that can hold pods at once (`total`: per host, of the pool):
+    less its NVLink domains' spare trays, so a domain whose trays in service are all free is
+    whole though its spares are held down."""
+    n = len(fabric.names[level])
+    if not fabric.spares:
+        return np.bincount(fabric.columns[level], weights=total, minlength=n)
+    above = np.zeros(len(fabric.names[Tier.NVLINK]), dtype=np.int64)
+    above[fabric.columns[Tier.NVLINK]] = fabric.columns[level]  # nested: any host tells
+    return np.bincount(above, weights=nvlink_gpus(fabric, mask), minlength=n)
 
 
 def _touched(snapshot: Snapshot, counts: Mapping[int, int]) -> list[tuple[int, set[int]]]:

@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from scheduler.model import GangRequest, PlaceConfig
 from scheduler.model.gang import ParallelShape
-from scheduler.model.topology import LevelSpec, TopologySpec
+from scheduler.model.topology import LevelSpec, Tier, TopologySpec
 from scheduler.placement import Snapshot, hints, place_one, spares
+from scheduler.placement.fragments import Breakage
 from scheduler.placement.reasons import never_fits
 from scheduler.queue import Preemption, QueueConfig, Running, SchedulingQueue
 from scheduler.topology import Fabric, generate
@@ -117,3 +118,12 @@ def test_the_queue_never_puts_more_trays_in_service_than_allowed(seed: int):
             running[key] = Running(key, gang, placement, float(step))
         used = {fabric.host_index[h] for r in running.values() for h in r.placement.hosts()}
         assert max(in_service(fabric, used)) <= TRAYS - SPARES
+
+
+def test_a_rack_whose_trays_in_service_are_all_free_is_whole():
+    """The fragmentation price (fragments.py) keeps whole racks scarce under spares too: their
+    held-back trays are down, yet a rack with every tray in service free is whole."""
+    snap = spares.hold_back(Snapshot(nvl()))  # each rack is one NVLink domain here
+    assert Breakage.of(snap, "training").whole[Tier.RACK].tolist() == [True, True]
+    snap.use("h0-0", 4)
+    assert Breakage.of(snap, "training").whole[Tier.RACK].tolist() == [False, True]
