@@ -44,13 +44,15 @@ class Breakage:
         mask = snapshot.pool_hosts(pool)
         free = np.where(mask, snapshot.free_gpus * snapshot.up_mask(), 0)
         total = np.where(mask, fabric.gpus, 0)
-        rack_gpus = max(1.0, float(in_service(fabric, mask, RACK, total).max()))
+        # with spares, what each NVLink domain keeps in service, read once for every level
+        trays = nvlink_gpus(fabric, mask) if fabric.spares else None
+        rack_gpus = max(1.0, float(in_service(fabric, RACK, total, trays).max()))
         prices: Prices = {}
         whole: dict[int, npt.NDArray[np.bool_]] = {}
         for level in range(RACK, fabric.depth):
             column = fabric.columns[level]
             n = len(fabric.names[level])
-            cap = in_service(fabric, mask, level, total)
+            cap = in_service(fabric, level, total, trays)
             left = np.bincount(column, weights=free, minlength=n)
             intact = (cap > 0) & (left >= cap)
             share = np.divide(left, cap, out=np.zeros(n), where=cap > 0)
@@ -95,16 +97,16 @@ def broken_by(snapshot: Snapshot, pool: str, counts: Mapping[int, int]) -> dict[
     return out
 
 
-def in_service(fabric: Fabric, mask: npt.NDArray[np.bool_], level: int, total: Array) -> Array:
-    """GPUs per domain of `level` that can hold pods at once (`total`: per host, of the pool):
-    less its NVLink domains' spare trays, so a domain whose trays in service are all free is
-    whole though its spares are held down."""
+def in_service(fabric: Fabric, level: int, total: Array, trays: Array | None) -> Array:
+    """GPUs per domain of `level` that can hold pods at once (`total`: per host, of the pool;
+    `trays`: per NVLink domain, less its spares, where the fabric keeps any), so a domain
+    whose trays in service are all free is whole though its spares are held down."""
     n = len(fabric.names[level])
-    if not fabric.spares:
+    if trays is None:
         return np.bincount(fabric.columns[level], weights=total, minlength=n)
     above = np.zeros(len(fabric.names[Tier.NVLINK]), dtype=np.int64)
     above[fabric.columns[Tier.NVLINK]] = fabric.columns[level]  # nested: any host tells
-    return np.bincount(above, weights=nvlink_gpus(fabric, mask), minlength=n)
+    return np.bincount(above, weights=trays, minlength=n)
 
 
 def _touched(snapshot: Snapshot, counts: Mapping[int, int]) -> list[tuple[int, set[int]]]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from scheduler.model.topology import Tier
 from scheduler.placement.snapshot import Snapshot
+from scheduler.topology.fabric import ranks
 
 
 def held_back(snapshot: Snapshot) -> set[int]:
@@ -42,8 +43,7 @@ def held_back(snapshot: Snapshot) -> set[int]:
     domains = column[hosts]
     order = np.argsort(domains, kind="stable")
     ranked = domains[order]
-    rank = np.arange(len(order)) - np.searchsorted(ranked, ranked)
-    return set(hosts[order][rank < missing[ranked]].tolist())
+    return set(hosts[order][ranks(ranked) < missing[ranked]].tolist())
 
 
 def hold_back(snapshot: Snapshot) -> Snapshot:

@@ -289,10 +289,14 @@ def nvlink_gpus(fabric: Fabric, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.i
         return np.bincount(column, weights=gpus, minlength=n).astype(np.int64)
     order = np.lexsort((-gpus, column))  # each domain's hosts, the largest first
     ranked = column[order]
-    starts = np.searchsorted(ranked, np.arange(n))
-    rank = np.arange(len(order)) - starts[ranked]
+    rank = ranks(ranked)
     sizes = np.bincount(column, minlength=n)
     limit = np.where(sizes > 1, sizes - fabric.spares, sizes)
     kept = np.zeros(len(column), dtype=bool)
     kept[order] = rank < limit[ranked]
     return np.bincount(column, weights=np.where(kept, gpus, 0), minlength=n).astype(np.int64)
+
+
+def ranks(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each element's position within its run of equal values, `groups` sorted."""
+    return np.arange(len(groups)) - np.searchsorted(groups, groups)
