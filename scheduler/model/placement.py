@@ -74,6 +74,29 @@ class Placement(BaseModel):
         return sorted({pod.role for pod in self.pods})
 
 
+class WholeDemand(BaseModel):
+    """What asks for whole switch domains of a pool while a gang would run, as the queue sees
+    it (queue/consider.py): the GPUs of the other gangs waiting there and of the gangs that
+    arrived over the last `span_s` seconds, each as (GPUs, gangs), and `run_s`, the placed
+    gang's expected run time (0: unknown, only the waiting count)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    waiting: tuple[tuple[int, int], ...] = ()
+    arrived: tuple[tuple[int, int], ...] = ()
+    span_s: float = Field(default=0.0, ge=0)
+    run_s: float = Field(default=0.0, ge=0)
+
+    def domains(self, gpus: float) -> float:
+        """Whole domains of `gpus` GPUs asked for while the gang runs: each waiting gang's
+        whole domains, and those arriving at the window's rate over its run."""
+        if gpus <= 0:
+            return 0.0
+        waiting = sum(n * (g // gpus) for g, n in self.waiting)
+        arriving = sum(n * (g // gpus) for g, n in self.arrived)
+        rate = arriving / self.span_s if self.span_s else 0.0
+        return waiting + rate * self.run_s
+
+
 class PlaceConfig(BaseModel):
     """One placement call's parameters: the scheduling policy, and what belongs to the call
     (which placement policy a run compares, the solver's seed, whether to prove a bound, how
@@ -95,6 +118,9 @@ class PlaceConfig(BaseModel):
     # choose which pod gets which rank by the gang's shape (placement/stages.py; rackwise's); a
     # trial that only asks where a gang would fit (EASY's reservation) keeps depth-first ranks
     stage_ranks: bool = True
+    # who asks for whole domains (the queue's count; placement/fragments.py prices breaking
+    # one by it); None: no queue to read (one gang assumed to ask)
+    demand: WholeDemand | None = None
 
     @classmethod
     def of(cls, **flat: Any) -> PlaceConfig:

@@ -1,17 +1,25 @@
 """What a placement breaks: the capacity later gangs lose, as one number the tree DP can add.
 
-Contract. `Breakage.of(snapshot, pool)` takes the free capacity before a gang is placed and
+Contract. `Breakage.of(snapshot, pool, demand)` takes the free capacity before a gang is placed
+and who asks for whole domains while it would run (`WholeDemand`, the queue's count), and
 prices every switch domain (rack and above) the gang could touch:
 
-    b(d) = size(d) x ( [d is wholly free] / (wholly free domains of its level + 1)
-                       + FIT x free share of d )
+    b(d) = size(d) x ( [d is wholly free] x min(1, D_L / W_L) + FIT x free share of d )
 
 size(d) is the domain's GPUs in racks (a spine of 12 racks weighs 12): breaking a whole spine
-costs a spine's worth. The first term is the scarcity of whole domains (breaking one of the
-last few free racks costs more than one of many); the second is best fit (touching a domain
-that is already mostly used costs less). A placement's breakage F is the sum of b over the
-domains it touches at each level. F decomposes along the tree: the DP adds b(child) per child
-used and, for its single lowest domain, b of that domain and its ancestors (treedp.py).
+costs a spine's worth. W_L is the wholly free domains of d's level L and D_L the whole ones
+asked for: each gang waiting in the pool asks for as many as its GPUs fill (a gang of 2.5 racks,
+two racks), and the pool's recent arrivals ask at their rate over the gang's expected run, the
+time a domain it breaks stays broken. The first term is the chance that breaking d leaves a gang
+that asks without a whole domain: none while the wholes outnumber the askers (small jobs may
+then spread, which shortens their waits), all of its size once the askers take every whole one.
+Where no count is at hand (`demand` None: `rackwise place`, EASY's trial placements, joint
+placement) the first term is the scarcity of whole domains alone, 1 / (W_L + 1): breaking one
+of the last few costs more than one of many. The second term is best fit
+(touching a domain that is already mostly used costs less). A placement's breakage F is the
+sum of b over the domains it touches at each level. F decomposes along the tree: the DP adds
+b(child) per child used and, for its single lowest domain, b of that domain and its ancestors
+(treedp.py).
 
 It decides nothing: the rackwise policy (cpsat/solve.py) trades F against J within a share of
 J, and reports what it traded (Placement.broken, Placement.premium)."""
@@ -24,7 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.model.placement import PlaceConfig, WholeDemand
 from scheduler.model.topology import Tier
+from scheduler.placement.hints import RACKWISE
 from scheduler.placement.snapshot import Array, Snapshot
 from scheduler.topology.fabric import Fabric, nvlink_gpus
 
@@ -39,7 +49,7 @@ class Breakage:
     whole: dict[int, npt.NDArray[np.bool_]]  # level -> domain is wholly free
 
     @staticmethod
-    def of(snapshot: Snapshot, pool: str) -> Breakage:
+    def of(snapshot: Snapshot, pool: str, demand: WholeDemand | None = None) -> Breakage:
         fabric = snapshot.fabric
         mask = snapshot.pool_hosts(pool)
         free = np.where(mask, snapshot.free_gpus * snapshot.up_mask(), 0)
@@ -57,7 +67,8 @@ class Breakage:
             intact = (cap > 0) & (left >= cap)
             share = np.divide(left, cap, out=np.zeros(n), where=cap > 0)
             size = cap / rack_gpus
-            prices[level] = size * (intact / (intact.sum() + 1) + FIT * share)
+            scarce = taken(demand, float(cap.max(initial=0)), int(intact.sum()))
+            prices[level] = size * (intact * scarce + FIT * share)
             whole[level] = intact
         return Breakage(prices, whole)
 
@@ -74,6 +85,23 @@ class Breakage:
             names[lv]: int(self.whole[lv][list(ds)].sum()) for lv, ds in _touched(snapshot, counts)
         }
         return {k: v for k, v in out.items() if v}
+
+
+def priced(config: PlaceConfig) -> bool:
+    """Does a placement under `config` price what it breaks (rackwise's trade, cpsat/solve.py)?
+    Only then is who asks for whole domains worth counting."""
+    return config.policy == RACKWISE and config.scheduling.fragmentation_share > 0
+
+
+def taken(demand: WholeDemand | None, gpus: float, wholes: int) -> float:
+    """The share of a level's `wholes` wholly free domains (each of up to `gpus` GPUs) that the
+    gangs asking for whole ones will take while the placed gang runs: min(1, D / W); without
+    a count, the scarcity of whole domains alone, 1 / (W + 1)."""
+    if not wholes:
+        return 0.0
+    if demand is None:  # no count at hand: the scarcity prior, 1 / (W + 1)
+        return 1.0 / (wholes + 1)
+    return min(1.0, demand.domains(gpus) / wholes)
 
 
 def broken_by(snapshot: Snapshot, pool: str, counts: Mapping[int, int]) -> dict[str, int]:

@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus
+from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, WholeDemand
 from scheduler.model.policy import Backfill
-from scheduler.placement import Snapshot, place_one
+from scheduler.placement import Snapshot, fragments, place_one
 from scheduler.queue import split
 from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.cycle import Cycle, Pool, View
 from scheduler.queue.holds import Holds
-from scheduler.queue.order import Known
+from scheduler.queue.order import Known, PoolOrder
 from scheduler.queue.preempting import Preempting
 from scheduler.queue.reservation import reserve
 from scheduler.queue.teams.queues import TeamQueues
@@ -58,9 +58,11 @@ class Consider:
         backoff: Backoff,
         views: Views,
         arrivals: Arrivals,
+        orders: Mapping[str, PoolOrder],
     ) -> None:
         self.config = config
         self._entries = entries
+        self._orders = orders
         self._arrivals = arrivals
         self._pins = pins
         self._backoff = backoff
@@ -189,10 +191,25 @@ class Consider:
 
     def _place_config(self, entry: Entry, now: float) -> PlaceConfig:
         place = self.config.place
-        if not place.scheduling.compact_wait_s:
-            return place
-        since = now if entry.placeable_since is None else entry.placeable_since
-        return place.model_copy(update={"waited_s": now - since})
+        update: dict[str, object] = {}
+        if place.scheduling.compact_wait_s:
+            since = now if entry.placeable_since is None else entry.placeable_since
+            update["waited_s"] = now - since
+        if fragments.priced(place):
+            update["demand"] = self._demand(entry, now)
+        return place.model_copy(update=update) if update else place
+
+    def _demand(self, entry: Entry, now: float) -> WholeDemand:
+        """Who asks for whole domains of its pool: the other gangs queued there, and the
+        pool's recent arrivals over its expected run."""
+        pool, own = entry.gang.pool, entry.gang.all_gpus
+        waiting = self._orders[pool].sizes
+        others = ((g, n - (g == own)) for g, n in waiting.items())
+        arrived, span = self._arrivals.sizes(pool, now)
+        run = entry.estimate_s or 0.0
+        return WholeDemand(
+            waiting=tuple((g, n) for g, n in others if n), arrived=arrived, span_s=span, run_s=run
+        )
 
     def start(self, c: Cycle, entry: Entry, placement: Placement) -> None:
         c.work.apply(entry.gang, placement)

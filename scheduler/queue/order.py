@@ -3,7 +3,8 @@ to pass over gangs it knows cannot start.
 
 Contract. Takes the entries of one pool, added and removed one at a time. Keeps them in queue
 order (`Entry.order`: priority, arrival, name, key) and, in that order, as arrays: pods, shape
-(an id the queue gives each shape and priority) and estimated run time (nan: none). Promises:
+(an id the queue gives each shape and priority) and estimated run time (nan: none), and how many
+gangs ask for each number of GPUs (`sizes`: what waits, for the price of a whole domain). Promises:
 `keys[i]` is the i-th entry in queue order; `index` finds an entry in O(log n); `known_blocked`
 marks an entry only when a gang of its shape and priority with no more pods was found
 unplaceable on the view it sees (`Known`, kept per view by the queue)."""
@@ -11,6 +12,7 @@ unplaceable on the view it sees (`Known`, kept per view by the queue)."""
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +43,7 @@ class PoolOrder:
         self.pods = np.zeros(0, dtype=np.int64)
         self.shapes = np.zeros(0, dtype=np.int64)
         self.estimates = np.zeros(0, dtype=np.float64)
+        self.sizes: Counter[int] = Counter()  # GPUs -> gangs of the pool asking for that many
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -53,6 +56,7 @@ class PoolOrder:
         self.pods = inserted(self.pods, i, entry.gang.pods)
         self.shapes = inserted(self.shapes, i, entry.shape)
         self.estimates = inserted(self.estimates, i, estimate)
+        self.sizes[entry.gang.all_gpus] += 1
 
     def remove(self, entry: Entry) -> None:
         i = self.index(entry)
@@ -62,6 +66,9 @@ class PoolOrder:
         self.pods = cut(self.pods, i, i + 1)
         self.shapes = cut(self.shapes, i, i + 1)
         self.estimates = cut(self.estimates, i, i + 1)
+        self.sizes[entry.gang.all_gpus] -= 1
+        if not self.sizes[entry.gang.all_gpus]:
+            del self.sizes[entry.gang.all_gpus]
 
     def reshape(self, entries: dict[str, Entry]) -> None:
         """Each entry's shape id read again (the queue gave every gang a new one)."""

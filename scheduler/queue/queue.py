@@ -112,7 +112,13 @@ class SchedulingQueue:
         self._arrivals = Arrivals()
         self._fresh: list[Entry] = []
         self._gang = Consider(
-            self.config, self._entries, self._pins, self._backoff, self._views, self._arrivals
+            self.config,
+            self._entries,
+            self._pins,
+            self._backoff,
+            self._views,
+            self._arrivals,
+            self._orders,
         )
         wait, start = self._gang.wait, self._gang.start
         self._preempting = Preempting(

@@ -61,9 +61,7 @@ def solve(
     ):
         found = _tree(capacity, weights, fresh)
         if found is not None:
-            return _less_broken(
-                capacity, weights, fresh, found, config.scheduling.fragmentation_share
-            )
+            return _less_broken(capacity, weights, fresh, found, config)
     # engine "cp-sat" is the CP-SAT model as designed: warm start from the best baseline only
     hint = _best_baseline(capacity, weights, config.seed)
     packing = objective_of(gang) == "pack"
@@ -95,17 +93,19 @@ def _tree(
 
 
 def _less_broken(
-    capacity: Capacity, weights: list[float], fresh: float, best: DPResult, share: float
+    capacity: Capacity, weights: list[float], fresh: float, best: DPResult, config: PlaceConfig
 ) -> Solution:
-    """The J-optimal placement, or one that breaks less (fragments.py) for at most `share`
+    """The J-optimal placement, or one that breaks less (fragments.py, priced by who asks for
+    whole domains: `config.demand`) for at most `share` (the policy's fragmentation share)
     more J. Minimising J + lam F with lam = share J0 / F0 gives J1 + lam F1 <= J0 + lam F0, so
     J1 <= (1 + share) J0 whatever F1 is; J1 is still checked, exactly, before it is kept. The
     bound stays the J-optimum's: a valid lower bound on J for either."""
     kept = Solution(best.counts, best.bound, "tree-dp")
+    share = config.scheduling.fragmentation_share
     j0 = objective(capacity, best.counts, weights, fresh)
     if share <= 0 or j0 <= 0 or len(best.counts) < 2:  # one host: best_fit_host chose already
         return kept
-    breakage = Breakage.of(capacity.snapshot, capacity.gang.pool)
+    breakage = Breakage.of(capacity.snapshot, capacity.gang.pool, config.demand)
     kept = Solution(best.counts, best.bound, "tree-dp", breakage=breakage)
     f0 = breakage.value(capacity.snapshot, best.counts)
     if f0 <= 0:

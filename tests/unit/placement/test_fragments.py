@@ -10,6 +10,7 @@ import random
 import pytest
 
 from scheduler.model import GangRequest, PlaceConfig
+from scheduler.model.placement import WholeDemand
 from scheduler.placement import Snapshot, place, validate
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.fragments import Breakage, broken_by
@@ -47,6 +48,37 @@ def test_prices_by_hand():
     # spines weigh 2 racks: s0 is partly used (40 of 48 free), s1 is whole (1 of 2 spines)
     assert prices[spine].tolist() == pytest.approx([2 * 0.25 * 40 / 48, 2 * (1 / 2 + 0.25)])
     assert prices[core].tolist() == pytest.approx([4 * 0.25 * 88 / 96])
+
+
+def test_prices_by_who_asks():
+    """The same state with the queue's count: with no gang asking for a whole domain,
+    breaking one costs only its best-fit share; a waiting gang of two racks asks for two of
+    the three whole racks and for the one whole spine (48 GPUs); askers beyond the whole
+    domains cost no more than all of them."""
+    snapshot = busy("h1-0")
+    rack, spine = 2, 3
+    nobody = Breakage.of(snapshot, "training", WholeDemand()).prices
+    assert nobody[rack].tolist() == pytest.approx([0.25, 0.25 * 16 / 24, 0.25, 0.25])
+    assert nobody[spine].tolist() == pytest.approx([2 * 0.25 * 40 / 48, 2 * 0.25])
+    two = Breakage.of(snapshot, "training", WholeDemand(waiting=((48, 1),))).prices
+    whole = 2 / 3 + 0.25
+    assert two[rack].tolist() == pytest.approx([whole, 0.25 * 16 / 24, whole, whole])
+    assert two[spine].tolist() == pytest.approx([2 * 0.25 * 40 / 48, 2 * (1 + 0.25)])
+    many = Breakage.of(snapshot, "training", WholeDemand(waiting=((24, 9),))).prices
+    assert many[rack].tolist() == pytest.approx([1.25, 0.25 * 16 / 24, 1.25, 1.25])
+    # a rack-sized gang asks for no whole spine
+    assert many[spine].tolist() == pytest.approx(nobody[spine].tolist())
+
+
+def test_whole_domains_asked_for_while_a_gang_runs():
+    """Waiting gangs ask for the whole domains their GPUs fill; arrivals at the window's rate
+    over the gang's run: 10 rack-sized gangs a day ask for 2.5 racks over 6 hours."""
+    rack = 24.0
+    assert WholeDemand().domains(rack) == 0.0
+    assert WholeDemand(waiting=((60, 2), (23, 5), (24, 1))).domains(rack) == 2 * 2 + 0 + 1
+    arriving = WholeDemand(arrived=((24, 10), (8, 40)), span_s=86400.0, run_s=6 * 3600.0)
+    assert arriving.domains(rack) == pytest.approx(2.5)
+    assert WholeDemand(arrived=((24, 10),), span_s=86400.0).domains(rack) == 0.0  # no run time
 
 
 def test_a_used_rack_is_preferred_at_the_same_traffic():

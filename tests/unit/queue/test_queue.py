@@ -8,8 +8,9 @@ import pytest
 
 from scheduler.model.constraints import Taint, TaintEffect
 from scheduler.model.gang import GangRequest, Role, Slice
+from scheduler.model.placement import WholeDemand
 from scheduler.model.topology import HostSpec, TopologySpec
-from scheduler.placement import Snapshot
+from scheduler.placement import Snapshot, fragments
 from scheduler.queue import Backfill, Preemption, QueueConfig, SchedulingQueue, WaitReason
 from scheduler.simulation.profiles import FabricProfile, ProfileName
 from scheduler.topology import Fabric
@@ -471,3 +472,36 @@ def test_a_leaving_gang_is_never_a_preemption_victim():
     decisions = queue.cycle(50, snap, [], leaving=[going])
     assert not decisions.starts
     assert not decisions.evictions
+
+
+def test_rackwise_prices_breakage_by_who_asks_for_whole_domains(monkeypatch):
+    """What a rackwise placement is told of the demand for whole domains: the other gangs
+    waiting in its pool (not itself), the pool's arrivals of the last day with the window's
+    time, and its own expected run (placement/fragments.py prices breaking a domain by it)."""
+    seen: list[object] = []
+    real = fragments.Breakage.of
+
+    def spy(snapshot, pool, demand=None):
+        seen.append(demand)
+        return real(snapshot, pool, demand)
+
+    monkeypatch.setattr(fragments.Breakage, "of", staticmethod(spy))
+    snap = Snapshot(fabric(blocks=1, racks=2, hosts=2))  # two racks of 16 GPUs
+    queue = SchedulingQueue(OFF)
+    queue.add("early", gang("early", 1), arrival=0)
+    [(_, placed)] = queue.cycle(0, snap, []).starts
+    snap.apply(gang("early", 1), placed)
+    queue.remove("early")
+    queue.add("big", gang("big", 4), arrival=1)  # all four hosts: waits for "early"
+    queue.add("small", gang("small", 2, priority=1), arrival=2, estimate_s=7200)
+    queue.cycle(3600, snap, [])
+    # the small gang's own try; EASY's trial placements for "big" read no queue (None)
+    [demand] = [d for d in seen if d is not None]
+    assert demand == WholeDemand(
+        waiting=((32, 1),), arrived=((8, 1), (32, 1), (16, 1)), span_s=3600, run_s=7200
+    )
+    seen.clear()
+    kueue = SchedulingQueue(QueueConfig.of(preemption=Preemption.OFF, policy="kueue-best-fit"))
+    kueue.add("small", gang("small", 2), arrival=0)
+    kueue.cycle(0, Snapshot(fabric(blocks=1, racks=2, hosts=2)), [])
+    assert seen == []  # a peer prices no breakage: nothing counted for it
