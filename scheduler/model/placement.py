@@ -119,7 +119,7 @@ class PlaceConfig(BaseModel):
     # trial that only asks where a gang would fit (EASY's reservation) keeps depth-first ranks
     stage_ranks: bool = True
     # who asks for whole domains (the queue's count; placement/fragments.py prices breaking
-    # one by it); None: no queue to read (one gang assumed to ask)
+    # one by it); None: nothing counted, whole domains priced by their scarcity alone
     demand: WholeDemand | None = None
 
     @classmethod

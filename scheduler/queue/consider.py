@@ -5,11 +5,11 @@ backoff and views. Decides, in order: a pinned start (a preemptor's hosts are fr
 by its team's quota (queue/teams), waiting behind its pool's blocker (no backfill), its backoff,
 an unchanged view on which it was patient, a shape known unplaceable on this view or a gang
 whose pods do not fit on it by counting (no solver call; queue/counts.py), else one placement
-call: a start, patience (a compact placement later), preemption, a
-quota owed back, or a wait with its reason; a blocking wait makes it its pool's blocker or
-gives it EASY's reservation. Promises: one unexpected error fails this gang alone
-(`safely`); a start is applied to the cycle's capacity at once, so the gangs after it see
-what is left; a borrower never blocks nor reserves.
+call (rackwise's told who asks for whole domains of its pool: `_demand`): a start, patience
+(a compact placement later), preemption, a quota owed back, or a wait with its reason; a
+blocking wait makes it its pool's blocker or gives it EASY's reservation. Promises: one
+unexpected error fails this gang alone (`safely`); a start is applied to the cycle's capacity
+at once, so the gangs after it see what is left; a borrower never blocks nor reserves.
 """
 
 from __future__ import annotations

@@ -36,6 +36,20 @@ def test_nothing_from_no_arrival_another_pool_or_no_time():
     assert a.load("training", 10.0, gpus=0) == 0.0
 
 
+def test_sizes_count_the_windows_arrivals_by_their_gpus():
+    """What asks for whole domains (placement/fragments.py): gangs by GPUs, those older than
+    the window let go with their size, a gang queued again not counted again."""
+    a = Arrivals()
+    a.record("training", "old", 0.0, 1.0, gpus=64)
+    a.record("training", "a", 2 * HOUR, 1.0, gpus=8)
+    a.record("training", "b", 3 * HOUR, 1.0, gpus=8)
+    a.record("training", "a", 4 * HOUR, 1.0, gpus=8)
+    assert dict(a.sizes("training", 4 * HOUR)[0]) == {64: 1, 8: 2}
+    assert a.sizes("training", 4 * HOUR)[1] == 4 * HOUR
+    assert dict(a.sizes("training", WINDOW_S + HOUR)[0]) == {8: 2}
+    assert a.sizes("inference", HOUR) == ((), 0.0)
+
+
 def test_arrivals_older_than_the_window_are_let_go():
     a = Arrivals()
     a.record("training", "old", 0.0, 1e9)  # a huge job long ago
