@@ -57,13 +57,12 @@ class Consider:
         pins: Holds,
         backoff: Backoff,
         views: Views,
-        arrivals: Arrivals,
         orders: Mapping[str, PoolOrder],
     ) -> None:
         self.config = config
         self._entries = entries
         self._orders = orders
-        self._arrivals = arrivals
+        self.arrivals = Arrivals()  # each pool's recent arrivals: the queue tells it each cycle
         self._pins = pins
         self._backoff = backoff
         self._views = views
@@ -176,7 +175,7 @@ class Consider:
         others = [e for e in self._entries.values() if e.gang.pool == pool and e is not entry]
         work = sum(e.work_gpu_s for e in others)
         gpus = split.pool_gpus(c.work.fabric, pool)
-        arrivals = self._arrivals
+        arrivals = self.arrivals
         rate, load = arrivals.rate(pool, c.now), arrivals.load(pool, c.now, gpus)
         return split.Behind(len(others), work, rate, load, gpus)
 
@@ -205,7 +204,7 @@ class Consider:
         pool, own = entry.gang.pool, entry.gang.all_gpus
         waiting = self._orders[pool].sizes
         others = ((g, n - (g == own)) for g, n in waiting.items())
-        arrived, span = self._arrivals.sizes(pool, now)
+        arrived, span = self.arrivals.sizes(pool, now)
         run = entry.estimate_s or 0.0
         return WholeDemand(
             waiting=tuple((g, n) for g, n in others if n), arrived=arrived, span_s=span, run_s=run

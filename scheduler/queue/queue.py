@@ -57,7 +57,6 @@ from scheduler.placement import Snapshot, spares
 from scheduler.placement.api import RACKWISE
 from scheduler.placement.snapshot import Array
 from scheduler.placement.uplinks import Crossings
-from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
 from scheduler.queue.checkpoints.after import AfterWalk
 from scheduler.queue.checkpoints.defrag import Defrag
@@ -107,18 +106,11 @@ class SchedulingQueue:
             self._backoff,
             self._views,
         )
-        # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py)
+        # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py), with
         # each pool's recent arrivals (queue/arrivals.py), of the gangs queued since a cycle
-        self._arrivals = Arrivals()
         self._fresh: list[Entry] = []
         self._gang = Consider(
-            self.config,
-            self._entries,
-            self._pins,
-            self._backoff,
-            self._views,
-            self._arrivals,
-            self._orders,
+            self.config, self._entries, self._pins, self._backoff, self._views, self._orders
         )
         wait, start = self._gang.wait, self._gang.start
         self._preempting = Preempting(
@@ -294,7 +286,7 @@ class SchedulingQueue:
         (the simulator), or its whole list, indexed here by difference (the operator).
         `leaving`: gangs whose pods still hold hosts while they go (the operator's deleted
         jobs), released first by a reservation and otherwise left alone."""
-        self._arrivals.seen(now, self._fresh)
+        self._gang.arrivals.seen(now, self._fresh)
         self._fresh.clear()
         idle = not self._entries and not self._lending.reclaim.pending
         idle = idle and not self._teams.reclaim.pending

@@ -77,7 +77,7 @@ def test_the_queue_stamps_a_gang_by_the_cycle_that_first_sees_it():
     """Its own arrival orders the queue (the simulator numbers jobs 0, 1, 2, ...); the rate is
     read on the cycle's clock."""
     q = SchedulingQueue(QueueConfig.of(policy="rackwise"))
-    seen = q._arrivals  # the queue's own, read here
+    seen = q._gang.arrivals  # the queue's own, read here
     for i in range(3):
         gang = GangRequest(name=f"g{i}", pods=1, gpus_per_pod=8)
         q.add(f"g{i}", gang, arrival=float(i), estimate_s=HOUR)
