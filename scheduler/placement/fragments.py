@@ -87,8 +87,8 @@ class Breakage:
         return {k: v for k, v in out.items() if v}
 
 
-def priced(config: PlaceConfig) -> bool:
-    """Does a placement under `config` price what it breaks (rackwise's trade, cpsat/solve.py)?
+def trades(config: PlaceConfig) -> bool:
+    """Does a placement under `config` trade J for less breakage (rackwise's, cpsat/solve.py)?
     Only then is who asks for whole domains worth counting."""
     return config.policy == RACKWISE and config.scheduling.fragmentation_share > 0
 

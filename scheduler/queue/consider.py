@@ -194,7 +194,8 @@ class Consider:
         if place.scheduling.compact_wait_s:
             since = now if entry.placeable_since is None else entry.placeable_since
             update["waited_s"] = now - since
-        if fragments.priced(place):
+        # a one-pod gang sits on one host, where the trade never reads the count
+        if entry.gang.pods > 1 and fragments.trades(place):
             update["demand"] = self._demand(entry, now)
         return place.model_copy(update=update) if update else place
 
