@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
@@ -71,28 +73,58 @@ class Capacity:
         return int(self.pods.sum())
 
     @cached_property
-    def per_domain(self) -> tuple[dict[int, int], ...]:
+    def per_domain(self) -> DomainPods:
         """level -> {domain index: pods it can hold}: in whole groups of every sliced level,
         each domain counting only what its sub-domains hold in whole groups of theirs (a raw
-        sum rounded once overstates a domain whose parts each leave a remainder)."""
-        fabric = self.snapshot.fabric
-        size = slices.sizes(fabric, self.gang)
-        domains, pods = self.hosts, self.pods
-        out = [dict(zip(domains.tolist(), pods.tolist(), strict=True))]
-        for level in range(1, fabric.depth):
-            domains, pods = _sum_up(fabric, level - 1, domains, pods)
-            pods -= pods % size[level]
-            out.append(dict(zip(domains.tolist(), pods.tolist(), strict=True)))
-        rack_cap = self.gang.max_pods_per_rack
-        if rack_cap is not None:
-            out[Tier.RACK] = {d: min(c, rack_cap) for d, c in out[Tier.RACK].items()}
-            for level in range(Tier.RACK + 1, len(out)):
-                up = fabric.ancestor[Tier.RACK][level]
-                capped: dict[int, int] = {}
-                for d, c in out[Tier.RACK].items():
-                    capped[up[d]] = capped.get(up[d], 0) + c
-                out[level] = capped
-        return tuple(out)
+        sum rounded once overstates a domain whose parts each leave a remainder). Each level is
+        summed when first read (a one-pod gang's descent reads only the hosts')."""
+        return DomainPods(self)
+
+
+class DomainPods(Sequence[dict[int, int]]):
+    """Capacity.per_domain, built bottom-up as far as read: a level is summed from the one
+    below it, so reading level l sums every level up to l once."""
+
+    def __init__(self, capacity: Capacity) -> None:
+        self.fabric = capacity.snapshot.fabric
+        self.size = slices.sizes(self.fabric, capacity.gang)
+        self.rack_cap = capacity.gang.max_pods_per_rack
+        self.arrays = (capacity.hosts, capacity.pods)  # the highest level summed, as arrays
+        self.built = [dict(zip(capacity.hosts.tolist(), capacity.pods.tolist(), strict=True))]
+
+    def __len__(self) -> int:
+        return self.fabric.depth
+
+    @overload
+    def __getitem__(self, level: int) -> dict[int, int]: ...
+    @overload
+    def __getitem__(self, level: slice) -> Sequence[dict[int, int]]: ...
+    def __getitem__(self, level: int | slice) -> dict[int, int] | Sequence[dict[int, int]]:
+        if isinstance(level, slice):
+            return [self[i] for i in range(len(self))[level]]
+        if level < 0:
+            level += len(self)
+        if not 0 <= level < len(self):
+            raise IndexError(level)
+        while len(self.built) <= level:
+            self.built.append(self._next(len(self.built)))
+        return self.built[level]
+
+    def _next(self, level: int) -> dict[int, int]:
+        """Level `level` from the one below (over its rack-capped sums above the racks)."""
+        if self.rack_cap is not None and level > Tier.RACK:
+            up = self.fabric.ancestor[level - 1][level]
+            capped: dict[int, int] = {}
+            for d, c in self.built[level - 1].items():
+                capped[up[d]] = capped.get(up[d], 0) + c
+            return capped
+        domains, pods = _sum_up(self.fabric, level - 1, *self.arrays)
+        pods -= pods % self.size[level]
+        self.arrays = (domains, pods)
+        out = dict(zip(domains.tolist(), pods.tolist(), strict=True))
+        if self.rack_cap is not None and level == Tier.RACK:
+            return {d: min(c, self.rack_cap) for d, c in out.items()}
+        return out
 
 
 def _sum_up(fabric: Fabric, level: int, domains: Array, pods: Array) -> tuple[Array, Array]:

@@ -95,7 +95,7 @@ class Consider:
             self._still_patient(c, entry, p)
             return
         shape = entry.shape
-        known = self._views.memo.at((v.seen(), v.held)).get(shape)
+        known = self._views.known_on(v).get(shape)
         if (
             known is not None
             and known.pods <= entry.gang.pods

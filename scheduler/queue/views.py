@@ -98,7 +98,7 @@ class Views:
     def still_known(self, c: Cycle, v: View) -> dict[int, Known]:
         """What is known unplaceable on this view, per shape, that still holds: found when the
         gangs it could preempt were the ones it could preempt now."""
-        known = self.memo.at((v.seen(), v.held))
+        known = self.known_on(v)
         # shapes far outnumber their owners (priority, tenant): each owner's victims read once
         victims: dict[tuple[int, str], bytes] = {}
         out: dict[int, Known] = {}
@@ -110,6 +110,14 @@ class Views:
             if k.victims == found:
                 out[shape] = k
         return out
+
+    def known_on(self, v: View) -> dict[int, Known]:
+        """The memo's findings on this view, per shape. An empty memo (no try has failed on
+        a recent view: on Philly's first 20,000 jobs, always) knows nothing of any view, and
+        the view's digest is not computed to look that up."""
+        if not self.memo.known:
+            return {}
+        return self.memo.at((v.seen(), v.held))
 
     def holds(self, c: Cycle, v: View, shape: int, k: Known) -> bool:
         """Whether what is known still holds: the gangs it could preempt are the same."""

@@ -1,14 +1,23 @@
 """Capacity per domain (placement/capacity.py): each domain holds what its hosts hold, summed
 level by level in whole groups, whether a fabric numbers parents in their children's order (runs
-summed) or not (counted into a table)."""
+summed) or not (counted into a table), with rack caps, whichever level is read first. And a
+gang on one host: J and traffic nothing."""
 
 from __future__ import annotations
 
 import pytest
 
+from scheduler.model import PlaceConfig
+from scheduler.model.topology import Tier
 from scheduler.placement import slices
+from scheduler.placement.api import j_value
 from scheduler.placement.capacity import Capacity
+from scheduler.placement.cost import traffic
+from scheduler.placement.ranks import assign_ranks
+from scheduler.placement.scoring import level_weights, objective
 from tests.unit.placement.tinyfabric import case
+
+RACK = Tier.RACK
 
 
 def from_scratch(capacity: Capacity) -> list[dict[int, int]]:
@@ -38,3 +47,51 @@ def test_per_domain_sums_each_domains_hosts(seed):
 def test_both_numberings_are_among_the_cases():
     ascending = {all(case(seed).snapshot.fabric.parents_ascend) for seed in range(120)}
     assert ascending == {True, False}
+
+
+def capped_from_scratch(capacity: Capacity, cap: int) -> list[dict[int, int]]:
+    """As `from_scratch` up to the racks, each rack holding at most `cap`; every level above
+    sums its racks' capped pods as they are (no group rounding above a capped rack)."""
+    fabric = capacity.snapshot.fabric
+    out = from_scratch(capacity)[: RACK + 1]
+    out[RACK] = {d: min(p, cap) for d, p in out[RACK].items()}
+    for level in range(RACK + 1, fabric.depth):
+        up: dict[int, int] = {}
+        for rack, pods in out[RACK].items():
+            parent = int(fabric.ancestor[RACK][level][rack])
+            up[parent] = up.get(parent, 0) + pods
+        out.append(up)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_per_domain_with_a_rack_cap_whatever_level_is_read_first(seed):
+    """Levels are summed when first read: reading the top first, or the racks, gives what
+    reading them in order gives."""
+    c = case(seed)
+    gang = c.gang.model_copy(update={"max_pods_per_rack": 1 + seed % 3})
+    cap = gang.max_pods_per_rack
+    assert cap is not None
+    want = capped_from_scratch(Capacity.of(c.snapshot, gang), cap)
+    for first in (-1, RACK, 0):
+        levels = Capacity.of(c.snapshot, gang).per_domain
+        assert dict(levels[first]) == want[first]
+        assert [dict(level) for level in levels] == [dict(w) for w in want]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_placement_on_one_host_costs_nothing_by_every_term_of_j(seed):
+    """place_one reports J 0 and no traffic for a gang on one host without computing them: the
+    full objective and traffic model agree (preferred levels, fresh racks and uplink load
+    included), on every host the gang fits on."""
+    c = case(seed)
+    gang = c.gang.model_copy(update={"preferred_levels": {"rack": 1.0}})
+    capacity = Capacity.of(c.snapshot, gang)
+    weights = level_weights(c.snapshot.fabric, gang)
+    for host in capacity.hosts.tolist()[:4]:
+        counts = {host: gang.pods}
+        assert objective(capacity, counts, weights, fresh=1.0) == 0.0
+        assert j_value(capacity, counts, PlaceConfig.of()) == 0.0
+        flow = traffic(c.snapshot.fabric, gang, assign_ranks(c.snapshot.fabric, counts))
+        assert flow.cost == 0.0
+        assert set(flow.gb) == {0.0}
