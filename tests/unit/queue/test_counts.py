@@ -18,9 +18,10 @@ from scheduler.placement.capacity import Capacity
 from scheduler.queue.counts import Fits, fit_of, held_room, per_host, room
 from scheduler.queue.cycle import Cycle
 from scheduler.queue.holds import Holds
+from scheduler.queue.order import Known
 from scheduler.queue.running import RunningGangs
 from scheduler.queue.shapes import ShapeIds
-from scheduler.queue.types import QueueConfig
+from scheduler.queue.types import QueueConfig, WaitReason
 from scheduler.queue.views import Views
 from scheduler.topology import Fabric
 
@@ -185,3 +186,23 @@ def test_a_views_room_counts_a_lent_host_held_from_it(seed):
     v = views.view_for(c, "training", frozenset([*lent[:2], *own]))
     wanted = views.fits.by_pool["training"]
     assert views.room(c, v).tolist() == room(v.snapshot, "training", wanted).tolist()
+
+
+def test_an_empty_memo_is_looked_up_without_the_views_digest():
+    """The memo is keyed by a digest of the view; with nothing learnt the look-up answers
+    nothing and the digest is left uncomputed, and once something is learnt on the view it is
+    found there (and on no other view)."""
+    rng = random.Random(7)
+    f = fabric(rng)
+    snap = state(rng, f)
+    views = Views(QueueConfig(), {}, Holds(), ShapeIds())
+    c = Cycle(0.0, snap, [], RunningGangs())
+    v = views.view_for(c, "training", frozenset())
+    assert views.known_on(v) == {}
+    assert v.fingerprint is None
+    found = Known(4, WaitReason.UNPLACEABLE, "no room", "k")
+    views.memo.learn((v.seen(), v.held), 3, found)
+    assert views.known_on(v) == {3: found}
+    own = next(h for h, host in enumerate(f.hosts) if host.pool == "training")
+    other = views.view_for(c, "training", frozenset([own]))
+    assert views.known_on(other) == {}
