@@ -25,7 +25,7 @@ from scheduler.placement import (
 from scheduler.placement.baselines import BASELINES
 from scheduler.placement.bounds import lower_bound, objective_bound
 from scheduler.placement.capacity import Capacity
-from scheduler.placement.cost import Traffic, domains_spanned, traffic
+from scheduler.placement.cost import domains_spanned, traffic
 from scheduler.placement.fragments import Breakage, broken_by
 from scheduler.placement.ranks import ranks_of
 from scheduler.placement.reasons import explain, not_found, unknown_levels
@@ -198,15 +198,9 @@ def _spread(capacity: Capacity, config: PlaceConfig, start: float) -> Placement:
 def j_value(capacity: Capacity, counts: Mapping[int, int], config: PlaceConfig) -> float:
     """J of the workers' `counts` (host -> pods) on the capacity's snapshot, as `place_one`
     reports it for a placement it makes there."""
-    if _one_host(counts):  # spans one domain of every level: no term of J is paid
-        return 0.0
     weights = level_weights(capacity.snapshot.fabric, capacity.gang)
     fresh = fresh_rack_weight(capacity, weights, config.scheduling.fragmentation_weight)
     return objective(capacity, counts, weights, fresh)
-
-
-def _one_host(counts: Mapping[int, int]) -> bool:
-    return sum(1 for n in counts.values() if n > 0) == 1
 
 
 def j_floor(capacity: Capacity) -> float:
@@ -359,7 +353,7 @@ def finalize(
     if stage_ranks and policy == RACKWISE:  # peers number pods by index
         pods = stages.ranked(fabric, gang, pods)
     hosts = [h for h, n in counts.items() if n > 0]
-    flow = traffic(fabric, gang, pods) if len(hosts) > 1 else Traffic((0.0,) * fabric.depth, 0.0)
+    flow = traffic(fabric, gang, pods)
     optimal, gap = _claim(value, bound)
     return Placement(
         gang=gang.name,

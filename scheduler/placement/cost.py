@@ -49,6 +49,8 @@ def _edges(n: int, stages: int) -> list[tuple[int, int, float]]:
 
 
 def traffic(fabric: Fabric, gang: GangRequest, pods: Sequence[PodAssignment]) -> Traffic:
+    if len({p.host for p in pods}) < 2:  # nothing leaves the host (most gangs: one pod)
+        return Traffic((0.0,) * fabric.depth, 0.0)
     by_rank = sorted(pods, key=lambda p: p.rank)
     index = fabric.host_index
     ring = {r.name: r for r in gang.roles if r.gradients}

@@ -60,6 +60,8 @@ def objective(
     """J of the placement `counts` (host -> pods)."""
     fabric = capacity.snapshot.fabric
     hosts = [h for h, n in counts.items() if n > 0]
+    if len(hosts) == 1:  # one domain at every level: each term needs two (most gangs: one pod)
+        return 0.0
     spans = _spans(fabric, hosts)
     prefs = preference_weights(capacity.snapshot.fabric, capacity.gang, weights)
     value = _traffic(capacity.snapshot, hosts, spans, weights)

@@ -106,9 +106,10 @@ class SchedulingQueue:
             self._backoff,
             self._views,
         )
-        # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py), with
-        # each pool's recent arrivals (queue/arrivals.py), of the gangs queued since a cycle
+        # the gangs queued since the last cycle: each cycle tells `_gang.arrivals` of them
         self._fresh: list[Entry] = []
+        # one gang in a cycle: admitted, placed, patient or blocked (queue/consider.py), with
+        # each pool's recent arrivals (queue/arrivals.py)
         self._gang = Consider(
             self.config, self._entries, self._pins, self._backoff, self._views, self._orders
         )

@@ -1,7 +1,7 @@
 """Capacity per domain (placement/capacity.py): each domain holds what its hosts hold, summed
 level by level in whole groups, whether a fabric numbers parents in their children's order (runs
 summed) or not (counted into a table), with rack caps, whichever level is read first. And a
-gang on one host: J and traffic nothing."""
+gang on one host: J and traffic nothing, term by term."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pytest
 
 from scheduler.model import PlaceConfig
 from scheduler.model.topology import Tier
-from scheduler.placement import slices
+from scheduler.placement import cost, scoring, slices
 from scheduler.placement.api import j_value
 from scheduler.placement.capacity import Capacity
-from scheduler.placement.cost import traffic
 from scheduler.placement.ranks import assign_ranks
 from scheduler.placement.scoring import level_weights, objective
 from tests.unit.placement.tinyfabric import case
@@ -81,17 +80,26 @@ def test_per_domain_with_a_rack_cap_whatever_level_is_read_first(seed):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_a_placement_on_one_host_costs_nothing_by_every_term_of_j(seed):
-    """place_one reports J 0 and no traffic for a gang on one host without computing them: the
-    full objective and traffic model agree (preferred levels, fresh racks and uplink load
-    included), on every host the gang fits on."""
+    """J and traffic answer 0 for a gang on one host without walking their terms; walked, the
+    terms give 0 too: the gang spans one domain at every level (preferred levels and fresh
+    racks pay only for a second one), its ring and uplink-load terms are 0, and every flow
+    between its pods stays on the host (preferred levels, fresh racks and uplink load in play)."""
     c = case(seed)
+    fabric = c.snapshot.fabric
     gang = c.gang.model_copy(update={"preferred_levels": {"rack": 1.0}})
     capacity = Capacity.of(c.snapshot, gang)
-    weights = level_weights(c.snapshot.fabric, gang)
+    weights = level_weights(fabric, gang)
     for host in capacity.hosts.tolist()[:4]:
         counts = {host: gang.pods}
+        spans = scoring._spans(fabric, [host])
+        assert spans == [1] * fabric.depth
+        assert scoring._traffic(c.snapshot, [host], spans, weights) == 0.0
         assert objective(capacity, counts, weights, fresh=1.0) == 0.0
         assert j_value(capacity, counts, PlaceConfig.of()) == 0.0
-        flow = traffic(c.snapshot.fabric, gang, assign_ranks(c.snapshot.fabric, counts))
+        pods = assign_ranks(fabric, counts)
+        workers = [fabric.host_index[p.host] for p in pods]
+        flows = cost._flows(gang, workers, [(h, "") for h in workers], {})
+        assert all(fabric.lowest_common_level(a, b) == 0 for a, b, _ in flows)
+        flow = cost.traffic(fabric, gang, pods)
         assert flow.cost == 0.0
         assert set(flow.gb) == {0.0}
