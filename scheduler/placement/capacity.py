@@ -18,10 +18,6 @@ from scheduler.topology.fabric import Fabric
 UNLIMITED = 1 << 30
 
 
-def _fit(free: Array, need: int) -> Array:
-    return free // need if need else np.full(len(free), UNLIMITED, dtype=np.int64)
-
-
 @dataclass(frozen=True)
 class Capacity:
     """Pods per eligible host for one gang, and per domain at every level.
@@ -46,14 +42,15 @@ class Capacity:
         if not eligible.any() or slices.problem(fabric, gang) is not None:
             empty = np.zeros(0, dtype=np.int64)
             return cls(snapshot, gang, empty, empty)
-        pods = np.minimum(
-            np.minimum(
-                _fit(snapshot.free_gpus, gang.gpus_per_pod),
-                _fit(snapshot.free_cpu, gang.cpu_milli_per_pod),
-            ),
-            _fit(snapshot.free_mem, gang.memory_mib_per_pod),
-        )
-        pods = np.minimum(pods, snapshot.free_pods)
+        pods = snapshot.free_pods
+        # a resource the pod does not ask for limits nothing (most traces ask GPUs alone)
+        for free, need in (
+            (snapshot.free_gpus, gang.gpus_per_pod),
+            (snapshot.free_cpu, gang.cpu_milli_per_pod),
+            (snapshot.free_mem, gang.memory_mib_per_pod),
+        ):
+            if need:
+                pods = np.minimum(pods, free // need)
         if gang.max_pods_per_host is not None:
             pods = np.minimum(pods, gang.max_pods_per_host)
         for name, units in gang.extended_per_pod.items():

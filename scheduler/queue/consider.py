@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from scheduler.model.placement import PlaceConfig, Placement, PlacementStatus, WholeDemand
 from scheduler.model.policy import Backfill
-from scheduler.placement import Snapshot, fragments, place_one
+from scheduler.placement import fragments, place_one
 from scheduler.queue import split
 from scheduler.queue.arrivals import Arrivals
 from scheduler.queue.backoff import Backoff
@@ -126,7 +126,7 @@ class Consider:
         wait = Wait(k.reason, k.message) if same else self._views.kin_wait(c, entry, k)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, lambda: self._reserving(c, entry, v.snapshot, v.seen()))
+            self._block(c, entry, p, lambda: self._reserving(c, entry, v))
 
     def _attempt(self, c: Cycle, entry: Entry, p: Pool, v: View) -> None:
         view = v.snapshot
@@ -143,9 +143,8 @@ class Consider:
                 c.free_starts.append((entry.key, entry.gang, placement))
             self.start(c, entry, placement)
             return
-        seen = v.seen()
         if placement.status is PlacementStatus.WAITING:
-            entry.failed_on = seen
+            entry.failed_on = v.seen()
             self._patient(c, entry, placement)
             return
         entry.failed_on, entry.recheck_at = None, math.inf
@@ -158,7 +157,7 @@ class Consider:
             self._views.remember(c, v, entry, wait)
         self.wait(c, entry, wait)
         if wait.reason in BLOCKING:
-            self._block(c, entry, p, lambda: self._reserving(c, entry, view, seen))
+            self._block(c, entry, p, lambda: self._reserving(c, entry, v))
 
     def _still_patient(self, c: Cycle, entry: Entry, p: Pool) -> None:
         """Placeable but waiting for a compact placement, or for one that keeps its slices, on
@@ -248,25 +247,29 @@ class Consider:
         elif self.config.policy.backfill is Backfill.EASY and p.reservation is None:
             p.pending = _reported(c, entry.gang.pool, reserving())
 
-    def _reserving(
-        self, c: Cycle, entry: Entry, view: Snapshot, seen: bytes
-    ) -> Callable[[], Reservation | None]:
+    def _reserving(self, c: Cycle, entry: Entry, v: View) -> Callable[[], Reservation | None]:
         """The gang's reservation on what it sees now, to be made later: its inputs are taken
         now (the cycle's work snapshot and starts change as the walk goes on)."""
         # what it depends on: the view, and which gangs will end when; the same free capacity
-        # can hold other gangs (one ended and another took exactly its place)
+        # can hold other gangs (one ended and another took exactly its place). The view's
+        # digest is taken only when the rest is unchanged (or a try took it already): nearly
+        # every reservation follows an end or a start, which the pool's version shows
         pool = entry.gang.pool
         mine = c.ending(pool)
-        made_on = (seen, c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
-        if entry.reserved is not None and entry.reserved[0] == made_on:
-            return made(entry.reserved[1])()
+        made_on = (c.index.pool_versions.get(pool, 0), tuple(r.key for r in mine))
+        kept, seen = entry.reserved, v.fingerprint
+        if kept is not None and kept[0] == made_on:
+            seen = v.seen()
+            if kept[1] == seen:
+                return made(kept[2])()
+        view = v.snapshot
         frozen = view.copy() if view is c.work else view  # a held view is a copy already
 
         def make() -> Reservation | None:
             found = reserve(
                 entry.key, frozen, entry.gang, c.index.releases(pool, mine), self.config
             )
-            entry.reserved = (made_on, found)
+            entry.reserved = (made_on, seen, found)
             return found
 
         return make

@@ -125,7 +125,8 @@ def per_host(view: Snapshot, pool: str, fits: list[Fit], table: Table | None = N
         return np.zeros((0, len(view.free_pods)), dtype=np.int64)
     if table is None:
         table = Table.of(view.fabric, fits)
-    pods = np.broadcast_to(view.free_pods, (len(fits), len(view.free_pods)))
+    # one row, widened to a row per request by the first operation that meets the table's
+    pods: Array = view.free_pods[None, :]
     free = (view.free_gpus, view.free_cpu, view.free_mem)
     for column, need, asks in table.needs:
         per = free[column][None, :] // need

@@ -51,7 +51,8 @@ def reserve(
             continue
         placement = place_one(sim, gang, cfg.trial)
         if placement.placed:
-            theirs = set(flat.hosts[: int(flat.ends()[n - 1])].tolist())
+            theirs = np.zeros(len(fabric.hosts), dtype=np.bool_)
+            theirs[flat.hosts[: int(flat.ends()[n - 1])]] = True
             held = _on_released(sim, gang, theirs, placement, cfg)
             hosts = frozenset(sim.fabric.host_index[h] for h in held.hosts())
             at = _end(ordered[n - 1])  # the latest of the ends released: they come in order
@@ -69,15 +70,15 @@ def _release_first(sim: Snapshot, ordered: ReleaseOrder, flat: Flat, n: int) -> 
 
 
 def _on_released(
-    sim: Snapshot, gang: GangRequest, theirs: set[int], best: Placement, cfg: QueueConfig
+    sim: Snapshot, gang: GangRequest, theirs: Bools, best: Placement, cfg: QueueConfig
 ) -> Placement:
-    """The placement whose hosts to hold: `best`, or one on the released hosts (`theirs`)
-    alone when `best` holds hosts free now and that one costs no more."""
+    """The placement whose hosts to hold: `best`, or one on the released hosts (`theirs`, per
+    host) alone when `best` holds hosts free now and that one costs no more."""
     index = sim.fabric.host_index
-    if {index[h] for h in best.hosts()} <= theirs:
+    if all(theirs[index[h]] for h in best.hosts()):
         return best
     only = sim.copy()
-    only.down |= set(range(len(sim.fabric.hosts))) - theirs
+    only.down |= set(np.flatnonzero(~theirs).tolist())
     placement = place_one(only, gang, cfg.trial)
     return placement if placement.placed and placement.cost <= best.cost else best
 

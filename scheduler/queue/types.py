@@ -121,8 +121,9 @@ class Entry:
     last: Wait | None = None  # why it waited last time it was tried
     # a priced wait's reservation (queue/split.py): held again while its view is unchanged
     holding: Reservation | None = None
-    # the reservation computed for it: on which view, pool version and starts of the cycle
-    reserved: tuple[tuple[bytes, int, tuple[str, ...]], Reservation | None] | None = None
+    # the reservation computed for it: on which pool version and starts of the cycle, and
+    # view (its digest; None when not taken: consider.py's `_reserving`)
+    reserved: tuple[tuple[int, tuple[str, ...]], bytes | None, Reservation | None] | None = None
     # queue order: priority (higher first), arrival, name, key; with teams, a place in line
     # dealt within its team queue (queue/teams/ranks.py), otherwise fixed for the entry's life
     order: tuple[int, float, str, str] = field(init=False, default=(0, 0.0, "", ""))

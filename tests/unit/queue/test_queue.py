@@ -102,11 +102,43 @@ def test_a_reservation_made_later_is_made_on_what_its_gang_saw():
     queue = SchedulingQueue(OFF)
     queue.add("big", gang("big", 2), arrival=0)
     c = queue._new_cycle(0, snap, [b])
-    later = queue._gang._reserving(c, queue._entries["big"], c.work, b"seen")
+    big = queue._entries["big"]
+    later = queue._gang._reserving(c, big, queue._views.view(c, big))
     running(c.work, "x", ["h0-1"])  # a start after the block, applied to the cycle's work
     made = later()
     assert made is not None
     assert (made.at, made.hosts) == (50, {0, 1})
+
+
+def test_a_reservation_takes_its_views_digest_only_when_the_rest_is_unchanged(monkeypatch):
+    """What a reservation was made on is checked cheap parts first (the pool's running gangs,
+    the cycle's starts): when they changed, the view's digest is not taken; when they match,
+    it is, and the reservation is kept only when the digests match too."""
+    import scheduler.queue.consider as consider
+
+    made = []
+    monkeypatch.setattr(consider, "reserve", lambda *a: made.append(1) or "reservation")
+    snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
+    b = running(snap, "b", ["h0-0"], end=50)
+    queue = SchedulingQueue(OFF)
+    queue.add("big", gang("big", 2), arrival=0)
+    big = queue._entries["big"]
+
+    def ask(running_now):  # type: ignore[no-untyped-def]
+        c = queue._new_cycle(0, snap, running_now)
+        v = queue._views.view(c, big)
+        return queue._gang._reserving(c, big, v)(), v
+
+    _, first = ask([b])
+    assert len(made) == 1 and first.fingerprint is None  # nothing kept to compare with
+    b2 = running(Snapshot(snap.fabric), "b2", ["h0-1"], end=60)
+    _, changed = ask([b, b2])  # another gang runs in the pool: made again, no digest
+    assert len(made) == 2 and changed.fingerprint is None
+    _, same = ask([b, b2])  # the same gangs: the digest is taken, but none was kept to match
+    assert len(made) == 3 and same.fingerprint is not None
+    kept, again = ask([b, b2])
+    assert (kept, len(made)) == ("reservation", 3)  # all three match: kept
+    assert again.fingerprint == same.fingerprint
 
 
 def test_easy_backfills_outside_the_reservation():

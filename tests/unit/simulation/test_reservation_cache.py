@@ -32,11 +32,12 @@ def test_a_kept_reservation_is_the_one_made_from_scratch(policy, seed, monkeypat
         made.append(1)
         return reserve(*args)
 
-    def checked(self, c, entry, view, seen):  # type: ignore[no-untyped-def]
-        later = kept(self, c, entry, view, seen)
+    def checked(self, c, entry, v):  # type: ignore[no-untyped-def]
+        later = kept(self, c, entry, v)
         pool = entry.gang.pool
         mine = [r for r in (*c.leaving, *c.started) if r.gang.pool == pool]
-        fresh = reserve(entry.key, view, entry.gang, c.index.releases(pool, mine), self.config)
+        releases = c.index.releases(pool, mine)
+        fresh = reserve(entry.key, v.snapshot, entry.gang, releases, self.config)
 
         def when_asked():  # type: ignore[no-untyped-def]
             found = later()
