@@ -151,14 +151,13 @@ class Walk:
         """Per position: known blocked on the view that gang sees now, and known unplaceable.
         Views: the pool's free capacity, less its reservation for the gangs that do not end
         before it (no other hosts are held here: `_held_in`)."""
-        p = c.pool(pool)
-        r = p.reservation
-        state = (c.version, r, self.views.memo.version, len(order))
+        r = c.pool(pool).reservation
+        known = (c.version, self.views.memo.version, len(order))
+        state = (*known, r)
         cached = c.masks.get(pool)
         if cached is not None and cached[0] == state:
             return cached[1], cached[2]
-        full = self.views.view_for(c, pool, frozenset())
-        blocked, why = self._known_on(c, full, order)
+        blocked, why = self._on_free(c, pool, order, known)
         if r is not None:
             held = self.views.view_for(c, pool, r.hosts)
             sees = ~(c.now + order.estimates <= r.at)  # nan (no estimate): never ends before
@@ -169,3 +168,15 @@ class Walk:
             blocked, why = np.where(sees, b2, blocked), np.where(sees, w2, why)
         c.masks[pool] = (state, blocked, why)
         return blocked, why
+
+    def _on_free(
+        self, c: Cycle, pool: str, order: PoolOrder, known: tuple[int, int, int]
+    ) -> tuple[Bools, Bools]:
+        """`_known_on` the pool's whole free capacity, once per state: the walk asks again
+        when the pool's reservation is made, on the same version (its first blocked gang
+        sees no reservation; those behind it see one)."""
+        cached = c.free_masks.get(pool)
+        if cached is None or cached[0] != known:
+            full = self.views.view_for(c, pool, frozenset())
+            cached = c.free_masks[pool] = (known, *self._known_on(c, full, order))
+        return cached[1], cached[2]

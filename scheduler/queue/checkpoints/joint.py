@@ -13,7 +13,9 @@ first, then smallest first), each one-by-one on what the earlier ones left. It p
   and preemptors' nominated hosts stay theirs;
 - the alternative taken starts more gangs than the incumbent, or as many at a lower total J
   (each gang's objective as placed); the J saved is reported (negative when more started);
-- at most `limit` gangs take part; deterministic: fixed orders, no clock is read.
+- at most `limit` gangs take part; deterministic: fixed orders, no clock is read;
+- nothing is placed when no alternative can win: starts that cost J 0 (one host each; J is
+  never below 0) and blocked gangs without whole-pod GPU room on what the starts free.
 Only training gangs take part: inference pools do not minimise J."""
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def improve(
     base = work.copy()
     for _, gang, placement in chosen:
         base.release(gang, placement)
+    if all(p.objective == 0 for _, _, p in chosen) and not any(_room(base, g) for _, g in waiting):
+        return None  # nothing to gain (J is never below 0) and no one can join (`_room`)
     held = {k: _hosts(base, p) for k, _, p in chosen}
     incumbent = {k: p.objective for k, _, p in chosen}
     gangs = [(k, g) for k, g, _ in chosen] + list(waiting)
@@ -75,6 +79,21 @@ def improve(
     (_, gain), found = best
     joined = [k for k, _ in waiting if k in found]
     return Joint(found, joined, gain, tried)
+
+
+def _room(base: Snapshot, gang: GangRequest) -> bool:
+    """Whether the gang may fit on `base`, by whole-pod GPU room on its pool's up hosts alone:
+    each of its workers needs its GPUs on one host, whatever else it asks (roles, slices,
+    constraints, hints only ask more), and every order places it on what `base` has or less.
+    Most single-pod starts cost J 0, and the gang a pool waits for seldom fits even with the
+    cycle's starts released: then no alternative can win, and none is placed."""
+    if not gang.gpus_per_pod:
+        return True
+    mask = base.fabric.pool_mask.get(gang.pool)
+    if mask is None:
+        return False
+    room = base.free_gpus[mask & base.up_mask()] // gang.gpus_per_pod
+    return int(room[room > 0].sum()) >= gang.pods
 
 
 def _hosts(snapshot: Snapshot, placement: Placement) -> frozenset[int]:

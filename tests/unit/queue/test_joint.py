@@ -3,6 +3,8 @@ changes the decision, and its off switch giving the one-by-one decisions back.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from scheduler.model import PlaceConfig
@@ -121,3 +123,53 @@ def test_switched_off_it_is_one_by_one():
         assert [k for k, _ in decisions.starts] == ["a"]
         assert decisions.joint_gain == 0.0
         assert decisions.joint_moved == decisions.joint_joined == []
+
+
+def _random_cycle(seed: int):  # type: ignore[no-untyped-def]
+    """A small busy fabric, one to three one-pod starts placed one by one on it, and a gang
+    of one to three pods that waits (it may or may not fit with the starts released)."""
+    rng = random.Random(seed)
+    snap = Snapshot(fabric(blocks=rng.randint(1, 2), racks=rng.randint(1, 2), hosts=2))
+    for host in snap.fabric.hosts[1:]:  # the first left free: the first start always fits
+        snap.use(host.name, rng.choice((0, 2, 4, 6, 8)))
+    work, starts = snap.copy(), []
+    for i in range(rng.randint(1, 3)):
+        g = gang(f"s{i}", 1, gpus=rng.choice((1, 2, 4)))
+        [placed] = place(work, [g])
+        if placed.placed:
+            work.apply(g, placed)
+            starts.append((g.name, g, placed))
+    waiting = gang("w", rng.randint(1, 3), gpus=rng.choice((4, 8)))
+    return work, starts, [("w", waiting)]
+
+
+def _decided(found: joint.Joint | None) -> object:
+    """What a joint placement decides (its placements' solve times are the clock's)."""
+    if found is None:
+        return None
+    hosts = {k: p.hosts() for k, p in found.placements.items()}
+    return hosts, found.joined, found.gain
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_nothing_to_gain_and_no_one_to_join_is_known_without_placing(seed, monkeypatch):
+    """Starts of J 0 (one pod each) leave nothing to gain, and a waiting gang without whole-pod
+    GPU room on everything the starts free cannot join: `improve` answers None without placing
+    anyone, as it did placing them all (the path it skips, run with the room check off)."""
+    work, starts, waiting = _random_cycle(seed)
+    config = PlaceConfig()
+    quick = joint.improve(work, starts, waiting, {}, config, 8)
+    calls = []
+    kept = joint.place_one
+    monkeypatch.setattr(joint, "place_one", lambda *a: calls.append(1) or kept(*a))
+    monkeypatch.setattr(joint, "_room", lambda *_: True)
+    assert _decided(joint.improve(work, starts, waiting, {}, config, 8)) == _decided(quick)
+    calls.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(joint, "place_one", lambda *a: calls.append(1) or kept(*a))
+    base = work.copy()
+    for _, g, p in starts:
+        base.release(g, p)
+    room = joint._room(base, waiting[0][1])
+    assert _decided(joint.improve(work, starts, waiting, {}, config, 8)) == _decided(quick)
+    assert bool(calls) == room  # placed only when the waiting gang may fit

@@ -117,7 +117,7 @@ def test_a_reservation_takes_its_views_digest_only_when_the_rest_is_unchanged(mo
     import scheduler.queue.consider as consider
 
     made = []
-    monkeypatch.setattr(consider, "reserve", lambda *a: made.append(1) or "reservation")
+    monkeypatch.setattr(consider, "reserve", lambda *_: made.append(1) or "reservation")
     snap = Snapshot(fabric(blocks=1, racks=1, hosts=2))
     b = running(snap, "b", ["h0-0"], end=50)
     queue = SchedulingQueue(OFF)
@@ -130,12 +130,15 @@ def test_a_reservation_takes_its_views_digest_only_when_the_rest_is_unchanged(mo
         return queue._gang._reserving(c, big, v)(), v
 
     _, first = ask([b])
-    assert len(made) == 1 and first.fingerprint is None  # nothing kept to compare with
+    assert len(made) == 1  # nothing kept to compare with
+    assert first.fingerprint is None
     b2 = running(Snapshot(snap.fabric), "b2", ["h0-1"], end=60)
     _, changed = ask([b, b2])  # another gang runs in the pool: made again, no digest
-    assert len(made) == 2 and changed.fingerprint is None
+    assert len(made) == 2
+    assert changed.fingerprint is None
     _, same = ask([b, b2])  # the same gangs: the digest is taken, but none was kept to match
-    assert len(made) == 3 and same.fingerprint is not None
+    assert len(made) == 3
+    assert same.fingerprint is not None
     kept, again = ask([b, b2])
     assert (kept, len(made)) == ("reservation", 3)  # all three match: kept
     assert again.fingerprint == same.fingerprint
