@@ -112,12 +112,13 @@ class Snapshot:
                 )
 
     def copy(self) -> Snapshot:
+        # the four columns are copied by __post_init__ (np.array): copied here too, twice
         return Snapshot(
             self.fabric,
-            self.free_gpus.copy(),
-            self.free_cpu.copy(),
-            self.free_mem.copy(),
-            self.free_pods.copy(),
+            self.free_gpus,
+            self.free_cpu,
+            self.free_mem,
+            self.free_pods,
             set(self.down),
             {r: free.copy() for r, free in self.free_ext.items()},
             dict(self.lent),

@@ -262,13 +262,14 @@ class Consider:
             seen = v.seen()
             if kept[1] == seen:
                 return made(kept[2])()
-        view = v.snapshot
-        frozen = view.copy() if view is c.work else view  # a held view is a copy already
+        # the work snapshot changes as the walk goes on: a copy now, changed only by `reserve`
+        # (a held view is a copy already, shared by the gangs that see it)
+        owned = v.snapshot is c.work
+        frozen = v.snapshot.copy() if owned else v.snapshot
 
         def make() -> Reservation | None:
-            found = reserve(
-                entry.key, frozen, entry.gang, c.index.releases(pool, mine), self.config
-            )
+            releases = c.index.releases(pool, mine)
+            found = reserve(entry.key, frozen, entry.gang, releases, self.config, owned)
             entry.reserved = (made_on, seen, found)
             return found
 

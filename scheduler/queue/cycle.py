@@ -112,6 +112,9 @@ class Cycle:
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
     free_masks: dict[str, tuple[tuple[int, int, int], Bools, Bools]] = field(default_factory=dict)
+    # per pool: whether each gang of the order may preempt no one (views.py), with the state
+    # (gangs running, gangs evicted) and the order's shapes it was read for
+    preempt_none: dict[str, tuple[tuple[int, int], Array, Bools]] = field(default_factory=dict)
     _lowest_seen: int | None = None  # starts made before `lowest` was first asked
     # teams (queue/teams/queues.py): what each queue uses (None: no quotas), the gangs set aside to
     # borrow after the walk, whether that is under way, the gangs admitted within their quota,

@@ -112,6 +112,10 @@ class Lending:
         return self.config.policy.lending
 
     def active(self) -> bool:
+        return self._lends
+
+    @cached_property
+    def _lends(self) -> bool:  # the config is frozen: asked twice a cycle, read once
         return pools_lend(self.config)
 
     def run(self, c: Cycle) -> None:

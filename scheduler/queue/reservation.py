@@ -36,9 +36,15 @@ def _end(r: Running) -> float:
 
 
 def reserve(
-    key: str, view: Snapshot, gang: GangRequest, ordered: ReleaseOrder, cfg: QueueConfig
+    key: str,
+    view: Snapshot,
+    gang: GangRequest,
+    ordered: ReleaseOrder,
+    cfg: QueueConfig,
+    owned: bool = False,
 ) -> Reservation | None:
-    sim = view.copy()
+    """`owned`: the view is the caller's own copy, changed here (else it is copied first)."""
+    sim = view if owned else view.copy()
     fabric = view.fabric
     flat = ordered.flat(fabric)
     # the releases before `first` cannot make room (by GPU counts alone): released at once

@@ -242,7 +242,15 @@ class Views:
         return kept[2], kept[3]
 
     def _preempt_none(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
-        """Per gang of the order: whether it may preempt no one now."""
+        """Per gang of the order: whether it may preempt no one now. The same for every view
+        of the pool while the same gangs run and the order's shapes are the same."""
+        state = (c.counted(), len(c.evicted))
+        kept = c.preempt_none.get(pool)
+        if kept is None or kept[0] != state or kept[1] is not order.shapes:
+            kept = c.preempt_none[pool] = (state, order.shapes, self._preempting(c, pool, order))
+        return kept[2]
+
+    def _preempting(self, c: Cycle, pool: str, order: PoolOrder) -> Bools:
         everyone = np.ones(len(order), dtype=np.bool_)
         top = max(priority for priority, _ in self.shapes.owners)
         if not c.below(pool, top, None)[1]:  # nothing runs below the highest priority queued

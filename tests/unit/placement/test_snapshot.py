@@ -1,6 +1,6 @@
 """What a placed gang takes from a snapshot (placement/snapshot.py): a few pods applied one
 element at a time, as many as the ufunc pass applies; a gang without roles read as one request
-repeated, extended resources included."""
+repeated, extended resources included; a copy shares nothing it can change."""
 
 from __future__ import annotations
 
@@ -65,3 +65,22 @@ def test_a_gang_without_roles_takes_its_request_on_each_pods_host():
     }
     none = usage_of(FABRIC, gang, placement.model_copy(update={"pods": ()}))
     assert (none.at.tolist(), none.amounts.shape, none.extended) == ([], (0, 3), {})
+
+
+def test_a_copy_shares_nothing_it_can_change():
+    """What a copy's gangs take leaves the original as it was: every column, the down hosts
+    and extended resources (a copy passes its columns to the constructor, which copies them)."""
+    ext = TopologySpec(
+        hosts=(
+            HostSpec(name="h0", gpus=8, domains={"rack": "r0"}, extended={"rdma": 4}),
+            HostSpec(name="h1", gpus=8, domains={"rack": "r0"}),
+        )
+    )
+    original = Snapshot(Fabric(ext))
+    before = (columns(original), set(original.down), original.free_ext["rdma"].tolist())
+    copy = original.copy()
+    for column in (copy.free_gpus, copy.free_cpu, copy.free_mem, copy.free_pods):
+        column[0] -= 1
+    copy.down.add(1)
+    copy.free_ext["rdma"][0] -= 1
+    assert (columns(original), set(original.down), original.free_ext["rdma"].tolist()) == before
