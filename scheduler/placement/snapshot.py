@@ -112,7 +112,8 @@ class Snapshot:
                 )
 
     def copy(self) -> Snapshot:
-        # the four columns are copied by __post_init__ (np.array): copied here too, twice
+        # the four columns go uncopied: __post_init__ copies them (np.array), and a copy made
+        # here as well copied each twice
         return Snapshot(
             self.fabric,
             self.free_gpus,

@@ -263,7 +263,7 @@ class Consider:
             if kept[1] == seen:
                 return made(kept[2])()
         # the work snapshot changes as the walk goes on: a copy now, changed only by `reserve`
-        # (a held view is a copy already, shared by the gangs that see it)
+        # (`make` runs once: Pool.make); a held view is a copy already, shared by its gangs
         owned = v.snapshot is c.work
         frozen = v.snapshot.copy() if owned else v.snapshot
 

@@ -111,6 +111,8 @@ class Cycle:
     lazy: bool = False
     specials: dict[str, list[int]] = field(default_factory=dict)
     masks: dict[str, tuple[tuple[object, ...], Bools, Bools]] = field(default_factory=dict)
+    # per pool: the same on the whole free capacity alone, with the (version, memo version,
+    # order length) they were read for: kept when the pool's reservation arrives (walk.py)
     free_masks: dict[str, tuple[tuple[int, int, int], Bools, Bools]] = field(default_factory=dict)
     # per pool: whether each gang of the order may preempt no one (views.py), with the state
     # (gangs running, gangs evicted) and the order's shapes it was read for
