@@ -89,10 +89,8 @@ def _room(base: Snapshot, gang: GangRequest) -> bool:
     cycle's starts released: then no alternative can win, and none is placed."""
     if not gang.gpus_per_pod:
         return True
-    mask = base.fabric.pool_mask.get(gang.pool)
-    if mask is None:
-        return False
-    room = base.free_gpus[mask & base.up_mask()] // gang.gpus_per_pod
+    # the hosts a placement of it may use: its pool's and any lent to it now, up
+    room = base.free_gpus[base.pool_hosts(gang.pool) & base.up_mask()] // gang.gpus_per_pod
     return int(room[room > 0].sum()) >= gang.pods
 
 

@@ -8,9 +8,11 @@ import random
 import pytest
 
 from scheduler.model import PlaceConfig
+from scheduler.model.topology import HostSpec, TopologySpec
 from scheduler.placement import Snapshot, place, validate
 from scheduler.queue import Preemption, QueueConfig, SchedulingQueue, WaitReason
 from scheduler.queue.checkpoints import joint
+from scheduler.topology import Fabric
 from tests.unit.queue.helpers import fabric, gang
 
 ON = QueueConfig.of(preemption=Preemption.OFF)
@@ -173,3 +175,26 @@ def test_nothing_to_gain_and_no_one_to_join_is_known_without_placing(seed, monke
     room = joint._room(base, waiting[0][1])
     assert _decided(joint.improve(work, starts, waiting, {}, config, 8)) == _decided(quick)
     assert bool(calls) == room  # placed only when the waiting gang may fit
+
+
+def test_a_gang_that_fits_only_on_a_lent_host_may_still_join():
+    """The room that decides whether a blocked gang may join counts the hosts lent to its pool
+    (Snapshot.pool_hosts), as its placement does: h0 of its own pool is nearly full, h1 of
+    another pool is lent to it and free."""
+    spec = TopologySpec(
+        hosts=(
+            HostSpec(name="h0", gpus=8, domains={"rack": "r0"}),
+            HostSpec(name="h1", gpus=8, domains={"rack": "r0"}, pool="batch-inference"),
+        )
+    )
+    snap = Snapshot(Fabric(spec))
+    snap.use("h0", 7)
+    snap.lent = {"training": frozenset({1})}
+    start = gang("s", 1, gpus=1)
+    [placed] = place(snap, [start])
+    assert placed.hosts() == {"h0": 1}  # its own pool's host first
+    work = snap.copy()
+    work.apply(start, placed)
+    found = joint.improve(work, [("s", start, placed)], [("w", gang("w", 1))], {}, PlaceConfig(), 8)
+    assert found is not None
+    assert found.joined == ["w"]
