@@ -100,6 +100,7 @@ class Consider:
             known is not None
             and known.pods <= entry.gang.pods
             and self._views.holds(c, v, shape, known)
+            and not self._teams.owed_clock(entry)
         ):
             self._known_unplaceable(c, entry, p, v, known)
             return

@@ -310,7 +310,7 @@ class SchedulingQueue:
         policy = self.config.policy
         after = policy.joint_gangs >= 2 or policy.defrag_moves_per_hour > 0
         c.lazy = c.quiet and not (after or self._lending.active() or self._teams.on)
-        c.specials = self._walker.specials()
+        c.specials = self._walker.specials(self._teams.reclaim.owed_since)
         for entry in self._walker.walk(c):
             self._gang.safely(c, entry)
         if not c.lazy:

@@ -3,8 +3,9 @@
 Contract. A gang's view is the free capacity less the hosts held from it (preemptors' and moved
 gangs' pins, its pool's reservation unless it ends before it), made once per cycle, pool,
 held hosts and version of the work snapshot, with its fingerprint. The memo (memo.py) keeps,
-per view, the shapes found unplaceable and who they could have preempted (a digest of the
-running gangs of the pool, lower priority, same tenant unless cross-tenant); what is known
+per view, the shapes found unplaceable and who they could have taken hosts from (a digest of the
+running gangs of the pool, lower priority, same tenant unless cross-tenant; where quotas lend,
+of the running set too, since a gang within its quota reclaims from borrowers); what is known
 holds while that digest is the same. `why` names a wait: NeverFits (reasons.never_fits, once
 per shape and size on a fabric), Unplaceable, or WaitingForReservation naming the holders.
 Promises: a view never shows a host held for another gang; nothing known is used on another
@@ -12,11 +13,12 @@ fabric (`forget_fabric`)."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.model.policy import Preemption
+from scheduler.model.policy import LendingMode, Preemption
 from scheduler.placement import Snapshot
 from scheduler.placement.capacity import Capacity
 from scheduler.placement.reasons import never_fits
@@ -84,8 +86,23 @@ class Views:
         return held
 
     def victims(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
-        """A digest of the running gangs a gang of this priority and tenant may preempt in the
-        pool now (empty when it may preempt none): the free capacity alone does not say."""
+        """A digest of what a failed try could still take hosts from (empty when nothing):
+        the running gangs a gang of this priority and tenant may preempt in the pool now and,
+        where quotas lend, the running gangs themselves, since a gang within its quota takes
+        hosts back from borrowers (teams/owed.py) and any start, end or eviction can change
+        who borrows. The free capacity alone says neither: the same free capacity can come
+        back with a borrower on it that was not there when a try failed."""
+        return self._preemptible(c, pool, priority, tenant) + self._reclaimable(c)
+
+    def _reclaimable(self, c: Cycle) -> bytes:
+        if c.ledger is None or self.config.policy.lending is LendingMode.OFF:
+            return b""
+        # the running set: the driver's version, then this cycle's starts and evictions. Not
+        # the clock: a failed try's reclaim found no victims that make room, which the time
+        # does not change; a gang whose deadline runs is tried whatever is known (owed_clock)
+        return struct.pack(">3Q", c.index.version, c.counted(), len(c.evicted))
+
+    def _preemptible(self, c: Cycle, pool: str, priority: int, tenant: str) -> bytes:
         if self.config.policy.preemption is Preemption.OFF:
             return b""  # nothing is ever preempted: no need to look at what runs
         at = (pool, priority, tenant, c.counted(), len(c.evicted))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,11 +56,13 @@ class Walk:
             if j is not None:
                 heapq.heappush(heap, (order.orders[j], pool, j))
 
-    def specials(self) -> dict[str, list[int]]:
+    def specials(self, owed: Iterable[str] = ()) -> dict[str, list[int]]:
         """Per pool, the positions of gangs that are looked at whatever is known of their
-        shape: pinned by a move, backing off, or waiting for their victims to go."""
+        shape: pinned by a move, backing off, waiting for their victims to go, or `owed` a
+        reclaim whose deadline already runs (what a try may take back depends on the time
+        left, which no other gang of the shape shares: teams/reclaim.py)."""
         out: dict[str, list[int]] = {}
-        for key in {*self.pins.pins, *self.backoff.keys(), *self.pins.leaving}:
+        for key in {*self.pins.pins, *self.backoff.keys(), *self.pins.leaving, *owed}:
             entry = self.entries.get(key)
             if entry is None:
                 continue

@@ -46,6 +46,12 @@ class OwedBack:
             return False
         return self._claim(c, entry, 0)
 
+    def owed_clock(self, entry: Entry) -> bool:
+        """Whether a reclaim's deadline already runs for it (deferred, or owed behind its
+        pool's first): a try then depends on the time left, so nothing learnt from another
+        gang, or from its own earlier try, answers for it."""
+        return entry.key in self.reclaim.owed_since
+
     def _owed(self, c: Cycle, entry: Entry, found: Admission) -> None:
         """Within its quota, which others borrow: at most `RECLAIMS` reclaims begun per queue
         and pool per cycle (Kueue preempts for one workload per ClusterQueue per cycle, but

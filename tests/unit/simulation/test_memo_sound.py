@@ -1,0 +1,77 @@
+"""What the queue learns is unplaceable (queue/memo.py), kept across cycles and shared by the
+gangs of a shape and priority, must change no decision: a replay in which every waiting gang
+is tried on every cycle decides the same, start for start and eviction for eviction. Seeded
+overloaded replays with failures, several priorities (preemption) and, in one, teams with
+lending, so that ends, starts, evictions and restarts all change the views between cycles.
+Tries are unbounded in both runs: a bounded budget is spent differently when nothing is known,
+which is a legitimate difference, not one this test is about."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model.policy import LendingMode
+from scheduler.queue import Backfill
+from scheduler.queue.memo import Memo
+from scheduler.simulation.config import Failures, SimConfig
+from scheduler.simulation.engine import Simulation
+from scheduler.simulation.trace import TraceJob
+from scheduler.topology import Fabric, generate
+from tests.unit.simulation.overload import overload
+from tests.unit.simulation.test_quiet import teams, with_tenants
+
+FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
+UNBOUNDED = 1_000_000
+
+
+def replay(policy: str, jobs: list[TraceJob], config: SimConfig):  # type: ignore[no-untyped-def]
+    result = Simulation(FABRIC, jobs, policy, config).run()
+    return result.starts, result.evictions
+
+
+def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # type: ignore[no-untyped-def]
+    """The decisions with the memo, how often it answered, and the decisions without it."""
+    learnt, at = Memo.learn, Memo.at
+    answered = []
+
+    def counted(self: Memo, view):  # type: ignore[no-untyped-def]
+        found = at(self, view)
+        answered.append(bool(found))
+        return found
+
+    monkeypatch.setattr(Memo, "at", counted)
+    kept = replay(policy, jobs, config)
+    monkeypatch.setattr(Memo, "learn", lambda *_: None)  # nothing known: every gang tried
+    fresh = replay(policy, jobs, config)
+    monkeypatch.setattr(Memo, "learn", learnt)
+    return kept, sum(answered), fresh
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("policy", ["rackwise", "kueue-best-fit"])
+@pytest.mark.parametrize("backfill", [Backfill.EASY, Backfill.NONE])
+def test_what_is_known_unplaceable_changes_no_decision(policy, seed, backfill, monkeypatch):
+    config = SimConfig.of(
+        seed=seed,
+        backfill=backfill,
+        failures=Failures(mtbf_hours=200, mttr_hours=1),
+        max_attempts=UNBOUNDED,
+    )
+    jobs = overload(seed, 250, priorities=(0, 0, 0, 5))
+    kept, answered, fresh = both(policy, jobs, config, monkeypatch)
+    assert len(kept[0]) > 100  # starts and evictions both happened
+    assert kept[1]
+    assert answered > 50  # the memo was asked and knew something
+    assert kept == fresh
+
+
+@pytest.mark.parametrize("lending", list(LendingMode))
+def test_what_is_known_unplaceable_changes_no_decision_under_quotas(lending, monkeypatch):
+    config = SimConfig.of(seed=0, max_attempts=UNBOUNDED, lending=lending).model_copy(
+        update={"teams": teams()}
+    )
+    jobs = with_tenants(overload(0, 250), 0)
+    kept, answered, fresh = both("rackwise", jobs, config, monkeypatch)
+    assert len(kept[0]) > 100
+    assert answered > 50
+    assert kept == fresh
