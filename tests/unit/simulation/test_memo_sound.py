@@ -1,6 +1,8 @@
 """What the queue learns is unplaceable (queue/memo.py), kept across cycles and shared by the
-gangs of a shape and priority, must change no decision: a replay in which every waiting gang
-is tried on every cycle decides the same, start for start and eviction for eviction. Seeded
+gangs of a shape and priority, and what it learns no reclaim makes room for (teams/owed.py,
+until something running changes), must change no decision: a replay in which every waiting
+gang is tried on every cycle, and every owed gang's reclaim too, decides the same, start for
+start and eviction for eviction. Seeded
 overloaded replays with failures, several priorities (preemption) and, in one, teams with
 lending, so that ends, starts, evictions and restarts all change the views between cycles.
 Tries are unbounded in both runs: a bounded budget is spent differently when nothing is known,
@@ -13,6 +15,7 @@ import pytest
 from scheduler.model.policy import LendingMode
 from scheduler.queue import Backfill
 from scheduler.queue.memo import Memo
+from scheduler.queue.teams.owed import OwedBack
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.trace import TraceJob
@@ -42,6 +45,7 @@ def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # 
     monkeypatch.setattr(Memo, "at", counted)
     kept = replay(policy, jobs, config)
     monkeypatch.setattr(Memo, "learn", lambda *_: None)  # nothing known: every gang tried
+    monkeypatch.setattr(OwedBack, "_failed_on", lambda *_: False)  # every reclaim tried
     fresh = replay(policy, jobs, config)
     monkeypatch.setattr(Memo, "learn", learnt)
     return kept, sum(answered), fresh
