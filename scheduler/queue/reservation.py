@@ -90,14 +90,14 @@ def _on_released(
 
 
 def _first_possible(view: Snapshot, gang: GangRequest, flat: Flat) -> int:
-    """The fewest releases, in order, after which the pool's free GPUs cover the gang and its
-    up hosts have whole-pod GPU room for its pods; Capacity.of (which also weighs CPU, memory,
-    pod slots, taints and the gang's constraints) can hold only from there. Both conditions
-    only grow with each release: each is read off running sums over the released gangs and
-    pods. len(gangs) + 1 when never."""
-    fabric = view.fabric
-    mask = fabric.pool_mask.get(gang.pool)
-    counted = np.zeros(len(fabric.hosts), dtype=bool) if mask is None else mask & view.up_mask()
+    """The fewest releases, in order, after which the free GPUs of the up hosts the gang may
+    use (its pool's and those lent to it) cover it and have whole-pod GPU room for its pods;
+    Capacity.of (which also weighs CPU, memory, pod slots, taints and the gang's constraints)
+    can hold only from there. Both conditions only grow with each release: each is read off
+    running sums over the released gangs and pods. len(gangs) + 1 when never."""
+    # the hosts a placement of it may use (its pool's and any lent to it now, as Capacity.of
+    # reads them), up: counting its pool's own alone began the search too late
+    counted = view.pool_hosts(gang.pool) & view.up_mask()
     never = len(flat.pods) + 1
     missing = gang.all_gpus - int(view.free_gpus[counted].sum())
     n = 0 if missing <= 0 else _first_reaching(np.cumsum(flat.totals), missing)

@@ -21,8 +21,11 @@ from scheduler.placement import Snapshot
 from scheduler.pools import Lending, LendUnit, PoolSpec
 from scheduler.queue import QueueConfig, Running, SchedulingQueue, WaitReason
 from scheduler.queue.lending import rack_sets
+from scheduler.queue.reservation import reserve
+from scheduler.queue.running import RunningGangs
 from scheduler.teams import PoolQuota, QueueSpec, Resource, Teams
 from scheduler.topology import Fabric, generate
+from tests.unit.queue import helpers
 
 TRAIN, ONLINE = "training", "online-inference"
 
@@ -432,3 +435,24 @@ def test_a_gang_whose_own_pools_quota_is_spent_runs_on_lent_hosts_alone():
     [(_, placement)] = decisions.starts
     assert {fabric().host_pool[h] for h in placement.hosts()} == {ONLINE}
     assert decisions.beyond_quota == {"train"}
+
+
+def test_a_reservation_counts_the_hosts_lent_to_its_pool():
+    """EASY's reservation starts its search at the first release after which the pool's free
+    GPUs and whole-pod room could hold the gang; the hosts lent to the pool count there as
+    they do in its placement (Snapshot.pool_hosts). Training's h0-0 frees at 100 and h0-1 at
+    200; online's h1-0 is lent to training and free: a two-host gang fits from 100, on h0-0
+    and h1-0. Counting training's own hosts alone, the search began at the second release."""
+    snap = Snapshot(fabric())
+    snap.down |= {4, 5}  # rack r2 out of the way: only the lent host is free
+    early = helpers.running(snap, "early", ["h0-0"], end=100)
+    late = helpers.running(snap, "late", ["h0-1"], end=200)
+    snap.use("h1-1", 8)
+    snap.lent = {TRAIN: frozenset({snap.fabric.host_index["h1-0"]})}
+    index = RunningGangs()
+    index.sync([early, late])
+    found = reserve("big", snap, helpers.gang("big", 2), index.releases(TRAIN), QueueConfig())
+    assert found is not None
+    assert found.at == 100
+    assert found.placement is not None
+    assert found.placement.hosts() == {"h0-0": 1, "h1-0": 1}
