@@ -1,8 +1,9 @@
 """What the queue learns is unplaceable (queue/memo.py), kept across cycles and shared by the
-gangs of a shape and priority, and what it learns no reclaim makes room for (teams/owed.py,
-until something running changes), must change no decision: a replay in which every waiting
-gang is tried on every cycle, and every owed gang's reclaim too, decides the same, start for
-start and eviction for eviction. Seeded
+gangs of a shape and priority, what it learns no reclaim makes room for (teams/owed.py, until
+something running changes) and what counting proves cannot start (queue/counts.py) must
+change no decision: a replay in which every waiting gang is placed by its policy's engine on
+every cycle, and every owed gang's reclaim tried, decides the same, start for start and
+eviction for eviction. Seeded
 overloaded replays with failures, several priorities (preemption) and, in one, teams with
 lending, so that ends, starts, evictions and restarts all change the views between cycles.
 Tries are unbounded in both runs: a bounded budget is spent differently when nothing is known,
@@ -10,12 +11,16 @@ which is a legitimate difference, not one this test is about."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from scheduler.model.policy import LendingMode
+from scheduler.placement.snapshot import Bools
 from scheduler.queue import Backfill
 from scheduler.queue.memo import Memo
+from scheduler.queue.order import PoolOrder
 from scheduler.queue.teams.owed import OwedBack
+from scheduler.queue.views import Views
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.trace import TraceJob
@@ -32,6 +37,11 @@ def replay(policy: str, jobs: list[TraceJob], config: SimConfig):  # type: ignor
     return result.starts, result.evictions
 
 
+def nothing_counted(_views: Views, _c: object, _v: object, order: PoolOrder) -> tuple[Bools, Bools]:
+    none = np.zeros(len(order), dtype=np.bool_)
+    return none, none
+
+
 def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # type: ignore[no-untyped-def]
     """The decisions with the memo, how often it answered, and the decisions without it."""
     learnt, at = Memo.learn, Memo.at
@@ -46,6 +56,9 @@ def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # 
     kept = replay(policy, jobs, config)
     monkeypatch.setattr(Memo, "learn", lambda *_: None)  # nothing known: every gang tried
     monkeypatch.setattr(OwedBack, "_failed_on", lambda *_: False)  # every reclaim tried
+    # nor proven by counting (queue/counts.py): every gang placed by its policy's engine
+    monkeypatch.setattr(Views, "counted", lambda *_: None)
+    monkeypatch.setattr(Views, "count_blocked", nothing_counted)
     fresh = replay(policy, jobs, config)
     monkeypatch.setattr(Memo, "learn", learnt)
     return kept, sum(answered), fresh
