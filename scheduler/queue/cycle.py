@@ -192,6 +192,8 @@ class Cycle:
 
     def gone(self) -> list[Running]:
         """The gangs evicted this cycle, whether they ran before it or started in it."""
+        if not self.evicted:  # most cycles: `below` asks on every look at who may be preempted
+            return []
         started = {r.key: r for r in self.started}
         found = (started.get(key) or self.index.gangs.get(key) for key in self.evicted)
         return [r for r in found if r is not None]
