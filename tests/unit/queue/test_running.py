@@ -150,8 +150,9 @@ def test_the_flat_release_arrays_stay_those_made_from_scratch(seed):
 
 
 def first_possible_by_walking(view: Snapshot, gang: GangRequest, ordered: list[Running]) -> int:
-    """The definition, one release at a time, everything recomputed."""
-    counted = FABRIC.pool_mask["training"] & view.up_mask()
+    """The definition, one release at a time, everything recomputed: on the up hosts a
+    training gang may use (its pool's, and those lent to it)."""
+    counted = view.pool_hosts("training") & view.up_mask()
     free = view.copy()
     for k in range(len(ordered) + 1):
         if k:
@@ -163,21 +164,41 @@ def first_possible_by_walking(view: Snapshot, gang: GangRequest, ordered: list[R
     return len(ordered) + 1
 
 
+def two_pools() -> Fabric:
+    """FABRIC with its second half of hosts in another pool, which may lend them to training."""
+    spec = FABRIC.spec
+    half = len(spec.hosts) // 2
+    hosts = [
+        h.model_copy(update={"pool": "inference"}) if i >= half else h
+        for i, h in enumerate(spec.hosts)
+    ]
+    return Fabric(spec.model_copy(update={"hosts": tuple(hosts)}))
+
+
+TWO_POOLS = two_pools()
+
+
+@pytest.mark.parametrize("lending", [False, True])
 @pytest.mark.parametrize("prefix", [0, 1, reservation.PREFIX])  # walked pods, then at once
 @pytest.mark.parametrize("seed", range(40))
-def test_the_first_possible_release_is_the_one_a_walk_finds(seed, prefix, monkeypatch):
+def test_the_first_possible_release_is_the_one_a_walk_finds(seed, prefix, lending, monkeypatch):
+    """Also where another pool lends some of its hosts to training (counted as training's)."""
     monkeypatch.setattr(reservation, "PREFIX", prefix)
     rng = random.Random(seed)
     running = [placed(rng, n) for n in range(rng.randint(0, 40))]
-    view = Snapshot(FABRIC)
+    fabric = TWO_POOLS if lending else FABRIC
+    view = Snapshot(fabric)
     for r in running:
         view.apply(r.gang, r.placement)
     view.down |= set(rng.sample(range(len(FABRIC.hosts)), 3))
+    if lending:
+        theirs = np.flatnonzero(~fabric.pool_mask["training"]).tolist()
+        view.lent = {"training": frozenset(rng.sample(theirs, rng.randint(1, len(theirs))))}
     wanted = GangRequest(name="w", pods=rng.randint(1, 12), gpus_per_pod=rng.choice([2, 4, 8]))
     index = RunningGangs(running)
     order = index.releases("training")
     expected = first_possible_by_walking(view, wanted, list(order))
-    assert _first_possible(view, wanted, order.flat(FABRIC)) == expected
+    assert _first_possible(view, wanted, order.flat(fabric)) == expected
 
 
 def test_two_different_sets_of_gangs_have_different_digests():
