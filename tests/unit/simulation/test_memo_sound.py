@@ -3,9 +3,9 @@ gangs of a shape and priority, what it learns no reclaim makes room for (teams/o
 something running changes) and what counting proves cannot start (queue/counts.py) must
 change no decision: a replay in which every waiting gang is placed by its policy's engine on
 every cycle, and every owed gang's reclaim tried, decides the same, start for start and
-eviction for eviction. Seeded
-overloaded replays with failures, several priorities (preemption) and, in one, teams with
-lending, so that ends, starts, evictions and restarts all change the views between cycles.
+eviction for eviction. Seeded overloaded replays with failures, several priorities
+(preemption) and teams in each lending mode, so that ends, starts, evictions, reclaims and
+restarts all change the views between cycles.
 Tries are unbounded in both runs: a bounded budget is spent differently when nothing is known,
 which is a legitimate difference, not one this test is about."""
 
@@ -43,8 +43,9 @@ def nothing_counted(_views: Views, _c: object, _v: object, order: PoolOrder) -> 
 
 
 def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # type: ignore[no-untyped-def]
-    """The decisions with the memo, how often it answered, and the decisions without it."""
-    learnt, at = Memo.learn, Memo.at
+    """The decisions with the memo, how often it knew something, and the decisions without
+    it (the patches end with the test)."""
+    at = Memo.at
     answered = []
 
     def counted(self: Memo, view):  # type: ignore[no-untyped-def]
@@ -59,9 +60,7 @@ def both(policy: str, jobs: list[TraceJob], config: SimConfig, monkeypatch):  # 
     # nor proven by counting (queue/counts.py): every gang placed by its policy's engine
     monkeypatch.setattr(Views, "counted", lambda *_: None)
     monkeypatch.setattr(Views, "count_blocked", nothing_counted)
-    fresh = replay(policy, jobs, config)
-    monkeypatch.setattr(Memo, "learn", learnt)
-    return kept, sum(answered), fresh
+    return kept, sum(answered), replay(policy, jobs, config)
 
 
 @pytest.mark.parametrize("seed", range(2))
