@@ -213,6 +213,10 @@ class Snapshot:
         out[list(lent)] = True
         return out
 
+    def pool_up(self, pool: str) -> Bools:
+        """The up hosts a gang of this pool may use now (`pool_hosts`, less those down)."""
+        return self.pool_hosts(pool) & self.up_mask()
+
     def free_by_pool(self) -> Mapping[str, int]:
         up = self.up_mask()
         return {

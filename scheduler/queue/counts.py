@@ -131,7 +131,7 @@ def per_host(view: Snapshot, pool: str, fits: list[Fit], table: Table | None = N
     for column, need, asks in table.needs:
         per = free[column][None, :] // need
         pods = np.minimum(pods, per if asks is None else np.where(asks[:, None], per, UNLIMITED))
-    usable = view.pool_hosts(pool) & view.up_mask()
+    usable = view.pool_up(pool)
     # an overcommitted host (negative free) takes no pods; it takes none away either
     return np.asarray(np.maximum(pods, 0) * (table.admits & usable), dtype=np.int64)
 

@@ -357,7 +357,7 @@ def is_borrowed(view: Snapshot, r: Running) -> bool:
 
 def lent_fingerprint(view: Snapshot, pool: str) -> bytes:
     """The free capacity a borrowing gang sees: its pool's hosts and those lent to it."""
-    mask = view.pool_hosts(pool) & view.up_mask()
+    mask = view.pool_up(pool)
     digest = hashlib.blake2b(digest_size=16)
     digest.update(np.flatnonzero(mask).tobytes())
     for free in (view.free_gpus, view.free_cpu, view.free_mem, view.free_pods):

@@ -97,7 +97,7 @@ def _first_possible(view: Snapshot, gang: GangRequest, flat: Flat) -> int:
     running sums over the released gangs and pods. len(gangs) + 1 when never."""
     # the hosts a placement of it may use (its pool's and any lent to it now, as Capacity.of
     # reads them), up: counting its pool's own alone began the search too late
-    counted = view.pool_hosts(gang.pool) & view.up_mask()
+    counted = view.pool_up(gang.pool)
     never = len(flat.pods) + 1
     missing = gang.all_gpus - int(view.free_gpus[counted].sum())
     n = 0 if missing <= 0 else _first_reaching(np.cumsum(flat.totals), missing)

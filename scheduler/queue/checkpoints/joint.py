@@ -90,7 +90,7 @@ def _room(base: Snapshot, gang: GangRequest) -> bool:
     if not gang.gpus_per_pod:
         return True
     # the hosts a placement of it may use: its pool's and any lent to it now, up
-    room = base.free_gpus[base.pool_hosts(gang.pool) & base.up_mask()] // gang.gpus_per_pod
+    room = base.free_gpus[base.pool_up(gang.pool)] // gang.gpus_per_pod
     return int(room[room > 0].sum()) >= gang.pods
 
 
