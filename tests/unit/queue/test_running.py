@@ -26,6 +26,7 @@ from scheduler.queue.views import Views
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.topology import Fabric, generate
+from tests.unit.simulation.overload import two_pools
 from tests.unit.simulation.test_quiet import FABRIC, overload
 
 POOLS = ("training", "inference")
@@ -164,18 +165,7 @@ def first_possible_by_walking(view: Snapshot, gang: GangRequest, ordered: list[R
     return len(ordered) + 1
 
 
-def two_pools() -> Fabric:
-    """FABRIC with its second half of hosts in another pool, which may lend them to training."""
-    spec = FABRIC.spec
-    half = len(spec.hosts) // 2
-    hosts = [
-        h.model_copy(update={"pool": "inference"}) if i >= half else h
-        for i, h in enumerate(spec.hosts)
-    ]
-    return Fabric(spec.model_copy(update={"hosts": tuple(hosts)}))
-
-
-TWO_POOLS = two_pools()
+TWO_POOLS = two_pools(FABRIC)  # its second spine lends to training
 
 
 @pytest.mark.parametrize("lending", [False, True])

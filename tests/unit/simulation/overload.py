@@ -8,6 +8,7 @@ import random
 from collections.abc import Sequence
 
 from scheduler.simulation.trace import TraceJob
+from scheduler.topology import Fabric
 
 SIZES = (8, 8, 8, 16, 16, 32, 64, 96, 4, 2)
 
@@ -25,3 +26,12 @@ def overload(
             TraceJob(id=f"j{i}", submit_s=submit, duration_s=duration, gpus=gpus, priority=priority)
         )
     return sorted(jobs, key=lambda j: j.submit_s)
+
+
+def two_pools(fabric: Fabric, pool: str = "online-inference") -> Fabric:
+    """The fabric with its second spine's hosts in `pool`, which may lend them to training."""
+    spec = fabric.spec
+    hosts = tuple(
+        h.model_copy(update={"pool": pool}) if h.domains["spine"] == "s1" else h for h in spec.hosts
+    )
+    return Fabric(spec.model_copy(update={"hosts": hosts}))

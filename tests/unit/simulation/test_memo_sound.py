@@ -25,11 +25,10 @@ from scheduler.queue.views import Views
 from scheduler.simulation.config import Failures, SimConfig
 from scheduler.simulation.engine import Simulation
 from scheduler.simulation.trace import TraceJob
-from scheduler.topology import Fabric, generate
-from tests.unit.simulation.overload import overload
-from tests.unit.simulation.test_quiet import teams, with_tenants
+from scheduler.topology import Fabric
+from tests.unit.simulation.overload import overload, two_pools
+from tests.unit.simulation.test_quiet import FABRIC, teams, with_tenants
 
-FABRIC = Fabric(generate(blocks=2, racks=3, hosts=4, gpus=8))  # 192 GPUs
 UNBOUNDED = 1_000_000
 
 
@@ -96,19 +95,10 @@ def test_what_is_known_unplaceable_changes_no_decision_under_quotas(lending, mon
     assert kept == fresh
 
 
-def pools() -> Fabric:
-    """FABRIC with its second spine online inference's, which lends idle hosts to training."""
-    spec = FABRIC.spec
-    hosts = tuple(
-        h.model_copy(update={"pool": "online-inference"}) if h.domains["spine"] == "s1" else h
-        for h in spec.hosts
-    )
-    return Fabric(spec.model_copy(update={"hosts": hosts}))
-
-
 @pytest.mark.parametrize("lending", [LendingMode.TOPOLOGY, LendingMode.QUOTA])
 def test_what_is_known_unplaceable_changes_no_decision_where_pools_lend(lending, monkeypatch):
-    """Pools that lend idle hosts and take them back (queue/lending.py), no teams."""
+    """Pools that lend idle hosts and take them back (queue/lending.py), no teams: the second
+    spine is online inference's, which lends idle hosts to training."""
     rules = (
         PoolSpec(name="training", objective="pack", borrow=True),
         PoolSpec(
@@ -130,7 +120,7 @@ def test_what_is_known_unplaceable_changes_no_decision_where_pools_lend(lending,
     ]
     # every failure here is proven by counting (nothing is left for the memo to learn): what
     # this checks is counting, and the pass over gangs it proves blocked, against every try
-    kept, _, fresh = both("rackwise", jobs, config, monkeypatch, pools())
+    kept, _, fresh = both("rackwise", jobs, config, monkeypatch, two_pools(FABRIC))
     assert len(kept[0]) > 100
     assert any(e.reclaimed for _, e in kept[1])  # lent hosts were taken back
     assert kept == fresh
